@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the host packages the ClawOS build needs (Debian 12). Idempotent:
+# apt skips what is already installed, and the marker keyed by the package list
+# lets repeated `make` runs skip apt entirely.
+set -euo pipefail
+PKGS=(
+  # build root and image assembly
+  mmdebstrap debian-archive-keyring uidmap fdisk dosfstools mtools e2fsprogs erofs-utils cryptsetup-bin
+  # kernel
+  linux-source-6.12 bc flex bison libelf-dev libssl-dev dwarves cpio xz-utils zstd build-essential kmod
+  # QEMU boot tests
+  ovmf swtpm swtpm-tools openssh-client socat
+  # userspace -sys crates
+  libtss2-dev libseccomp-dev pkg-config clang libsqlite3-dev
+)
+# QEMU comes from bookworm-backports: the machine image already carries
+# backports' qemu-utils, whose Breaks rule out bookworm's own qemu-system.
+BACKPORTS=(qemu-system-x86 qemu-utils)
+cache="${CLAWOS_CACHE:-/var/cache/clawos}"
+stamp="$cache/deps-$(printf '%s\n' "${PKGS[@]}" "${BACKPORTS[@]}" | sha256sum | cut -c1-16)"
+if [[ -e $stamp ]] && dpkg -s "${PKGS[@]}" "${BACKPORTS[@]}" >/dev/null 2>&1; then exit 0; fi
+mkdir -p "$cache"
+export DEBIAN_FRONTEND=noninteractive
+bp=/etc/apt/sources.list.d/clawos-bookworm-backports.list
+if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  echo 'deb http://deb.debian.org/debian bookworm-backports main' > "$bp"
+fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${PKGS[@]}" "${BACKPORTS[@]/%//bookworm-backports}"
+touch "$stamp"
