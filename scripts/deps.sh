@@ -15,7 +15,7 @@ PKGS=(
 )
 # QEMU comes from bookworm-backports: the machine image already carries
 # backports' qemu-utils, whose Breaks rule out bookworm's own qemu-system.
-BACKPORTS=(qemu-system-x86 qemu-utils)
+BACKPORTS=(qemu-system-x86 qemu-system-common qemu-system-data qemu-utils seabios)
 cache="${CLAWOS_CACHE:-/var/cache/clawos}"
 stamp="$cache/deps-$(printf '%s\n' "${PKGS[@]}" "${BACKPORTS[@]}" | sha256sum | cut -c1-16)"
 if [[ -e $stamp ]] && dpkg -s "${PKGS[@]}" "${BACKPORTS[@]}" >/dev/null 2>&1; then exit 0; fi
@@ -26,5 +26,6 @@ if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.
   echo 'deb http://deb.debian.org/debian bookworm-backports main' > "$bp"
 fi
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${PKGS[@]}" "${BACKPORTS[@]/%//bookworm-backports}"
+apt-get install -y -qq --no-install-recommends "${PKGS[@]}"
+apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BACKPORTS[@]}"
 touch "$stamp"

@@ -1,0 +1,46 @@
+# ClawOS: `make run` builds everything and boots it in QEMU; `make test` builds
+# it and runs every test. Outputs go to out/, caches to $(CLAWOS_CACHE).
+SHELL := /bin/bash
+export CLAWOS_CACHE ?= /var/cache/clawos
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
+export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+OUT := $(CURDIR)/out
+
+.PHONY: all deps buildroot kernel ebpf userspace image qemu run test test-unit test-vm clean
+all: image
+
+deps:
+	bash scripts/deps.sh
+
+buildroot: deps
+	bash scripts/buildroot.sh
+
+kernel: deps
+	bash kernel/build.sh
+
+ebpf: buildroot
+	bash scripts/ebpf.sh
+
+userspace: deps
+	cargo build --release --locked --workspace
+
+image: kernel ebpf userspace buildroot
+	bash scripts/stage-rootfs.sh
+	bash scripts/in-buildroot.sh env SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash /src/image/build.sh
+
+# Boots the built image interactively (serial console on this terminal).
+qemu:
+	bash qemu/run.sh --image $(OUT)/clawos.raw --state $(OUT)/vm/interactive
+
+run: image qemu
+
+test: test-unit test-vm
+
+test-unit: deps
+	cargo test --release --locked --workspace
+
+test-vm: image
+	bash tests/vm/run.sh
+
+clean:
+	rm -rf $(OUT) $(CARGO_TARGET_DIR)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Boots a ClawOS disk image under QEMU the way real hardware would see it:
+# UEFI (OVMF), a TPM 2.0 (swtpm, state kept in the VM's directory), virtio
+# disk/net/rng, user-mode networking with SSH forwarded to a host port.
+# The image sits behind a copy-on-write overlay so the built image stays
+# pristine; the overlay, UEFI variables and TPM state persist in --state DIR
+# across boots (that is what makes reboot tests meaningful).
+#
+#   run.sh --image IMG --state DIR [--headless] [--ssh-port N] [--serial FILE]
+#          [--disk-size 4G] [--fresh]
+# Interactive by default: serial console on this terminal (Ctrl-a x quits).
+# KVM is used when CLAWOS_ACCEL=kvm or /dev/kvm works on bare metal; nested
+# KVM hangs on the CI machines, so virtual machines get TCG.
+set -euo pipefail
+IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0
+while (($#)); do
+  case $1 in
+    --image) IMAGE=$2; shift 2 ;;
+    --state) STATE=$2; shift 2 ;;
+    --headless) HEADLESS=1; shift ;;
+    --ssh-port) SSH_PORT=$2; shift 2 ;;
+    --serial) SERIAL=$2; shift 2 ;;
+    --disk-size) DISK_SIZE=$2; shift 2 ;;
+    --fresh) FRESH=1; shift ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -f $IMAGE ]] || { echo "run.sh: no image at '$IMAGE' (run make image)" >&2; exit 1; }
+[[ -n $STATE ]] || { echo "run.sh: --state DIR is required" >&2; exit 2; }
+IMAGE=$(readlink -f "$IMAGE")
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.fd
+OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
+
+if ((FRESH)); then rm -rf "$STATE"; fi
+mkdir -p "$STATE/tpm"
+[[ -f $STATE/disk.qcow2 ]] || qemu-img create -q -f qcow2 -F raw -b "$IMAGE" "$STATE/disk.qcow2" "$DISK_SIZE"
+[[ -f $STATE/ovmf-vars.fd ]] || cp "$OVMF_VARS" "$STATE/ovmf-vars.fd"
+
+accel=tcg
+if [[ ${CLAWOS_ACCEL:-} == kvm ]] || { [[ -z ${CLAWOS_ACCEL:-} && -w /dev/kvm ]] && ! systemd-detect-virt -q 2>/dev/null; }; then
+  accel=kvm
+fi
+
+# swtpm exits by itself when QEMU closes the control channel.
+rm -f "$STATE/tpm/ctrl"
+swtpm socket --tpm2 --tpmstate dir="$STATE/tpm" --ctrl type=unixio,path="$STATE/tpm/ctrl" \
+  --log file="$STATE/tpm/swtpm.log" --terminate --daemon
+for _ in $(seq 50); do [[ -S $STATE/tpm/ctrl ]] && break; sleep 0.1; done
+
+args=(
+  -machine q35 -accel "$accel" -smp 2 -m 2048
+  -drive if=pflash,format=raw,unit=0,readonly=on,file="$OVMF_CODE"
+  -drive if=pflash,format=raw,unit=1,file="$STATE/ovmf-vars.fd"
+  -chardev socket,id=chrtpm,path="$STATE/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0
+  -drive if=none,id=disk0,format=qcow2,file="$STATE/disk.qcow2" -device virtio-blk-pci,drive=disk0
+  -netdev user,id=net0,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 -device virtio-net-pci,netdev=net0
+  -device virtio-rng-pci
+  -no-reboot
+)
+if ((HEADLESS)); then
+  args+=(-display none -serial "file:${SERIAL:-$STATE/serial.log}" -monitor none)
+else
+  echo "ClawOS: ssh -p $SSH_PORT root@127.0.0.1 once booted (accel $accel); Ctrl-a x quits" >&2
+  args+=(-nographic -serial mon:stdio)
+fi
+exec qemu-system-x86_64 "${args[@]}"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Creates the ClawOS build root: a Debian sid tools tree made with mmdebstrap,
+# holding mkosi and the systemd image tools, and Debian's rustc with the
+# bpfel-unknown-none and wasm32-wasip2 standard libraries plus bpf-linker.
+# sid, because only it ships libstd-rust-dev-bpf with a matching rustc/LLVM.
+#
+# Cached by the package list and this script. The resolved package versions are
+# written to $OUT/buildroot-packages.txt so a build says exactly what built it.
+source "$(dirname "$0")/lib.sh"
+BPF_LINKER_VERSION=0.13.0
+LLVM=22
+PKGS=(
+  # Rust for the eBPF programs and the WASM tools
+  rustc cargo libstd-rust-dev-bpf libstd-rust-dev-wasm32
+  # bpf-linker links against LLVM
+  "llvm-$LLVM-dev" "libpolly-$LLVM-dev" "libclang-$LLVM-dev" "clang-$LLVM" zlib1g-dev libzstd-dev build-essential
+  # image tools
+  mkosi systemd systemd-repart systemd-ukify systemd-boot-efi python3-pefile
+  erofs-utils cryptsetup-bin dosfstools mtools fdisk e2fsprogs bubblewrap
+  apt dpkg debian-archive-keyring ca-certificates zstd cpio kmod busybox-static
+)
+key=$(printf '%s\n' "${PKGS[@]}" "$BPF_LINKER_VERSION" | cat - "$0" | sha256sum | cut -c1-16)
+ROOT="$CACHE/buildroot/$key"
+
+if [[ ! -f $ROOT/.clawos-ready ]]; then
+  log "buildroot: creating Debian sid tools tree ($key)"
+  rm -rf "$ROOT"; mkdir -p "$(dirname "$ROOT")"
+  # sid's Release file can be past its Valid-Until on this mirror.
+  # The host's extra CAs (a TLS-inspecting proxy) must be trusted inside too.
+  mmdebstrap --variant=apt --mode=root \
+    --aptopt='Acquire::Check-Valid-Until "false"' \
+    --include="$(IFS=,; echo "${PKGS[*]}")" \
+    --customize-hook='cp -r /usr/local/share/ca-certificates/. "$1/usr/local/share/ca-certificates/" 2>/dev/null || true' \
+    --customize-hook='chroot "$1" update-ca-certificates >/dev/null' \
+    sid "$ROOT" http://deb.debian.org/debian
+  mkdir -p "$ROOT/src" "$ROOT/out" "$ROOT/cache"
+  "$REPO/scripts/in-buildroot.sh" --root "$ROOT" sh -c "
+    LLVM_SYS_${LLVM}1_PREFIX=/usr/lib/llvm-$LLVM cargo install --locked --root /usr/local \
+      bpf-linker@$BPF_LINKER_VERSION --no-default-features --features llvm-$LLVM"
+  touch "$ROOT/.clawos-ready"
+fi
+chroot "$ROOT" dpkg-query -W -f='${Package} ${Version}\n' > "$OUT/buildroot-packages.txt"
+echo "bpf-linker $BPF_LINKER_VERSION" >> "$OUT/buildroot-packages.txt"
+ln -sfn "$ROOT" "$OUT/buildroot"
+log "buildroot: ready at $ROOT"

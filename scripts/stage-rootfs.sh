@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Stages what the host built into out/rootfs-extra, which mkosi lays over the
+# image: workspace binaries, the eBPF object, the specs, the kernel's origin,
+# the operator's SSH key and os-release.
+source "$(dirname "$0")/lib.sh"
+X="$OUT/rootfs-extra"
+TARGET="${CARGO_TARGET_DIR:-$REPO/target}/release"
+rm -rf "$X"; mkdir -p "$X/usr/bin" "$X/usr/lib/clawos/ebpf" "$X/usr/share/clawos" "$X/etc/ssh/authorized_keys"
+
+find "$TARGET" -maxdepth 1 -type f -executable \( -name 'clawos-*' -o -name clawctl \) -exec install -m 0755 {} "$X/usr/bin/" \;
+install -m 0644 "$OUT/ebpf/clawos-monitor.bpf.o" "$X/usr/lib/clawos/ebpf/"
+cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
+cp "$OUT/kernel/source" "$X/usr/lib/clawos/kernel-source"
+cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"
+
+# The operator's key: SSH_PUBKEY= (a key or a .pub file); otherwise a throwaway
+# test key in out/ssh, which only test builds should ever carry.
+if [[ -n ${SSH_PUBKEY:-} ]]; then
+  if [[ -f $SSH_PUBKEY ]]; then cat "$SSH_PUBKEY"; else echo "$SSH_PUBKEY"; fi > "$X/etc/ssh/authorized_keys/root"
+else
+  mkdir -p "$OUT/ssh"
+  [[ -f $OUT/ssh/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N "" -C clawos-test -f "$OUT/ssh/id_ed25519"
+  warn "SSH_PUBKEY not set: the image trusts the throwaway test key $OUT/ssh/id_ed25519"
+  cp "$OUT/ssh/id_ed25519.pub" "$X/etc/ssh/authorized_keys/root"
+fi
+chmod 0644 "$X/etc/ssh/authorized_keys/root"
+
+version=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)
+cat > "$X/usr/lib/os-release" <<OSREL
+NAME="ClawOS"
+PRETTY_NAME="ClawOS ($version)"
+ID=clawos
+ID_LIKE=debian
+VERSION_ID=0.1
+IMAGE_ID=clawos
+IMAGE_VERSION=$version
+HOME_URL="https://clawos.invalid/"
+OSREL
+# Digest of every input, the seed of the image's deterministic UUIDs and salt.
+(cd "$REPO" && find image rootfs-overlay -type f -print0 | sort -z | xargs -0 sha256sum
+ cd "$X" && find . -type f ! -name build-inputs -print0 | sort -z | xargs -0 sha256sum) > "$X/usr/lib/clawos/build-inputs"
+log "staged $(find "$X/usr/bin" -type f | wc -l) binaries into $X"

@@ -1,0 +1,17 @@
+# The running kernel is the one this build made, with the ClawOS options.
+check "kernel: running release is ours ($(cat "$OUT/kernel/release"))" \
+  vm_ssh "test \"\$(uname -r)\" = '$(cat "$OUT/kernel/release")'"
+check "kernel: /proc/config.gz carries every option of kernel/clawos.config" bash -c '
+  running=$(vm_ssh "zcat /proc/config.gz") || exit 1
+  missing=0
+  while IFS= read -r line; do
+    [[ $line =~ ^CONFIG_ ]] || continue
+    grep -qxF "$line" <<<"$running" || { echo "missing: $line"; missing=1; }
+  done < "$REPO/kernel/clawos.config"
+  exit $missing'
+check "kernel: BTF is exposed at /sys/kernel/btf/vmlinux" vm_ssh 'test -s /sys/kernel/btf/vmlinux'
+check "kernel: the BPF LSM is active" vm_ssh 'grep -qw bpf /sys/kernel/security/lsm'
+check "kernel: the image records where its kernel source came from" \
+  vm_ssh "grep -qF '$(cat "$OUT/kernel/source")' /usr/lib/clawos/kernel-source"
+check "ebpf: the aya exec monitor built by make ebpf loads, attaches and sees an exec" \
+  vm_ssh 'clawos-ebpf-selftest | grep -q "\"attached\":true"'
