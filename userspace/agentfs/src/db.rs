@@ -1,0 +1,356 @@
+//! Row-level operations on one AgentFS database, shared by the workspace, the
+//! base layer and the checker. Callers own the transaction; nothing here
+//! begins or commits one.
+
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::error::{Error, Result};
+use crate::types::Stat;
+
+/// The schema of the spec plus ClawOS's extension tables, idempotent.
+pub const SCHEMA_SQL: &str = include_str!("schema.sql");
+/// Triggers that make `tool_calls` insert-only and validate each insert.
+pub const AUDIT_TRIGGERS_SQL: &str = include_str!("audit_triggers.sql");
+
+/// How long a connection waits for another process's write lock before the
+/// operation fails with [`Error::Busy`]; SQLite retries within this bound.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Pragmas of the ClawFS spec §9.1. WAL with `synchronous = NORMAL` survives
+/// a killed process with every committed transaction; a power cut may lose
+/// the last few commits but never consistency.
+const PRAGMAS_SQL: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA cache_size = -64000;
+PRAGMA mmap_size = 268435456;
+PRAGMA synchronous = NORMAL;
+PRAGMA temp_store = MEMORY;
+";
+
+pub(crate) fn apply_pragmas(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(PRAGMAS_SQL)?;
+    Ok(())
+}
+
+/// Creates the schema and, on a database without `fs_config`, the initial
+/// rows of the spec's Initialization section. Returns the chunk size.
+pub(crate) fn init(conn: &mut Connection, chunk_size: u64) -> Result<u64> {
+    if chunk_size == 0 || chunk_size > i64::MAX as u64 {
+        return Err(Error::invalid("chunk_size must be positive"));
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let fresh = !table_exists(&tx, "fs_config")?;
+    tx.execute_batch(SCHEMA_SQL)?;
+    if fresh {
+        tx.execute_batch(AUDIT_TRIGGERS_SQL)?;
+    }
+    tx.execute(
+        "INSERT OR IGNORE INTO fs_config (key, value) VALUES ('chunk_size', ?)",
+        [chunk_size.to_string()],
+    )?;
+    // The reference SDK records the spec version it follows under this key
+    // and rewrites it on every open; matching it keeps both views equal.
+    tx.execute(
+        "INSERT OR IGNORE INTO fs_config (key, value) VALUES ('schema_version', '0.4')",
+        [],
+    )?;
+    tx.execute(
+        "INSERT OR IGNORE INTO fs_inode (ino, mode, nlink, uid, gid, size, atime, mtime, ctime)
+         VALUES (1, 16877, 1, 0, 0, 0, unixepoch(), unixepoch(), unixepoch())",
+        [],
+    )?;
+    let chunk_size = read_chunk_size(&tx)?;
+    tx.commit()?;
+    Ok(chunk_size)
+}
+
+pub(crate) fn table_exists(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+pub(crate) fn read_chunk_size(conn: &Connection) -> Result<u64> {
+    let value: String = conn
+        .query_row("SELECT value FROM fs_config WHERE key = 'chunk_size'", [], |row| row.get(0))
+        .optional()?
+        .ok_or_else(|| Error::corrupt("fs_config has no chunk_size"))?;
+    match value.parse::<u64>() {
+        Ok(size) if size > 0 => Ok(size),
+        _ => Err(Error::corrupt(format!("chunk_size {value:?} is not a positive integer"))),
+    }
+}
+
+pub(crate) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn stat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stat> {
+    Ok(Stat {
+        ino: row.get(0)?,
+        mode: row.get(1)?,
+        nlink: row.get(2)?,
+        uid: row.get(3)?,
+        gid: row.get(4)?,
+        size: row.get(5)?,
+        atime: row.get(6)?,
+        mtime: row.get(7)?,
+        ctime: row.get(8)?,
+        rdev: row.get(9)?,
+    })
+}
+
+/// The raw `fs_inode` row of `ino` (no origin translation).
+pub(crate) fn inode_stat(conn: &Connection, ino: i64) -> Result<Stat> {
+    conn.prepare_cached(
+        "SELECT ino, mode, nlink, uid, gid, size, atime, mtime, ctime, rdev
+         FROM fs_inode WHERE ino = ?",
+    )?
+    .query_row([ino], stat_from_row)
+    .optional()?
+    .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
+}
+
+pub(crate) fn lookup_child(conn: &Connection, parent: i64, name: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT ino FROM fs_dentry WHERE parent_ino = ? AND name = ?")?
+        .query_row(params![parent, name], |row| row.get(0))
+        .optional()?)
+}
+
+pub(crate) fn children(conn: &Connection, parent: i64) -> Result<Vec<(String, i64)>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT name, ino FROM fs_dentry WHERE parent_ino = ? ORDER BY name ASC")?;
+    let rows = stmt
+        .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Metadata of a new inode; `nlink` starts at 0 and counts dentries added later.
+pub(crate) struct NewInode {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+    pub atime: i64,
+    pub mtime: i64,
+    pub ctime: i64,
+}
+
+pub(crate) fn create_inode(conn: &Connection, inode: &NewInode) -> Result<i64> {
+    Ok(conn
+        .prepare_cached(
+            "INSERT INTO fs_inode (mode, uid, gid, size, atime, mtime, ctime, rdev)
+             VALUES (?, ?, ?, 0, ?, ?, ?, ?) RETURNING ino",
+        )?
+        .query_row(
+            params![inode.mode, inode.uid, inode.gid, inode.atime, inode.mtime, inode.ctime, inode.rdev],
+            |row| row.get(0),
+        )?)
+}
+
+/// Inserts a dentry and counts the link (spec: Creating a File, steps 4-5).
+pub(crate) fn add_dentry(conn: &Connection, parent: i64, name: &str, ino: i64) -> Result<()> {
+    conn.prepare_cached("INSERT INTO fs_dentry (name, parent_ino, ino) VALUES (?, ?, ?)")?
+        .execute(params![name, parent, ino])?;
+    conn.prepare_cached("UPDATE fs_inode SET nlink = nlink + 1 WHERE ino = ?")?
+        .execute([ino])?;
+    Ok(())
+}
+
+/// Removes a dentry, uncounts the link and frees the inode with everything
+/// hanging off it when it was the last one (spec: Deleting a File).
+pub(crate) fn remove_dentry(conn: &Connection, parent: i64, name: &str, ino: i64) -> Result<()> {
+    conn.prepare_cached("DELETE FROM fs_dentry WHERE parent_ino = ? AND name = ?")?
+        .execute(params![parent, name])?;
+    let nlink: i64 = conn
+        .prepare_cached("UPDATE fs_inode SET nlink = nlink - 1, ctime = ? WHERE ino = ? RETURNING nlink")?
+        .query_row(params![now(), ino], |row| row.get(0))?;
+    if nlink <= 0 {
+        for sql in [
+            "DELETE FROM fs_inode WHERE ino = ?",
+            "DELETE FROM fs_data WHERE ino = ?",
+            "DELETE FROM fs_symlink WHERE ino = ?",
+            "DELETE FROM fs_origin WHERE delta_ino = ?",
+            "DELETE FROM clawos_xattr WHERE ino = ?",
+        ] {
+            conn.prepare_cached(sql)?.execute([ino])?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn symlink_target(conn: &Connection, ino: i64) -> Result<String> {
+    conn.prepare_cached("SELECT target FROM fs_symlink WHERE ino = ?")?
+        .query_row([ino], |row| row.get(0))
+        .optional()?
+        .ok_or_else(|| Error::corrupt(format!("symlink inode {ino} has no fs_symlink row")))
+}
+
+/// Reads `[offset, offset + len)` clipped to the file size, fetching only the
+/// chunks that range touches (spec: Reading a File at Offset).
+pub(crate) fn read_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset: u64, len: u64) -> Result<Vec<u8>> {
+    let size: u64 = conn
+        .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
+        .query_row([ino], |row| row.get(0))?;
+    if offset >= size || len == 0 {
+        return Ok(Vec::new());
+    }
+    let end = size.min(offset.saturating_add(len));
+    let first = offset / chunk_size;
+    let last = (end - 1) / chunk_size;
+    let mut out = Vec::with_capacity((end - offset) as usize);
+    let mut stmt = conn.prepare_cached(
+        "SELECT chunk_index, data FROM fs_data
+         WHERE ino = ? AND chunk_index >= ? AND chunk_index <= ? ORDER BY chunk_index ASC",
+    )?;
+    let mut rows = stmt.query(params![ino, first, last])?;
+    let mut expected = first;
+    while let Some(row) = rows.next()? {
+        let index: u64 = row.get(0)?;
+        let data = row.get_ref(1)?.as_blob().map_err(|err| Error::corrupt(format!("inode {ino} chunk {index}: {err}")))?;
+        if index != expected {
+            return Err(Error::corrupt(format!("inode {ino} is missing chunk {expected}")));
+        }
+        let chunk_start = index * chunk_size;
+        let from = offset.saturating_sub(chunk_start) as usize;
+        let to = ((end - chunk_start) as usize).min(data.len());
+        if from < to {
+            out.extend_from_slice(&data[from..to]);
+        }
+        expected += 1;
+    }
+    if out.len() as u64 != end - offset {
+        return Err(Error::corrupt(format!("inode {ino} has fewer bytes than its size")));
+    }
+    Ok(out)
+}
+
+fn chunk(conn: &Connection, ino: i64, index: u64) -> Result<Vec<u8>> {
+    Ok(conn
+        .prepare_cached("SELECT data FROM fs_data WHERE ino = ? AND chunk_index = ?")?
+        .query_row(params![ino, index], |row| row.get(0))
+        .optional()?
+        .unwrap_or_default())
+}
+
+fn put_chunk(conn: &Connection, ino: i64, index: u64, data: &[u8]) -> Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO fs_data (ino, chunk_index, data) VALUES (?, ?, ?)")?
+        .execute(params![ino, index, data])?;
+    Ok(())
+}
+
+fn set_size(conn: &Connection, ino: i64, size: u64, time: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE fs_inode SET size = ?, mtime = ?, ctime = ? WHERE ino = ?")?
+        .execute(params![size, time, time, ino])?;
+    Ok(())
+}
+
+/// Writes `data` at `offset`, zero-filling any gap after the old end, and
+/// rewrites only the chunks the write (or gap) touches.
+pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset: u64, data: &[u8]) -> Result<u64> {
+    let size: u64 = conn
+        .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
+        .query_row([ino], |row| row.get(0))?;
+    if data.is_empty() {
+        return Ok(size);
+    }
+    let end = offset
+        .checked_add(data.len() as u64)
+        .filter(|end| *end <= i64::MAX as u64)
+        .ok_or_else(|| Error::invalid("write past the largest file size"))?;
+    let new_size = size.max(end);
+    let start = offset.min(size);
+    for index in start / chunk_size..=(end - 1) / chunk_size {
+        let chunk_start = index * chunk_size;
+        let chunk_len = chunk_size.min(new_size - chunk_start) as usize;
+        let write_from = offset.max(chunk_start);
+        let write_to = end.min(chunk_start + chunk_len as u64);
+        let covers_whole_chunk = write_from == chunk_start && write_to - chunk_start == chunk_len as u64;
+        let mut buf = if covers_whole_chunk { Vec::with_capacity(chunk_len) } else { chunk(conn, ino, index)? };
+        buf.resize(chunk_len, 0);
+        if write_from < write_to {
+            let src = &data[(write_from - offset) as usize..(write_to - offset) as usize];
+            buf[(write_from - chunk_start) as usize..(write_to - chunk_start) as usize].copy_from_slice(src);
+        }
+        put_chunk(conn, ino, index, &buf)?;
+    }
+    set_size(conn, ino, new_size, now())?;
+    Ok(new_size)
+}
+
+/// Replaces the whole content of `ino` (spec: Creating a File, steps 6-7).
+pub(crate) fn replace_content(conn: &Connection, chunk_size: u64, ino: i64, data: &[u8]) -> Result<()> {
+    conn.prepare_cached("DELETE FROM fs_data WHERE ino = ?")?.execute([ino])?;
+    for (index, piece) in data.chunks(chunk_size as usize).enumerate() {
+        put_chunk(conn, ino, index as u64, piece)?;
+    }
+    set_size(conn, ino, data.len() as u64, now())
+}
+
+/// Sets the size of `ino`, dropping chunks past the end or zero-filling up to it.
+pub(crate) fn truncate(conn: &Connection, chunk_size: u64, ino: i64, new_size: u64) -> Result<()> {
+    if new_size > i64::MAX as u64 {
+        return Err(Error::invalid("truncate past the largest file size"));
+    }
+    let size: u64 = conn
+        .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
+        .query_row([ino], |row| row.get(0))?;
+    if new_size < size {
+        let keep_chunks = new_size.div_ceil(chunk_size);
+        conn.prepare_cached("DELETE FROM fs_data WHERE ino = ? AND chunk_index >= ?")?
+            .execute(params![ino, keep_chunks])?;
+        if new_size % chunk_size != 0 {
+            let index = keep_chunks - 1;
+            let mut buf = chunk(conn, ino, index)?;
+            buf.truncate((new_size - index * chunk_size) as usize);
+            put_chunk(conn, ino, index, &buf)?;
+        }
+    } else {
+        let first = size / chunk_size;
+        let last = if new_size == 0 { 0 } else { (new_size - 1) / chunk_size };
+        for index in first..=last.max(first) {
+            let chunk_start = index * chunk_size;
+            if chunk_start >= new_size {
+                break;
+            }
+            let mut buf = chunk(conn, ino, index)?;
+            buf.resize(chunk_size.min(new_size - chunk_start) as usize, 0);
+            put_chunk(conn, ino, index, &buf)?;
+        }
+    }
+    set_size(conn, ino, new_size, now())
+}
+
+pub(crate) fn origin_of(conn: &Connection, ino: i64) -> Result<Option<u64>> {
+    Ok(conn
+        .prepare_cached("SELECT base_ino FROM fs_origin WHERE delta_ino = ?")?
+        .query_row([ino], |row| row.get(0))
+        .optional()?)
+}
+
+pub(crate) fn xattr_list(conn: &Connection, ino: i64) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut stmt = conn.prepare_cached("SELECT name, value FROM clawos_xattr WHERE ino = ? ORDER BY name")?;
+    let rows = stmt
+        .query_map([ino], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn xattr_set(conn: &Connection, ino: i64, name: &str, value: &[u8]) -> Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO clawos_xattr (ino, name, value) VALUES (?, ?, ?)")?
+        .execute(params![ino, name, value])?;
+    Ok(())
+}

@@ -1,0 +1,857 @@
+//! The AgentFS workspace handle: POSIX-shaped filesystem operations on one
+//! database, optionally as the writable delta of an overlay.
+//!
+//! Every public operation runs in a single SQLite transaction; an error rolls
+//! it back, so the database never holds half an operation.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::base::{BaseLayer, BaseSource};
+use crate::db::{self, NewInode};
+use crate::error::{Error, Result};
+use crate::path::{check_path, components, join, parent_of, split_last};
+use crate::types::{DirEntry, SetAttr, Stat, PERMISSION_BITS, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+
+/// Inode number of the root directory (spec: Special Inodes).
+pub const ROOT_INO: i64 = 1;
+/// Default `fs_config.chunk_size` for new workspaces.
+pub const DEFAULT_CHUNK_SIZE: u64 = 4096;
+/// Symlinks followed while resolving one path before ELOOP, as Linux's limit.
+pub const MAX_SYMLINK_FOLLOWS: usize = 40;
+/// Access time is rewritten on read only when it is older than mtime or than
+/// this many seconds, as Linux's relatime: reads then stay read-only.
+const RELATIME_WINDOW_SECS: i64 = 24 * 60 * 60;
+
+/// How to open a workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Chunk size written to `fs_config` when the database is created; an
+    /// existing database keeps its own, as the spec makes it immutable.
+    pub chunk_size: u64,
+    /// Read-only lower layer; `None` for a plain workspace.
+    pub base: Option<BaseSource>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { chunk_size: DEFAULT_CHUNK_SIZE, base: None }
+    }
+}
+
+/// An open AgentFS workspace.
+pub struct AgentFs {
+    conn: Connection,
+    chunk_size: u64,
+    base: Option<Box<dyn BaseLayer>>,
+    owner: (u32, u32),
+}
+
+/// Where a resolved name lives.
+#[derive(Debug, Clone)]
+enum Node {
+    /// An inode of the writable database.
+    Delta(i64),
+    /// An entry only the read-only base layer has, with its base stat.
+    Base(Stat),
+}
+
+impl AgentFs {
+    /// Opens the workspace at `path`, creating and initializing it if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<AgentFs> {
+        AgentFs::open_with(path, &OpenOptions::default())
+    }
+
+    /// Opens the workspace at `path` with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<AgentFs> {
+        let mut conn = Connection::open(path)?;
+        db::apply_pragmas(&conn)?;
+        let chunk_size = db::init(&mut conn, options.chunk_size)?;
+        let base = match &options.base {
+            Some(source) => {
+                let base = source.open()?;
+                // Delta inodes are numbered above every base inode so that the
+                // numbers `stat` reports never collide across layers.
+                let floor = base.max_ino()?;
+                conn.execute(
+                    "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'fs_inode'",
+                    [floor],
+                )?;
+                Some(base)
+            }
+            None => None,
+        };
+        Ok(AgentFs { conn, chunk_size, base, owner: (0, 0) })
+    }
+
+    /// The chunk size of this workspace's `fs_data`.
+    pub fn chunk_size(&self) -> u64 {
+        self.chunk_size
+    }
+
+    /// The underlying connection, for the checker and for read-only queries.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Sets the uid and gid given to files this handle creates (default 0:0).
+    pub fn set_owner(&mut self, uid: u32, gid: u32) {
+        self.owner = (uid, gid);
+    }
+
+    pub(crate) fn write_tx<T>(&mut self, op: impl FnOnce(&Ctx<'_>) -> Result<T>) -> Result<T> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = op(&Ctx {
+            conn: &tx,
+            chunk_size: self.chunk_size,
+            base: self.base.as_deref(),
+            owner: self.owner,
+        })?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    pub(crate) fn read_tx<T>(&mut self, op: impl FnOnce(&Ctx<'_>) -> Result<T>) -> Result<T> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let out = op(&Ctx {
+            conn: &tx,
+            chunk_size: self.chunk_size,
+            base: self.base.as_deref(),
+            owner: self.owner,
+        })?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// stat(2): metadata of `path`, following a final symlink.
+    pub fn stat(&mut self, path: &str) -> Result<Stat> {
+        self.read_tx(|cx| {
+            let (_, node) = cx.resolve(path, true)?;
+            cx.stat(&node)
+        })
+    }
+
+    /// lstat(2): metadata of `path` itself, even if it is a symlink.
+    pub fn lstat(&mut self, path: &str) -> Result<Stat> {
+        self.read_tx(|cx| {
+            let (_, node) = cx.resolve(path, false)?;
+            cx.stat(&node)
+        })
+    }
+
+    /// Whether `path` exists (without following a final symlink).
+    pub fn exists(&mut self, path: &str) -> Result<bool> {
+        match self.lstat(path) {
+            Ok(_) => Ok(true),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Creates a regular file and writes `data` as its whole content,
+    /// replacing any existing content. Missing parent directories are
+    /// created, as the spec's implementation notes describe.
+    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<()> {
+        self.write_tx(|cx| {
+            let (parent, _) = split_last(path)?;
+            cx.mkdir_all(&parent)?;
+            let ino = match cx.resolve(path, true) {
+                Ok((real, node)) => cx.regular_in_delta(&real, node)?,
+                Err(Error::NotFound { .. }) => cx.create_node(path, S_IFREG | 0o644, 0, None)?,
+                Err(err) => return Err(err),
+            };
+            db::replace_content(cx.conn, cx.chunk_size, ino, data)
+        })
+    }
+
+    /// Creates an empty regular file with `permissions`; EEXIST if the name is taken.
+    pub fn create(&mut self, path: &str, permissions: u32) -> Result<Stat> {
+        self.write_tx(|cx| {
+            let ino = cx.create_node(path, S_IFREG | (permissions & PERMISSION_BITS), 0, None)?;
+            cx.stat(&Node::Delta(ino))
+        })
+    }
+
+    /// Writes `data` at `offset` of an existing regular file, zero-filling any
+    /// gap; returns the new size.
+    pub fn write(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<u64> {
+        self.write_tx(|cx| {
+            let (real, node) = cx.resolve(path, true)?;
+            let ino = cx.regular_in_delta(&real, node)?;
+            db::write_chunks(cx.conn, cx.chunk_size, ino, offset, data)
+        })
+    }
+
+    /// Appends `data` to an existing regular file; returns the new size.
+    pub fn append(&mut self, path: &str, data: &[u8]) -> Result<u64> {
+        self.write_tx(|cx| {
+            let (real, node) = cx.resolve(path, true)?;
+            let ino = cx.regular_in_delta(&real, node)?;
+            let size = db::inode_stat(cx.conn, ino)?.size;
+            db::write_chunks(cx.conn, cx.chunk_size, ino, size, data)
+        })
+    }
+
+    /// The whole content of a regular file.
+    pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>> {
+        self.read(path, 0, u64::MAX)
+    }
+
+    /// Up to `len` bytes from `offset`, reading only the chunks that range touches.
+    pub fn read(&mut self, path: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let (data, touched) = self.read_tx(|cx| {
+            let (real, node) = cx.resolve(path, true)?;
+            let stat = cx.stat(&node)?;
+            cx.require_regular(&real, &stat)?;
+            match node {
+                Node::Delta(ino) => {
+                    let data = db::read_chunks(cx.conn, cx.chunk_size, ino, offset, len)?;
+                    let now = db::now();
+                    let stale = stat.atime <= stat.mtime || now - stat.atime > RELATIME_WINDOW_SECS;
+                    Ok((data, stale.then_some((ino, now))))
+                }
+                Node::Base(_) => Ok((cx.base()?.read(&real, offset, len)?, None)),
+            }
+        })?;
+        if let Some((ino, now)) = touched {
+            // Spec: Reading a File, step 4 (update access time).
+            self.conn
+                .prepare_cached("UPDATE fs_inode SET atime = ? WHERE ino = ?")?
+                .execute(params![now, ino])?;
+        }
+        Ok(data)
+    }
+
+    /// Sets the size of a regular file (truncate(2)).
+    pub fn truncate(&mut self, path: &str, size: u64) -> Result<()> {
+        self.set_attr(path, &SetAttr { size: Some(size), ..SetAttr::default() }).map(drop)
+    }
+
+    /// Creates a directory; EEXIST if the name is taken, ENOENT if the parent is missing.
+    pub fn mkdir(&mut self, path: &str, permissions: u32) -> Result<Stat> {
+        self.write_tx(|cx| {
+            let ino = cx.create_node(path, S_IFDIR | (permissions & PERMISSION_BITS), 0, None)?;
+            cx.stat(&Node::Delta(ino))
+        })
+    }
+
+    /// Creates a special file or regular file from a full mode (mknod(2)).
+    pub fn mknod(&mut self, path: &str, mode: u32, rdev: u64) -> Result<Stat> {
+        self.write_tx(|cx| {
+            if matches!(mode & S_IFMT, S_IFDIR | S_IFLNK) || crate::FileType::from_mode(mode).is_none() {
+                return Err(Error::invalid(format!("mknod cannot create mode {mode:o}")));
+            }
+            let ino = cx.create_node(path, mode, rdev, None)?;
+            cx.stat(&Node::Delta(ino))
+        })
+    }
+
+    /// Creates a symlink at `path` pointing at `target` (symlink(2) argument order reversed
+    /// to read as "at path, link to target").
+    pub fn symlink(&mut self, path: &str, target: &str) -> Result<Stat> {
+        self.write_tx(|cx| {
+            if target.is_empty() || target.len() > crate::MAX_PATH_LEN {
+                return Err(Error::invalid("symlink target must be 1 to PATH_MAX bytes"));
+            }
+            let ino = cx.create_node(path, S_IFLNK | 0o777, 0, Some(target))?;
+            cx.stat(&Node::Delta(ino))
+        })
+    }
+
+    /// Target of the symlink at `path`.
+    pub fn readlink(&mut self, path: &str) -> Result<String> {
+        self.read_tx(|cx| {
+            let (real, node) = cx.resolve(path, false)?;
+            if !cx.stat(&node)?.is_symlink() {
+                return Err(Error::invalid(format!("{real}: not a symbolic link")));
+            }
+            cx.readlink(&real, &node)
+        })
+    }
+
+    /// Entries of the directory at `path`, merged across overlay layers and
+    /// sorted by name; `.` and `..` are not listed.
+    pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        self.read_tx(|cx| {
+            let (real, node) = cx.resolve(path, true)?;
+            if !cx.stat(&node)?.is_dir() {
+                return Err(Error::NotADirectory { path: real });
+            }
+            cx.merged_children(&real, &node)?
+                .into_iter()
+                .map(|(name, child)| {
+                    let stat = cx.stat(&child)?;
+                    Ok(DirEntry { name, ino: stat.ino, file_type: stat.file_type() })
+                })
+                .collect()
+        })
+    }
+
+    /// Removes a non-directory name; the inode goes with its last link.
+    pub fn unlink(&mut self, path: &str) -> Result<()> {
+        self.write_tx(|cx| {
+            let (parent, parent_node, name) = cx.resolve_parent(path)?;
+            let child = cx.require_child(&parent, &parent_node, name)?;
+            if cx.stat(&child)?.is_dir() {
+                return Err(Error::IsADirectory { path: join(&parent, name) });
+            }
+            cx.remove_entry(&parent, &parent_node, name, &child)
+        })
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&mut self, path: &str) -> Result<()> {
+        self.write_tx(|cx| {
+            let (parent, parent_node, name) = cx.resolve_parent(path)?;
+            let child = cx.require_child(&parent, &parent_node, name)?;
+            let child_path = join(&parent, name);
+            if !cx.stat(&child)?.is_dir() {
+                return Err(Error::NotADirectory { path: child_path });
+            }
+            if !cx.merged_children(&child_path, &child)?.is_empty() {
+                return Err(Error::DirectoryNotEmpty { path: child_path });
+            }
+            cx.remove_entry(&parent, &parent_node, name, &child)
+        })
+    }
+
+    /// Adds the name `new_path` for the inode at `existing` (link(2); a final
+    /// symlink in `existing` is not followed).
+    pub fn link(&mut self, existing: &str, new_path: &str) -> Result<Stat> {
+        self.write_tx(|cx| {
+            let (source_path, source) = cx.resolve(existing, false)?;
+            if cx.stat(&source)?.is_dir() {
+                return Err(Error::NotPermitted { reason: format!("{source_path}: hard link to a directory") });
+            }
+            let (parent, parent_node, name) = cx.resolve_parent(new_path)?;
+            if cx.lookup_child(&parent, &parent_node, name)?.is_some() {
+                return Err(Error::AlreadyExists { path: join(&parent, name) });
+            }
+            let ino = cx.in_delta(&source_path, source)?;
+            let parent_ino = cx.dir_in_delta(&parent)?;
+            db::add_dentry(cx.conn, parent_ino, name, ino)?;
+            cx.remove_whiteout(&join(&parent, name))?;
+            let now = db::now();
+            cx.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![now, ino])?;
+            cx.touch_dir(parent_ino, now)?;
+            cx.stat(&Node::Delta(ino))
+        })
+    }
+
+    /// Moves `old_path` to `new_path`, atomically replacing a target that
+    /// rename(2) would replace.
+    pub fn rename(&mut self, old_path: &str, new_path: &str) -> Result<()> {
+        self.write_tx(|cx| cx.rename(old_path, new_path))
+    }
+
+    /// Changes attributes of `path` (following a final symlink); returns the new stat.
+    pub fn set_attr(&mut self, path: &str, attr: &SetAttr) -> Result<Stat> {
+        self.write_tx(|cx| {
+            let (real, node) = cx.resolve(path, true)?;
+            cx.set_attr(&real, node, attr)
+        })
+    }
+
+    /// Changes attributes of `path` itself, even if it is a symlink (lchown, lutimes).
+    pub fn set_attr_nofollow(&mut self, path: &str, attr: &SetAttr) -> Result<Stat> {
+        self.write_tx(|cx| {
+            let (real, node) = cx.resolve(path, false)?;
+            cx.set_attr(&real, node, attr)
+        })
+    }
+
+    /// chmod(2): replaces the permission bits, keeping the file type.
+    pub fn chmod(&mut self, path: &str, permissions: u32) -> Result<()> {
+        self.set_attr(path, &SetAttr { permissions: Some(permissions), ..SetAttr::default() }).map(drop)
+    }
+
+    /// chown(2): sets owner and group.
+    pub fn chown(&mut self, path: &str, uid: u32, gid: u32) -> Result<()> {
+        self.set_attr(path, &SetAttr { uid: Some(uid), gid: Some(gid), ..SetAttr::default() }).map(drop)
+    }
+
+    /// utimes(2): sets access and modification time (Unix seconds).
+    pub fn set_times(&mut self, path: &str, atime: i64, mtime: i64) -> Result<()> {
+        self.set_attr(path, &SetAttr { atime: Some(atime), mtime: Some(mtime), ..SetAttr::default() }).map(drop)
+    }
+
+    /// Value of the extended attribute `name` of `path` (not following a final symlink).
+    pub fn get_xattr(&mut self, path: &str, name: &str) -> Result<Vec<u8>> {
+        self.read_tx(|cx| {
+            let (real, node) = cx.resolve(path, false)?;
+            cx.xattrs(&real, &node)?
+                .remove(name)
+                .ok_or_else(|| Error::NoSuchAttribute { name: name.to_owned() })
+        })
+    }
+
+    /// Names of the extended attributes of `path`, sorted.
+    pub fn list_xattr(&mut self, path: &str) -> Result<Vec<String>> {
+        self.read_tx(|cx| {
+            let (real, node) = cx.resolve(path, false)?;
+            Ok(cx.xattrs(&real, &node)?.into_keys().collect())
+        })
+    }
+
+    /// Sets the extended attribute `name` of `path`.
+    pub fn set_xattr(&mut self, path: &str, name: &str, value: &[u8]) -> Result<()> {
+        if name.is_empty() || name.len() > crate::MAX_NAME_LEN {
+            return Err(Error::invalid("xattr names are 1 to 255 bytes"));
+        }
+        self.write_tx(|cx| {
+            let (real, node) = cx.resolve(path, false)?;
+            let ino = cx.in_delta(&real, node)?;
+            db::xattr_set(cx.conn, ino, name, value)?;
+            cx.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![db::now(), ino])?;
+            Ok(())
+        })
+    }
+
+    /// Removes the extended attribute `name` of `path`; ENODATA if it is not set.
+    pub fn remove_xattr(&mut self, path: &str, name: &str) -> Result<()> {
+        self.write_tx(|cx| {
+            let (real, node) = cx.resolve(path, false)?;
+            if !cx.xattrs(&real, &node)?.contains_key(name) {
+                return Err(Error::NoSuchAttribute { name: name.to_owned() });
+            }
+            let ino = cx.in_delta(&real, node)?;
+            cx.conn.execute("DELETE FROM clawos_xattr WHERE ino = ? AND name = ?", params![ino, name])?;
+            cx.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![db::now(), ino])?;
+            Ok(())
+        })
+    }
+}
+
+/// One transaction's view of the workspace.
+pub(crate) struct Ctx<'a> {
+    pub(crate) conn: &'a Connection,
+    chunk_size: u64,
+    base: Option<&'a dyn BaseLayer>,
+    owner: (u32, u32),
+}
+
+impl Ctx<'_> {
+    fn base(&self) -> Result<&dyn BaseLayer> {
+        self.base.ok_or_else(|| Error::corrupt("base entry without a base layer"))
+    }
+
+    /// Stat as reported to callers: a copied-up inode keeps its base number
+    /// (overlay consistency rule 6).
+    fn stat(&self, node: &Node) -> Result<Stat> {
+        match node {
+            Node::Delta(ino) => {
+                let mut stat = db::inode_stat(self.conn, *ino)?;
+                if let Some(origin) = db::origin_of(self.conn, *ino)? {
+                    stat.ino = origin;
+                }
+                Ok(stat)
+            }
+            Node::Base(stat) => Ok(stat.clone()),
+        }
+    }
+
+    fn require_regular(&self, path: &str, stat: &Stat) -> Result<()> {
+        if stat.is_dir() {
+            Err(Error::IsADirectory { path: path.to_owned() })
+        } else if !stat.is_file() {
+            Err(Error::invalid(format!("{path}: not a regular file")))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn whiteout_exists(&self, path: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT 1 FROM fs_whiteout WHERE path = ?")?
+            .query_row([path], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    /// Overlay lookup of `name` in the directory `dir` at `dir_path`: delta,
+    /// then whiteout, then base (spec: Overlay Lookup Semantics).
+    fn lookup_child(&self, dir_path: &str, dir: &Node, name: &str) -> Result<Option<Node>> {
+        if let Node::Delta(dir_ino) = dir {
+            if let Some(ino) = db::lookup_child(self.conn, *dir_ino, name)? {
+                return Ok(Some(Node::Delta(ino)));
+            }
+        }
+        let Some(base) = self.base else { return Ok(None) };
+        let child_path = join(dir_path, name);
+        if self.whiteout_exists(&child_path)? {
+            return Ok(None);
+        }
+        Ok(base.lookup(&child_path)?.map(Node::Base))
+    }
+
+    fn require_child(&self, dir_path: &str, dir: &Node, name: &str) -> Result<Node> {
+        self.lookup_child(dir_path, dir, name)?
+            .ok_or_else(|| Error::not_found(&join(dir_path, name)))
+    }
+
+    fn readlink(&self, path: &str, node: &Node) -> Result<String> {
+        match node {
+            Node::Delta(ino) => db::symlink_target(self.conn, *ino),
+            Node::Base(_) => self.base()?.readlink(path),
+        }
+    }
+
+    /// Resolves `path` to its symlink-free absolute path and node. `..` is
+    /// taken lexically on the resolved prefix, symlinks in the middle are
+    /// always followed and a final one only when `follow_last`.
+    fn resolve(&self, path: &str, follow_last: bool) -> Result<(String, Node)> {
+        check_path(path)?;
+        let mut pending: Vec<String> = components(path).rev().map(str::to_owned).collect();
+        let mut stack: Vec<(String, Node)> = vec![("/".to_owned(), Node::Delta(ROOT_INO))];
+        let mut follows = 0;
+        while let Some(name) = pending.pop() {
+            match name.as_str() {
+                "." => continue,
+                ".." => {
+                    if stack.len() > 1 {
+                        stack.pop();
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let (dir_path, dir) = stack.last().expect("the root never leaves the stack");
+            if !self.stat(dir)?.is_dir() {
+                return Err(Error::NotADirectory { path: dir_path.clone() });
+            }
+            let child_path = join(dir_path, &name);
+            let child = self
+                .lookup_child(dir_path, dir, &name)?
+                .ok_or_else(|| Error::not_found(&child_path))?;
+            let is_last = pending.is_empty();
+            if (!is_last || follow_last) && self.stat(&child)?.is_symlink() {
+                follows += 1;
+                if follows > MAX_SYMLINK_FOLLOWS {
+                    return Err(Error::TooManySymlinks { path: path.to_owned() });
+                }
+                let target = self.readlink(&child_path, &child)?;
+                if target.starts_with('/') {
+                    stack.truncate(1);
+                }
+                pending.extend(components(&target).rev().map(str::to_owned));
+                continue;
+            }
+            stack.push((child_path, child));
+        }
+        Ok(stack.pop().expect("the stack holds at least the root"))
+    }
+
+    /// The resolved parent directory of `path` and the final name.
+    fn resolve_parent<'p>(&self, path: &'p str) -> Result<(String, Node, &'p str)> {
+        let (parent, name) = split_last(path)?;
+        let (parent_path, parent_node) = self.resolve(&parent, true)?;
+        if !self.stat(&parent_node)?.is_dir() {
+            return Err(Error::NotADirectory { path: parent_path });
+        }
+        Ok((parent_path, parent_node, name))
+    }
+
+    /// Copies `path` and any missing ancestors from the base into the delta,
+    /// recording each origin (overlay consistency rule 5). Returns the delta inode.
+    fn copy_up(&self, path: &str) -> Result<i64> {
+        let mut ino = ROOT_INO;
+        let mut current = "/".to_owned();
+        for name in components(path) {
+            let child_path = join(&current, name);
+            ino = match db::lookup_child(self.conn, ino, name)? {
+                Some(child) => child,
+                None => self.copy_up_one(ino, name, &child_path)?,
+            };
+            current = child_path;
+        }
+        Ok(ino)
+    }
+
+    fn copy_up_one(&self, parent_ino: i64, name: &str, path: &str) -> Result<i64> {
+        let base = self.base()?;
+        let stat = base.lookup(path)?.ok_or_else(|| Error::not_found(path))?;
+        let ino = db::create_inode(
+            self.conn,
+            &NewInode {
+                mode: stat.mode,
+                uid: stat.uid,
+                gid: stat.gid,
+                rdev: stat.rdev,
+                atime: stat.atime,
+                mtime: stat.mtime,
+                ctime: stat.ctime,
+            },
+        )?;
+        if stat.is_file() {
+            let data = base.read(path, 0, stat.size)?;
+            db::replace_content(self.conn, self.chunk_size, ino, &data)?;
+        } else if stat.is_symlink() {
+            self.conn.execute(
+                "INSERT INTO fs_symlink (ino, target) VALUES (?, ?)",
+                params![ino, base.readlink(path)?],
+            )?;
+        }
+        for (attr, value) in base.xattrs(path)? {
+            db::xattr_set(self.conn, ino, &attr, &value)?;
+        }
+        // Copy-up preserves the base timestamps: it is not a modification.
+        self.conn.execute(
+            "UPDATE fs_inode SET atime = ?, mtime = ?, ctime = ? WHERE ino = ?",
+            params![stat.atime, stat.mtime, stat.ctime, ino],
+        )?;
+        db::add_dentry(self.conn, parent_ino, name, ino)?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO fs_origin (delta_ino, base_ino) VALUES (?, ?)",
+            params![ino, stat.ino],
+        )?;
+        Ok(ino)
+    }
+
+    /// The delta inode of a resolved node, copying it up if it is base-only.
+    fn in_delta(&self, path: &str, node: Node) -> Result<i64> {
+        match node {
+            Node::Delta(ino) => Ok(ino),
+            Node::Base(_) => self.copy_up(path),
+        }
+    }
+
+    /// The delta inode of the resolved directory `path`.
+    fn dir_in_delta(&self, path: &str) -> Result<i64> {
+        self.copy_up(path)
+    }
+
+    fn regular_in_delta(&self, path: &str, node: Node) -> Result<i64> {
+        self.require_regular(path, &self.stat(&node)?)?;
+        self.in_delta(path, node)
+    }
+
+    fn touch_dir(&self, ino: i64, now: i64) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE fs_inode SET mtime = ?, ctime = ? WHERE ino = ?")?
+            .execute(params![now, now, ino])?;
+        Ok(())
+    }
+
+    fn add_whiteout(&self, path: &str) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO fs_whiteout (path, parent_path, created_at) VALUES (?, ?, ?)
+                 ON CONFLICT(path) DO UPDATE SET created_at = excluded.created_at",
+            )?
+            .execute(params![path, parent_of(path), db::now()])?;
+        Ok(())
+    }
+
+    fn remove_whiteout(&self, path: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM fs_whiteout WHERE path = ?")?
+            .execute([path])?
+            > 0)
+    }
+
+    /// Drops whiteouts below `path`: once `path` itself is gone or replaced
+    /// they hide nothing.
+    fn remove_whiteouts_below(&self, path: &str) -> Result<()> {
+        let prefix = format!("{}/", path.trim_end_matches('/'));
+        self.conn.execute(
+            "DELETE FROM fs_whiteout WHERE substr(path, 1, length(?1)) = ?1",
+            [&prefix],
+        )?;
+        Ok(())
+    }
+
+    fn base_has(&self, path: &str) -> Result<bool> {
+        match self.base {
+            Some(base) => Ok(base.lookup(path)?.is_some()),
+            None => Ok(false),
+        }
+    }
+
+    /// Entries of a directory across both layers, sorted by name.
+    fn merged_children(&self, dir_path: &str, dir: &Node) -> Result<Vec<(String, Node)>> {
+        let mut entries = BTreeMap::new();
+        if let Some(base) = self.base {
+            if base.lookup(dir_path)?.is_some_and(|stat| stat.is_dir()) {
+                for (name, stat) in base.readdir(dir_path)? {
+                    entries.insert(name, Node::Base(stat));
+                }
+                let mut stmt = self.conn.prepare_cached("SELECT path FROM fs_whiteout WHERE parent_path = ?")?;
+                let hidden = stmt
+                    .query_map([dir_path], |row| row.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                for path in hidden {
+                    if let Some(name) = path.rsplit('/').next() {
+                        entries.remove(name);
+                    }
+                }
+            }
+        }
+        if let Node::Delta(ino) = dir {
+            for (name, child) in db::children(self.conn, *ino)? {
+                entries.insert(name, Node::Delta(child));
+            }
+        }
+        Ok(entries.into_iter().collect())
+    }
+
+    fn mkdir_all(&self, path: &str) -> Result<()> {
+        let mut current = "/".to_owned();
+        for name in components(path) {
+            let next = join(&current, name);
+            match self.resolve(&next, true) {
+                Ok((_, node)) if self.stat(&node)?.is_dir() => {}
+                Ok(_) => return Err(Error::NotADirectory { path: next }),
+                Err(Error::NotFound { .. }) => {
+                    self.create_node(&next, S_IFDIR | 0o755, 0, None)?;
+                }
+                Err(err) => return Err(err),
+            }
+            current = next;
+        }
+        Ok(())
+    }
+
+    /// Creates a new name with a fresh inode (spec: Creating a File, steps
+    /// 1-5), lifting any whiteout there (overlay consistency rule 1).
+    fn create_node(&self, path: &str, mode: u32, rdev: u64, symlink: Option<&str>) -> Result<i64> {
+        let (parent, parent_node, name) = self.resolve_parent(path)?;
+        let child_path = join(&parent, name);
+        if self.lookup_child(&parent, &parent_node, name)?.is_some() {
+            return Err(Error::AlreadyExists { path: child_path });
+        }
+        let parent_ino = self.in_delta(&parent, parent_node)?;
+        let now = db::now();
+        let ino = db::create_inode(
+            self.conn,
+            &NewInode { mode, uid: self.owner.0, gid: self.owner.1, rdev, atime: now, mtime: now, ctime: now },
+        )?;
+        db::add_dentry(self.conn, parent_ino, name, ino)?;
+        if let Some(target) = symlink {
+            self.conn
+                .execute("INSERT INTO fs_symlink (ino, target) VALUES (?, ?)", params![ino, target])?;
+        }
+        if self.remove_whiteout(&child_path)? && mode & S_IFMT == S_IFDIR {
+            // A directory made where a base directory was deleted starts
+            // empty: the old base entries below it stay hidden.
+            if let Some(base) = self.base {
+                if base.lookup(&child_path)?.is_some_and(|stat| stat.is_dir()) {
+                    for (entry, _) in base.readdir(&child_path)? {
+                        self.add_whiteout(&join(&child_path, &entry))?;
+                    }
+                }
+            }
+        }
+        self.touch_dir(parent_ino, now)?;
+        Ok(ino)
+    }
+
+    /// Removes the name `name` from its directory in the merged view: the
+    /// delta dentry if there is one, plus a whiteout if the base still has
+    /// the path (overlay consistency rule 2).
+    fn remove_entry(&self, parent: &str, parent_node: &Node, name: &str, child: &Node) -> Result<()> {
+        let child_path = join(parent, name);
+        let now = db::now();
+        if let Node::Delta(ino) = child {
+            let Node::Delta(parent_ino) = parent_node else {
+                return Err(Error::corrupt(format!("{child_path}: delta entry under a base-only directory")));
+            };
+            db::remove_dentry(self.conn, *parent_ino, name, *ino)?;
+        }
+        self.remove_whiteouts_below(&child_path)?;
+        if self.base_has(&child_path)? {
+            self.add_whiteout(&child_path)?;
+        }
+        if let Node::Delta(parent_ino) = parent_node {
+            self.touch_dir(*parent_ino, now)?;
+        }
+        Ok(())
+    }
+
+    fn rename(&self, old_path: &str, new_path: &str) -> Result<()> {
+        let (old_parent, old_parent_node, old_name) = self.resolve_parent(old_path)?;
+        let source = self.require_child(&old_parent, &old_parent_node, old_name)?;
+        let (new_parent, new_parent_node, new_name) = self.resolve_parent(new_path)?;
+        let from = join(&old_parent, old_name);
+        let to = join(&new_parent, new_name);
+        if from == to {
+            return Ok(());
+        }
+        let source_stat = self.stat(&source)?;
+        if source_stat.is_dir() && to.starts_with(&format!("{from}/")) {
+            return Err(Error::invalid(format!("cannot move {from} into itself")));
+        }
+        let target = self.lookup_child(&new_parent, &new_parent_node, new_name)?;
+        if let Some(target) = &target {
+            let target_stat = self.stat(target)?;
+            if target_stat.ino == source_stat.ino {
+                // rename(2): two names of one inode leave both in place.
+                return Ok(());
+            }
+            match (source_stat.is_dir(), target_stat.is_dir()) {
+                (true, false) => return Err(Error::NotADirectory { path: to }),
+                (false, true) => return Err(Error::IsADirectory { path: to }),
+                (true, true) if !self.merged_children(&to, target)?.is_empty() => {
+                    return Err(Error::DirectoryNotEmpty { path: to });
+                }
+                _ => {}
+            }
+        }
+        if source_stat.is_dir() && (self.base_has(&from)? || self.base_has(&to)?) {
+            return Err(Error::CrossDevice { path: from });
+        }
+        let source_ino = self.in_delta(&from, source)?;
+        let old_parent_ino = self.dir_in_delta(&old_parent)?;
+        let new_parent_ino = self.dir_in_delta(&new_parent)?;
+        if let Some(Node::Delta(target_ino)) = target {
+            self.remove_whiteouts_below(&to)?;
+            db::remove_dentry(self.conn, new_parent_ino, new_name, target_ino)?;
+        }
+        self.conn.execute(
+            "UPDATE fs_dentry SET parent_ino = ?, name = ? WHERE parent_ino = ? AND name = ?",
+            params![new_parent_ino, new_name, old_parent_ino, old_name],
+        )?;
+        self.remove_whiteout(&to)?;
+        if self.base_has(&from)? {
+            self.add_whiteout(&from)?;
+        }
+        let now = db::now();
+        self.touch_dir(old_parent_ino, now)?;
+        self.touch_dir(new_parent_ino, now)?;
+        self.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![now, source_ino])?;
+        Ok(())
+    }
+
+    fn set_attr(&self, path: &str, node: Node, attr: &SetAttr) -> Result<Stat> {
+        let stat = self.stat(&node)?;
+        if attr.size.is_some() {
+            self.require_regular(path, &stat)?;
+        }
+        let ino = self.in_delta(path, node)?;
+        if let Some(size) = attr.size {
+            db::truncate(self.conn, self.chunk_size, ino, size)?;
+        }
+        let mode = attr
+            .permissions
+            .map_or(stat.mode, |bits| (stat.mode & S_IFMT) | (bits & PERMISSION_BITS));
+        self.conn.execute(
+            "UPDATE fs_inode SET mode = ?, uid = COALESCE(?, uid), gid = COALESCE(?, gid),
+                    atime = COALESCE(?, atime), mtime = COALESCE(?, mtime), ctime = ?
+             WHERE ino = ?",
+            params![mode, attr.uid, attr.gid, attr.atime, attr.mtime, db::now(), ino],
+        )?;
+        self.stat(&Node::Delta(ino))
+    }
+
+    fn xattrs(&self, path: &str, node: &Node) -> Result<BTreeMap<String, Vec<u8>>> {
+        Ok(match node {
+            Node::Delta(ino) => db::xattr_list(self.conn, *ino)?,
+            Node::Base(_) => self.base()?.xattrs(path)?,
+        }
+        .into_iter()
+        .collect())
+    }
+}

@@ -1,0 +1,280 @@
+//! Filesystem operations of a plain (non-overlay) workspace.
+
+mod common;
+
+use agentfs::{FileType, SetAttr, S_IFBLK, S_IFCHR, S_IFIFO, S_IFSOCK};
+use common::Workspace;
+
+fn errno<T: std::fmt::Debug>(result: agentfs::Result<T>) -> i32 {
+    result.expect_err("operation must fail").errno()
+}
+
+#[test]
+fn fresh_workspace_follows_the_spec_initialization() {
+    let mut ws = Workspace::new();
+    let root = ws.stat("/").unwrap();
+    assert_eq!((root.ino, root.mode, root.nlink), (1, 0o040755, 1));
+    let chunk: String = ws
+        .connection()
+        .query_row("SELECT value FROM fs_config WHERE key = 'chunk_size'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(chunk, "4096");
+    assert!(ws.readdir("/").unwrap().is_empty());
+}
+
+#[test]
+fn chunk_size_is_fixed_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let options = agentfs::OpenOptions { chunk_size: 16, base: None };
+    agentfs::AgentFs::open_with(&path, &options).unwrap();
+    let reopened = agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions::default()).unwrap();
+    assert_eq!(reopened.chunk_size(), 16);
+}
+
+#[test]
+fn write_and_read_whole_file_across_chunks() {
+    let mut ws = Workspace::new();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    ws.write_file("/a/b/file.bin", &data).unwrap();
+    assert_eq!(ws.read_file("/a/b/file.bin").unwrap(), data);
+    assert_eq!(ws.stat("/a/b/file.bin").unwrap().size, 10_000);
+    let chunks: i64 = ws
+        .connection()
+        .query_row("SELECT COUNT(*) FROM fs_data", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(chunks, 3);
+    ws.write_file("/a/b/file.bin", b"short").unwrap();
+    assert_eq!(ws.read_file("/a/b/file.bin").unwrap(), b"short");
+}
+
+#[test]
+fn write_at_offset_append_and_sparse_extension() {
+    let mut ws = Workspace::new();
+    ws.write_file("/f", b"hello world").unwrap();
+    assert_eq!(ws.write("/f", 6, b"WORLD").unwrap(), 11);
+    assert_eq!(ws.read_file("/f").unwrap(), b"hello WORLD");
+    assert_eq!(ws.append("/f", b"!").unwrap(), 12);
+    assert_eq!(ws.write("/f", 5000, b"x").unwrap(), 5001);
+    let content = ws.read_file("/f").unwrap();
+    assert_eq!(&content[..12], b"hello WORLD!");
+    assert!(content[12..5000].iter().all(|b| *b == 0));
+    assert_eq!(content[5000], b'x');
+    assert_eq!(ws.write("/f", 0, b"").unwrap(), 5001);
+}
+
+#[test]
+fn read_at_offset_touches_only_needed_chunks() {
+    let mut ws = Workspace::new();
+    let data: Vec<u8> = (0..4096 * 4).map(|i| (i / 4096) as u8 + 1).collect();
+    ws.write_file("/f", &data).unwrap();
+    assert_eq!(ws.read("/f", 4095, 2).unwrap(), vec![1, 2]);
+    assert_eq!(ws.read("/f", 4096 * 4 - 1, 100).unwrap(), vec![4]);
+    assert!(ws.read("/f", 1 << 40, 10).unwrap().is_empty());
+    // Damage chunk 0: a read of chunk 2 alone must not notice it.
+    ws.connection().execute("DELETE FROM fs_data WHERE chunk_index = 0", []).unwrap();
+    assert_eq!(ws.read("/f", 8192, 3).unwrap(), vec![3, 3, 3]);
+    assert_eq!(errno(ws.read("/f", 0, 3)), libc::EIO);
+    ws.write("/f", 0, &vec![1; 4096]).unwrap();
+}
+
+#[test]
+fn truncate_shrinks_and_grows() {
+    let mut ws = Workspace::new();
+    ws.write_file("/f", &[7u8; 9000]).unwrap();
+    ws.truncate("/f", 4097).unwrap();
+    assert_eq!(ws.read_file("/f").unwrap(), vec![7u8; 4097]);
+    ws.truncate("/f", 4096).unwrap();
+    ws.truncate("/f", 10_000).unwrap();
+    let content = ws.read_file("/f").unwrap();
+    assert_eq!(content.len(), 10_000);
+    assert!(content[4096..].iter().all(|b| *b == 0));
+    ws.truncate("/f", 0).unwrap();
+    assert!(ws.read_file("/f").unwrap().is_empty());
+    ws.mkdir("/d", 0o755).unwrap();
+    assert_eq!(errno(ws.truncate("/d", 0)), libc::EISDIR);
+}
+
+#[test]
+fn mkdir_rmdir_and_posix_errors() {
+    let mut ws = Workspace::new();
+    ws.mkdir("/d", 0o700).unwrap();
+    assert_eq!(ws.stat("/d").unwrap().mode, 0o040700);
+    assert_eq!(errno(ws.mkdir("/d", 0o755)), libc::EEXIST);
+    assert_eq!(errno(ws.mkdir("/missing/x", 0o755)), libc::ENOENT);
+    ws.write_file("/d/f", b"1").unwrap();
+    assert_eq!(errno(ws.rmdir("/d")), libc::ENOTEMPTY);
+    assert_eq!(errno(ws.rmdir("/d/f")), libc::ENOTDIR);
+    assert_eq!(errno(ws.unlink("/d")), libc::EISDIR);
+    assert_eq!(errno(ws.read_file("/d")), libc::EISDIR);
+    assert_eq!(errno(ws.mkdir("/d/f/x", 0o755)), libc::ENOTDIR);
+    assert_eq!(errno(ws.rmdir("/")), libc::EINVAL);
+    assert_eq!(errno(ws.stat(&format!("/{}", "n".repeat(256)))), libc::ENAMETOOLONG);
+    ws.unlink("/d/f").unwrap();
+    ws.rmdir("/d").unwrap();
+    assert_eq!(errno(ws.stat("/d")), libc::ENOENT);
+}
+
+#[test]
+fn failed_operation_leaves_no_trace() {
+    let mut ws = Workspace::new();
+    ws.write_file("/a/f", b"x").unwrap();
+    let count = |ws: &Workspace| -> i64 {
+        ws.connection().query_row("SELECT COUNT(*) FROM fs_inode", [], |r| r.get(0)).unwrap()
+    };
+    let before = count(&ws);
+    // Inject a failure at the last step of write_file, after it has created
+    // the parent directories and the inode.
+    ws.connection()
+        .execute_batch("CREATE TEMP TRIGGER inject BEFORE INSERT ON fs_data BEGIN SELECT RAISE(FAIL, 'disk'); END;")
+        .unwrap();
+    assert_eq!(errno(ws.write_file("/new/dir/f", b"data")), libc::EINVAL);
+    ws.connection().execute_batch("DROP TRIGGER temp.inject").unwrap();
+    assert_eq!(count(&ws), before);
+    assert_eq!(errno(ws.stat("/new")), libc::ENOENT);
+    assert_eq!(errno(ws.write_file("/a/f/g", b"x")), libc::ENOTDIR);
+    assert_eq!(count(&ws), before);
+}
+
+#[test]
+fn readdir_lists_sorted_entries_with_types() {
+    let mut ws = Workspace::new();
+    ws.write_file("/d/b", b"").unwrap();
+    ws.mkdir("/d/a", 0o755).unwrap();
+    ws.symlink("/d/c", "b").unwrap();
+    let entries = ws.readdir("/d").unwrap();
+    let names: Vec<_> = entries.iter().map(|e| (e.name.as_str(), e.file_type)).collect();
+    assert_eq!(names, [("a", FileType::Directory), ("b", FileType::Regular), ("c", FileType::Symlink)]);
+    assert_eq!(errno(ws.readdir("/d/b")), libc::ENOTDIR);
+}
+
+#[test]
+fn hard_links_count_and_share_content() {
+    let mut ws = Workspace::new();
+    ws.write_file("/a", b"shared").unwrap();
+    let linked = ws.link("/a", "/b").unwrap();
+    assert_eq!(linked.nlink, 2);
+    ws.write("/b", 0, b"SH").unwrap();
+    assert_eq!(ws.read_file("/a").unwrap(), b"SHared");
+    assert_eq!(ws.stat("/a").unwrap().ino, ws.stat("/b").unwrap().ino);
+    ws.unlink("/a").unwrap();
+    assert_eq!(ws.stat("/b").unwrap().nlink, 1);
+    assert_eq!(ws.read_file("/b").unwrap(), b"SHared");
+    ws.unlink("/b").unwrap();
+    let left: i64 = ws.connection().query_row("SELECT COUNT(*) FROM fs_data", [], |r| r.get(0)).unwrap();
+    assert_eq!(left, 0);
+    ws.mkdir("/d", 0o755).unwrap();
+    assert_eq!(errno(ws.link("/d", "/e")), libc::EPERM);
+    ws.write_file("/x", b"").unwrap();
+    assert_eq!(errno(ws.link("/x", "/d")), libc::EEXIST);
+}
+
+#[test]
+fn symlinks_resolve_and_loop() {
+    let mut ws = Workspace::new();
+    ws.write_file("/real/file", b"data").unwrap();
+    ws.symlink("/abs", "/real").unwrap();
+    ws.symlink("/real/rel", "file").unwrap();
+    ws.symlink("/real/up", "../real/file").unwrap();
+    assert_eq!(ws.read_file("/abs/file").unwrap(), b"data");
+    assert_eq!(ws.read_file("/real/rel").unwrap(), b"data");
+    assert_eq!(ws.read_file("/abs/up").unwrap(), b"data");
+    assert_eq!(ws.readlink("/real/rel").unwrap(), "file");
+    assert!(ws.lstat("/real/rel").unwrap().file_type() == FileType::Symlink);
+    assert!(ws.stat("/real/rel").unwrap().is_file());
+    ws.symlink("/loop1", "/loop2").unwrap();
+    ws.symlink("/loop2", "/loop1").unwrap();
+    assert_eq!(errno(ws.stat("/loop1")), libc::ELOOP);
+    assert_eq!(errno(ws.readlink("/real/file")), libc::EINVAL);
+    ws.symlink("/dangling", "/nowhere").unwrap();
+    assert_eq!(errno(ws.stat("/dangling")), libc::ENOENT);
+    ws.unlink("/dangling").unwrap();
+    ws.unlink("/abs").unwrap();
+    assert_eq!(ws.read_file("/real/file").unwrap(), b"data");
+}
+
+#[test]
+fn rename_within_and_across_directories() {
+    let mut ws = Workspace::new();
+    ws.write_file("/a/x", b"1").unwrap();
+    ws.mkdir("/b", 0o755).unwrap();
+    let ino = ws.stat("/a/x").unwrap().ino;
+    ws.rename("/a/x", "/a/y").unwrap();
+    ws.rename("/a/y", "/b/z").unwrap();
+    assert_eq!(ws.stat("/b/z").unwrap().ino, ino);
+    assert_eq!(errno(ws.stat("/a/x")), libc::ENOENT);
+    ws.write_file("/b/w", b"old").unwrap();
+    ws.rename("/b/z", "/b/w").unwrap();
+    assert_eq!(ws.read_file("/b/w").unwrap(), b"1");
+    ws.rename("/a", "/b/a").unwrap();
+    assert_eq!(errno(ws.rename("/b", "/b/a/inside")), libc::EINVAL);
+    ws.mkdir("/full", 0o755).unwrap();
+    ws.write_file("/full/f", b"").unwrap();
+    ws.mkdir("/empty", 0o755).unwrap();
+    assert_eq!(errno(ws.rename("/empty", "/full")), libc::ENOTEMPTY);
+    assert_eq!(errno(ws.rename("/empty", "/b/w")), libc::ENOTDIR);
+    assert_eq!(errno(ws.rename("/b/w", "/empty")), libc::EISDIR);
+    ws.rename("/full", "/empty").unwrap();
+    assert_eq!(ws.read_file("/empty/f").unwrap(), b"");
+    ws.link("/empty/f", "/g").unwrap();
+    ws.rename("/g", "/empty/f").unwrap();
+    assert_eq!(ws.stat("/g").unwrap().nlink, 2);
+    assert_eq!(errno(ws.rename("/missing", "/m2")), libc::ENOENT);
+}
+
+#[test]
+fn special_files_keep_type_and_rdev() {
+    let mut ws = Workspace::new();
+    let fifo = ws.mknod("/fifo", S_IFIFO | 0o644, 0).unwrap();
+    assert_eq!(fifo.file_type(), FileType::Fifo);
+    let rdev = (8 << 8) | 1;
+    assert_eq!(ws.mknod("/chr", S_IFCHR | 0o600, rdev).unwrap().rdev, rdev);
+    assert_eq!(ws.stat("/chr").unwrap().file_type(), FileType::CharDevice);
+    assert_eq!(ws.mknod("/blk", S_IFBLK | 0o600, rdev).unwrap().file_type(), FileType::BlockDevice);
+    assert_eq!(ws.mknod("/sock", S_IFSOCK | 0o600, 0).unwrap().file_type(), FileType::Socket);
+    assert_eq!(errno(ws.mknod("/bad", 0o170000 | 0o600, 0)), libc::EINVAL);
+    assert_eq!(errno(ws.read_file("/fifo")), libc::EINVAL);
+}
+
+#[test]
+fn chmod_chown_and_timestamps() {
+    let mut ws = Workspace::new();
+    ws.write_file("/f", b"x").unwrap();
+    ws.chmod("/f", 0o4711).unwrap();
+    ws.chown("/f", 1000, 100).unwrap();
+    ws.set_times("/f", 1_000, 2_000).unwrap();
+    let stat = ws.stat("/f").unwrap();
+    assert_eq!((stat.mode, stat.uid, stat.gid, stat.atime, stat.mtime), (0o104711, 1000, 100, 1_000, 2_000));
+    ws.symlink("/l", "/f").unwrap();
+    let link = ws.set_attr_nofollow("/l", &SetAttr { uid: Some(5), ..SetAttr::default() }).unwrap();
+    assert_eq!(link.uid, 5);
+    assert_eq!(ws.stat("/f").unwrap().uid, 1000);
+    // A read after the mtime moves atime forward (relatime).
+    ws.read_file("/f").unwrap();
+    assert!(ws.stat("/f").unwrap().atime > 2_000);
+    ws.set_owner(7, 8);
+    let created = ws.create("/owned", 0o600).unwrap();
+    assert_eq!((created.uid, created.gid, created.mode), (7, 8, 0o100600));
+}
+
+#[test]
+fn xattrs_set_get_list_remove() {
+    let mut ws = Workspace::new();
+    ws.write_file("/f", b"").unwrap();
+    ws.set_xattr("/f", "user.b", b"2").unwrap();
+    ws.set_xattr("/f", "user.a", b"1").unwrap();
+    assert_eq!(ws.get_xattr("/f", "user.a").unwrap(), b"1");
+    assert_eq!(ws.list_xattr("/f").unwrap(), ["user.a", "user.b"]);
+    ws.remove_xattr("/f", "user.a").unwrap();
+    assert_eq!(errno(ws.get_xattr("/f", "user.a")), libc::ENODATA);
+    assert_eq!(errno(ws.remove_xattr("/f", "user.a")), libc::ENODATA);
+    ws.unlink("/f").unwrap();
+    let left: i64 = ws.connection().query_row("SELECT COUNT(*) FROM clawos_xattr", [], |r| r.get(0)).unwrap();
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn schema_copy_in_specs_matches_the_crate() {
+    let spec = include_str!("../../../specs/agentfs/schema.sql");
+    assert_eq!(spec, format!("{}{}", agentfs::SCHEMA_SQL, agentfs::AUDIT_TRIGGERS_SQL));
+}
