@@ -6,7 +6,7 @@ export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf userspace image qemu run test test-unit test-vm clean
+.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-vm clean
 all: image
 
 deps:
@@ -21,10 +21,13 @@ kernel: deps
 ebpf: buildroot
 	bash scripts/ebpf.sh
 
+tools: buildroot
+	bash scripts/tools.sh
+
 userspace: deps
 	cargo build --release --locked --workspace
 
-image: kernel ebpf userspace buildroot
+image: kernel ebpf tools userspace buildroot
 	bash scripts/stage-rootfs.sh
 	bash scripts/in-buildroot.sh env SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash /src/image/build.sh
 

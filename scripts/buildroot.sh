@@ -22,7 +22,7 @@ PKGS=(
 key=$(printf '%s\n' "${PKGS[@]}" "$BPF_LINKER_VERSION" | cat - "$0" | sha256sum | cut -c1-16)
 ROOT="$CACHE/buildroot/$key"
 
-if [[ ! -f $ROOT/.clawos-ready ]]; then
+if [[ ! -f $ROOT/.clawos-bootstrapped ]]; then
   log "buildroot: creating Debian sid tools tree ($key)"
   rm -rf "$ROOT"; mkdir -p "$(dirname "$ROOT")"
   # sid's Release file can be past its Valid-Until on this mirror.
@@ -34,10 +34,13 @@ if [[ ! -f $ROOT/.clawos-ready ]]; then
     --customize-hook='chroot "$1" update-ca-certificates >/dev/null' \
     sid "$ROOT" http://deb.debian.org/debian
   mkdir -p "$ROOT/src" "$ROOT/out" "$ROOT/cache"
-  "$REPO/scripts/in-buildroot.sh" --root "$ROOT" sh -c "
-    LLVM_SYS_${LLVM}1_PREFIX=/usr/lib/llvm-$LLVM cargo install --locked --root /usr/local \
-      bpf-linker@$BPF_LINKER_VERSION --no-default-features --features llvm-$LLVM"
-  touch "$ROOT/.clawos-ready"
+  touch "$ROOT/.clawos-bootstrapped"
+fi
+if [[ ! -x $ROOT/usr/local/bin/bpf-linker ]]; then
+  log "buildroot: building bpf-linker $BPF_LINKER_VERSION against LLVM $LLVM"
+  "$REPO/scripts/in-buildroot.sh" --root "$ROOT" env PATH="/usr/lib/llvm-$LLVM/bin:/usr/bin:/bin" \
+    LLVM_PREFIX="/usr/lib/llvm-$LLVM" "LLVM_SYS_${LLVM}1_PREFIX=/usr/lib/llvm-$LLVM" \
+    cargo install --locked --root /usr/local "bpf-linker@$BPF_LINKER_VERSION" --no-default-features --features "llvm-$LLVM"
 fi
 chroot "$ROOT" dpkg-query -W -f='${Package} ${Version}\n' > "$OUT/buildroot-packages.txt"
 echo "bpf-linker $BPF_LINKER_VERSION" >> "$OUT/buildroot-packages.txt"
