@@ -67,24 +67,24 @@ impl CallError {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The socket could not be reached.
-    #[error("cannot connect to {peer} (@{socket}): {source}")]
+    // The cause is part of the message (not a `#[source]`), so printing
+    // the error chain does not repeat it.
+    #[error("cannot connect to {peer} (@{socket}): {error}")]
     Connect {
         /// The component.
         peer: ComponentId,
         /// The abstract socket name.
         socket: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The handshake was refused or failed.
-    #[error("handshake with {peer} failed: {source}")]
+    #[error("handshake with {peer} failed: {error}")]
     Handshake {
         /// The component.
         peer: ComponentId,
         /// What happened.
-        #[source]
-        source: CallError,
+        error: CallError,
     },
 }
 
@@ -128,7 +128,7 @@ impl IpcClient {
     /// Returns the client and the stream of events the peer sends.
     pub async fn connect(peer: ComponentId, options: ClientOptions) -> Result<(Self, mpsc::Receiver<Message>), ConnectError> {
         let socket = socket_name(peer);
-        let stream = connect_abstract(&socket).map_err(|source| ConnectError::Connect { peer, socket, source })?;
+        let stream = connect_abstract(&socket).map_err(|error| ConnectError::Connect { peer, socket, error })?;
         IpcClient::handshake(stream, peer, options).await
     }
 
@@ -168,14 +168,14 @@ impl IpcClient {
         let offered: Vec<Value> = options.protocol_versions.iter().map(|v| Value::String(v.to_string())).collect();
         let mut params = Object::new();
         params.insert("supported_versions".into(), Value::Array(offered));
-        let info = client.call(HELLO, params, None).await.map_err(|source| ConnectError::Handshake { peer, source })?;
+        let info = client.call(HELLO, params, None).await.map_err(|error| ConnectError::Handshake { peer, error })?;
         client.version = info
             .get("version")
             .and_then(Value::as_str)
             .and_then(|text| text.parse().ok())
             .ok_or_else(|| ConnectError::Handshake {
                 peer,
-                source: CallError::Remote { peer, code: ErrorCode::Eproto, message: "hello result has no valid version".into() },
+                error: CallError::Remote { peer, code: ErrorCode::Eproto, message: "hello result has no valid version".into() },
             })?;
         client.server_info = info;
         Ok((client, events))

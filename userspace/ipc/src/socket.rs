@@ -39,8 +39,7 @@ pub fn bind_abstract(name: &str) -> io::Result<std::os::unix::net::UnixListener>
 pub fn connect_abstract(name: &str) -> io::Result<tokio::net::UnixStream> {
     let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
     // A Unix-socket connect completes or fails at once; it never waits on a network.
-    let stream = std::os::unix::net::UnixStream::connect_addr(&address)
-        .map_err(|error| io::Error::new(error.kind(), format!("connect @{name}: {error}")))?;
+    let stream = std::os::unix::net::UnixStream::connect_addr(&address)?;
     stream.set_nonblocking(true)?;
     tokio::net::UnixStream::from_std(stream)
 }

@@ -1,0 +1,48 @@
+//! `clawctl ipc call <component> <method> [json-params]`.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Object, Principal};
+use serde_json::Value;
+
+#[derive(Subcommand)]
+pub enum IpcCommand {
+    /// Call a method and print its result as JSON.
+    Call(CallArgs),
+}
+
+#[derive(Args)]
+pub struct CallArgs {
+    /// Component ID, e.g. router, observability, agent-loop.
+    component: ComponentId,
+    /// Method name, e.g. ping, get_metrics.
+    method: String,
+    /// Params as a JSON object (default `{}`).
+    params: Option<String>,
+    /// Timeout in milliseconds (default: the method's, capped at 30000).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+}
+
+/// Connects to `component` as the operator.
+pub async fn connect(component: ComponentId) -> anyhow::Result<(IpcClient, tokio::sync::mpsc::Receiver<clawos_ipc::Message>)> {
+    Ok(IpcClient::connect(component, ClientOptions::new(Principal::Operator)).await?)
+}
+
+pub async fn run(command: IpcCommand) -> anyhow::Result<ExitCode> {
+    let IpcCommand::Call(args) = command;
+    let params: Object = match args.params.as_deref() {
+        None => Object::new(),
+        Some(text) => match serde_json::from_str(text).context("params are not valid JSON")? {
+            Value::Object(params) => params,
+            other => bail!("params must be a JSON object, got {other}"),
+        },
+    };
+    let (client, _events) = connect(args.component).await?;
+    let timeout = args.timeout_ms.map(std::time::Duration::from_millis);
+    let result = client.call(&args.method, params, timeout).await?;
+    println!("{}", serde_json::to_string_pretty(&result)?);
+    Ok(ExitCode::SUCCESS)
+}

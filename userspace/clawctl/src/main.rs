@@ -1,0 +1,57 @@
+//! `clawctl`: the ClawOS operator CLI, run over SSH.
+//!
+//! Owns: the command line. It talks to components over IPC as the
+//! `operator` principal (it must run as an operator UID, root by default,
+//! see `/etc/clawos/ipc-acl.toml`). One module per subcommand; other
+//! subcommands (fs, vault, secret) are added next to these.
+
+mod events;
+mod ipc;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "clawctl", version, about = "Operate a ClawOS appliance")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Health, version, uptime, last heartbeat and restarts of every component.
+    Status(status::StatusArgs),
+    /// Talk to a component over IPC.
+    #[command(subcommand)]
+    Ipc(ipc::IpcCommand),
+    /// Follow events as the router fans them out.
+    Events(events::EventsArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("clawctl: cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Status(args) => status::run(args).await,
+            Command::Ipc(command) => ipc::run(command).await,
+            Command::Events(args) => events::run(args).await,
+        }
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("clawctl: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

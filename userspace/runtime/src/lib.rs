@@ -1,0 +1,315 @@
+//! The runtime every ClawOS component daemon is built on.
+//!
+//! Owns: start-up (logging, config, IPC policy, the listening socket from
+//! systemd socket activation or bound by itself), the IPC server with the
+//! built-in methods every component answers (`ping`, `health_check`,
+//! `get_metrics`), the heartbeat loop that also feeds the systemd watchdog,
+//! event publishing through the router, and graceful shutdown on SIGTERM
+//! with a `component_shutdown` event.
+//!
+//! Does not own: the protocol itself (`clawos-ipc`) or any component's own
+//! methods (the component crates, through [`Component`]).
+//!
+//! Events (heartbeats included) go to the router, which fans them out to
+//! subscribers; observability subscribes to `heartbeat`, `component_ready`
+//! and `component_shutdown` there. One event path means `clawctl events`
+//! sees exactly what observability sees.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod logging;
+mod publisher;
+pub mod systemd;
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clawos_ipc::message::{HealthStatus, Heartbeat, HeartbeatMetrics, HEARTBEAT};
+use clawos_ipc::process_metrics::ProcessSampler;
+use clawos_ipc::server::{Connection, Handler, MethodError, ServerSettings, ServerStats};
+use clawos_ipc::version::SUPPORTED_VERSIONS;
+use clawos_ipc::{AccessPolicy, ComponentId, ErrorCode, Event, IpcServer, Message, Object, Request};
+use serde_json::Value;
+
+pub use config::RuntimeConfig;
+pub use publisher::EventPublisher;
+
+/// Event announcing a component finished starting.
+pub const COMPONENT_READY: &str = "component_ready";
+/// Event announcing a component is stopping.
+pub const COMPONENT_SHUTDOWN: &str = "component_shutdown";
+
+/// What a component adds to the runtime.
+pub trait Component: Send + Sync + 'static {
+    /// Answers a request, or `None` if the method is not this component's
+    /// (the runtime then tries its built-ins, else answers ENOENT).
+    fn handle_request(
+        &self,
+        connection: Connection,
+        request: Request,
+    ) -> impl Future<Output = Option<Result<Object, MethodError>>> + Send {
+        let _ = (connection, request);
+        async { None }
+    }
+
+    /// Takes an event addressed to this component.
+    fn handle_event(&self, connection: Connection, event: Event) -> impl Future<Output = ()> + Send {
+        let _ = (connection, event);
+        async {}
+    }
+
+    /// A connection ended.
+    fn connection_closed(&self, connection_id: u64) {
+        let _ = connection_id;
+    }
+
+    /// Delivers one of this component's own events without the router
+    /// socket; returns `false` to send it to the router (the default). Only
+    /// the router itself overrides this.
+    fn deliver_own_event(&self, event: &Message) -> bool {
+        let _ = event;
+        false
+    }
+}
+
+/// Shared state the runtime gives a component when building it.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    component: ComponentId,
+    software_version: &'static str,
+    config: RuntimeConfig,
+    stats: Arc<ServerStats>,
+    sampler: Mutex<ProcessSampler>,
+    publisher: EventPublisher,
+}
+
+impl Runtime {
+    /// This component.
+    pub fn component(&self) -> ComponentId {
+        self.inner.component
+    }
+
+    /// The loaded config.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Publishes an event through the router (best effort, see [`EventPublisher`]).
+    pub fn publish(&self, event_name: &str, event_data: Object) {
+        self.inner.publisher.publish(event_name, event_data);
+    }
+
+    /// Current metrics, as sent in heartbeats and answered by `get_metrics`.
+    pub fn metrics(&self) -> Result<HeartbeatMetrics, MethodError> {
+        let sample = self
+            .inner
+            .sampler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .sample()
+            .map_err(|error| MethodError::new(ErrorCode::Eio, error.to_string()))?;
+        let stats = &self.inner.stats;
+        Ok(HeartbeatMetrics {
+            uptime_ns: u64::try_from(sample.uptime.as_nanos()).unwrap_or(u64::MAX),
+            messages_processed: stats.messages_processed.load(Ordering::Relaxed),
+            messages_failed: stats.messages_failed.load(Ordering::Relaxed),
+            memory_usage_bytes: sample.rss_bytes,
+            cpu_usage_percent: sample.cpu_percent,
+            active_connections: stats.active_connections.load(Ordering::Relaxed),
+            open_fds: Some(sample.open_fds),
+            threads: Some(sample.threads),
+        })
+    }
+
+    fn health(&self) -> Result<Object, MethodError> {
+        let metrics = self.metrics()?;
+        let mut health = Object::new();
+        health.insert("status".into(), Value::from("ok"));
+        health.insert("component".into(), Value::from(self.inner.component.as_str()));
+        health.insert("component_version".into(), Value::from(self.inner.software_version));
+        health.insert("uptime_ns".into(), Value::from(metrics.uptime_ns));
+        health.insert("pid".into(), Value::from(std::process::id()));
+        Ok(health)
+    }
+}
+
+/// Adapts a [`Component`] to the IPC server, adding the built-in methods.
+struct RuntimeHandler<C> {
+    runtime: Runtime,
+    component: Arc<C>,
+}
+
+impl<C: Component> Handler for RuntimeHandler<C> {
+    async fn handle_request(&self, connection: Connection, request: Request) -> Result<Object, MethodError> {
+        let method = request.method.clone();
+        if let Some(answer) = self.component.handle_request(connection, request).await {
+            return answer;
+        }
+        match method.as_str() {
+            "ping" | "health_check" => self.runtime.health(),
+            "get_metrics" => to_object(&self.runtime.metrics()?),
+            _ => Err(MethodError::unknown_method(&method)),
+        }
+    }
+
+    async fn handle_event(&self, connection: Connection, event: Event) {
+        self.component.handle_event(connection, event).await;
+    }
+
+    fn connection_closed(&self, connection_id: u64) {
+        self.component.connection_closed(connection_id);
+    }
+}
+
+/// Serializes `value` into a JSON object (for method results).
+pub fn to_object<T: serde::Serialize>(value: &T) -> Result<Object, MethodError> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(other) => Err(MethodError::new(ErrorCode::Einternal, format!("result is not an object: {other}"))),
+        Err(error) => Err(MethodError::new(ErrorCode::Einternal, error.to_string())),
+    }
+}
+
+/// Runs a component daemon to completion: call it from `main`.
+///
+/// `build` makes the component once the runtime is up; it may spawn tasks.
+pub fn main<C: Component>(
+    component: ComponentId,
+    software_version: &'static str,
+    build: impl FnOnce(&Runtime) -> Result<C, String>,
+) -> ExitCode {
+    logging::init(component.as_str());
+    match start(component, software_version, build) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("clawos-{component}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start<C: Component>(
+    component: ComponentId,
+    software_version: &'static str,
+    build: impl FnOnce(&Runtime) -> Result<C, String>,
+) -> Result<(), String> {
+    let config_path = config::config_path(component);
+    let config = RuntimeConfig::load(&config_path).map_err(|error| error.to_string())?;
+    let policy = AccessPolicy::load(&config.ipc.policy_path).map_err(|error| error.to_string())?;
+    // Must happen before any thread exists (it edits the environment).
+    let activated = systemd::activated_listener().map_err(|error| format!("socket activation: {error}"))?;
+    let socket = clawos_ipc::socket::socket_name(component);
+    let listener = match activated {
+        Some(listener) => {
+            tracing::info!("using the socket passed by systemd");
+            listener
+        }
+        None => clawos_ipc::socket::bind_abstract(&socket).map_err(|error| error.to_string())?,
+    };
+    let sampler = ProcessSampler::new().map_err(|error| error.to_string())?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the async runtime: {error}"))?;
+    tokio.block_on(async move {
+        let listener = tokio::net::UnixListener::from_std(listener).map_err(|error| error.to_string())?;
+        let stats = Arc::new(ServerStats::default());
+        let (publisher, outgoing) = EventPublisher::new(component);
+        let runtime = Runtime {
+            inner: Arc::new(RuntimeInner {
+                component,
+                software_version,
+                config: config.clone(),
+                stats: Arc::clone(&stats),
+                sampler: Mutex::new(sampler),
+                publisher,
+            }),
+        };
+        let component_impl = Arc::new(build(&runtime)?);
+        let delivery = Arc::clone(&component_impl);
+        let publisher_task = tokio::spawn(publisher::run(component, outgoing, move |event| delivery.deliver_own_event(event)));
+        let settings = ServerSettings {
+            component,
+            software_version: software_version.to_owned(),
+            protocol_versions: SUPPORTED_VERSIONS.to_vec(),
+            policy: Arc::new(policy),
+            rate_limit: config.ipc.rate_limit,
+        };
+        let handler = Arc::new(RuntimeHandler { runtime: runtime.clone(), component: component_impl });
+        let server = IpcServer::new(settings, handler, stats);
+        tracing::info!(version = software_version, socket = %format!("@{socket}"), "clawos-{component} ready");
+        systemd::notify_ready(&format!("serving @{socket}"));
+        runtime.publish(COMPONENT_READY, version_data(software_version));
+        let outcome = tokio::select! {
+            served = server.serve(listener) => served.map_err(|error| format!("IPC server failed: {error}")),
+            () = heartbeat_loop(&runtime) => Ok(()),
+            signal = shutdown_signal() => {
+                tracing::info!("{signal}; shutting down");
+                Ok(())
+            }
+        };
+        systemd::notify_stopping();
+        runtime.publish(COMPONENT_SHUTDOWN, version_data(software_version));
+        // Give the publisher a moment to deliver the shutdown notice.
+        runtime.inner.publisher.close();
+        let _ = tokio::time::timeout(Duration::from_secs(2), publisher_task).await;
+        outcome
+    })
+}
+
+fn version_data(software_version: &str) -> Object {
+    let mut data = Object::new();
+    data.insert("component_version".into(), Value::from(software_version));
+    data.insert("pid".into(), Value::from(std::process::id()));
+    data
+}
+
+/// Sends heartbeats every interval and pings the systemd watchdog at least
+/// twice per watchdog period; never returns. If this loop stalls (a hung
+/// runtime), systemd stops getting WATCHDOG=1 and restarts the service.
+async fn heartbeat_loop(runtime: &Runtime) {
+    let interval = runtime.config().heartbeat.interval();
+    let tick = systemd::watchdog_timeout().map_or(interval, |watchdog| interval.min(watchdog / 2));
+    let mut ticker = tokio::time::interval(tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heartbeat: Option<Instant> = None;
+    loop {
+        ticker.tick().await;
+        systemd::notify_watchdog();
+        if last_heartbeat.is_some_and(|at| at.elapsed() + tick / 2 < interval) {
+            continue;
+        }
+        last_heartbeat = Some(Instant::now());
+        let heartbeat = match runtime.metrics() {
+            Ok(metrics) => Heartbeat { status: HealthStatus::Ok, metrics },
+            Err(error) => {
+                tracing::warn!(%error, "cannot sample metrics; skipping this heartbeat");
+                continue;
+            }
+        };
+        match to_object(&heartbeat) {
+            Ok(data) => runtime.publish(HEARTBEAT, data),
+            Err(error) => tracing::error!(%error, "cannot encode heartbeat"),
+        }
+    }
+}
+
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; SIGTERM will kill without a shutdown event");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    }
+}
