@@ -1,0 +1,121 @@
+//! A real IPC server on a unique abstract socket, and raw-socket helpers.
+
+#![allow(dead_code)] // Each test binary uses a different subset.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clawos_ipc::server::{Connection, Handler, MethodError, ServerSettings, ServerStats};
+use clawos_ipc::{AccessPolicy, ComponentId, IpcServer, Object, ProtocolVersion, RateLimit, Request};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// Policy: the test process (root) is `agent-loop`; agent-loop may call
+/// everything on scheduler except `forbidden`.
+pub const AGENT_LOOP_POLICY: &str = r#"
+[identity]
+operator_uids = []
+uids = { "0" = "agent-loop" }
+[[allow]]
+senders = ["agent-loop"]
+recipients = ["scheduler"]
+methods = ["echo", "sleep", "ping"]
+"#;
+
+/// Answers `echo` (params back), `sleep` (`{"ms": n}`), else ENOENT.
+pub struct TestHandler;
+
+impl Handler for TestHandler {
+    async fn handle_request(&self, _connection: Connection, request: Request) -> Result<Object, MethodError> {
+        match request.method.as_str() {
+            "echo" | "ping" => Ok(request.params),
+            "sleep" => {
+                let ms = request.params.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(Object::new())
+            }
+            other => Err(MethodError::unknown_method(other)),
+        }
+    }
+}
+
+/// A server for `scheduler` with `policy`, `versions`, `rate_limit`,
+/// listening on a fresh abstract name; returns the name.
+pub fn start_server(policy: &str, versions: &[ProtocolVersion], rate_limit: RateLimit) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!("clawos-ipc-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let listener = clawos_ipc::socket::bind_abstract(&name).unwrap();
+    let settings = ServerSettings {
+        component: ComponentId::Scheduler,
+        software_version: "test".into(),
+        protocol_versions: versions.to_vec(),
+        policy: Arc::new(AccessPolicy::parse(policy, "test policy").unwrap()),
+        rate_limit,
+    };
+    let server = IpcServer::new(settings, Arc::new(TestHandler), Arc::new(ServerStats::default()));
+    tokio::spawn(async move {
+        let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+        server.serve(listener).await
+    });
+    name
+}
+
+/// A line-level connection, for sending what a well-behaved client never would.
+pub struct RawPeer {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl RawPeer {
+    pub fn connect(name: &str) -> RawPeer {
+        let (read, writer) = clawos_ipc::socket::connect_abstract(name).unwrap().into_split();
+        RawPeer { reader: BufReader::new(read), writer }
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.unwrap();
+    }
+
+    pub async fn send_json(&mut self, value: &Value) {
+        let mut line = serde_json::to_vec(value).unwrap();
+        line.push(b'\n');
+        self.send(&line).await;
+    }
+
+    pub async fn close_write(&mut self) {
+        self.writer.shutdown().await.unwrap();
+    }
+
+    /// The next line as JSON, or `None` at EOF. Fails the test after 5 s.
+    pub async fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), self.reader.read_line(&mut line))
+            .await
+            .expect("no answer within 5 s")
+            .unwrap();
+        (read > 0).then(|| serde_json::from_str(&line).unwrap())
+    }
+
+    /// Performs a valid hello as `sender`, asserting success.
+    pub async fn hello(&mut self, sender: &str) {
+        self.send_json(&request(sender, "scheduler", "hello", serde_json::json!({"supported_versions": ["1.0"]}))).await;
+        let answer = self.recv().await.unwrap();
+        assert_eq!(answer["payload"]["status"], "success", "{answer}");
+    }
+}
+
+/// A schema-valid request envelope.
+pub fn request(sender: &str, recipient: &str, method: &str, params: Value) -> Value {
+    serde_json::json!({
+        "version": "1.0",
+        "timestamp_ns": 1,
+        "sender": sender,
+        "recipient": recipient,
+        "message_id": uuid::Uuid::new_v4().to_string(),
+        "correlation_id": uuid::Uuid::new_v4().to_string(),
+        "message_type": "request",
+        "payload": {"method": method, "params": params}
+    })
+}
