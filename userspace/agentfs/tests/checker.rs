@@ -27,7 +27,7 @@ fn each_rule_is_detected() {
         ("DELETE FROM fs_inode WHERE ino = 1", "fs.1"),
         (&format!("DELETE FROM fs_inode WHERE ino = {ino_f}"), "fs.2"),
         (&format!("UPDATE fs_dentry SET parent_ino = {ino_f} WHERE name = 'l'"), "fs.3"),
-        (&format!("UPDATE fs_inode SET mode = 33188 WHERE ino = (SELECT ino FROM fs_dentry WHERE name = 'd')"), "fs.3"),
+        ("UPDATE fs_inode SET mode = 33188 WHERE ino = (SELECT ino FROM fs_dentry WHERE name = 'd')", "fs.3"),
         (&format!("UPDATE fs_inode SET mode = 4294967295 WHERE ino = {ino_f}"), "fs.6"),
         ("DELETE FROM fs_symlink", "fs.6"),
         (&format!("UPDATE fs_inode SET size = 4 WHERE ino = {ino_f}"), "fs.7"),

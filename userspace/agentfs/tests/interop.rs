@@ -1,0 +1,104 @@
+//! Interoperability with the reference AgentFS SDK (PyPI `agentfs-sdk`
+//! 0.6.4): a workspace written here is read by the SDK and the other way
+//! round. Skipped, saying so, when python3 cannot import the SDK; set
+//! CLAWOS_REQUIRE_AGENTFS_SDK=1 to make a missing SDK a failure.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, UNIX_EPOCH};
+
+use agentfs::{AgentFs, NewToolCall, S_IFLNK};
+use serde_json::{json, Value};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/sdk.py");
+
+fn sdk_available() -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import agentfs_sdk, turso"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        let message = "SKIPPED: python3 cannot import agentfs_sdk; install it with `pip install agentfs-sdk==0.6.4`";
+        assert!(std::env::var_os("CLAWOS_REQUIRE_AGENTFS_SDK").is_none(), "{message}");
+        eprintln!("{message}");
+    }
+    found
+}
+
+fn sdk(command: &str, db: &Path) -> String {
+    let output = Command::new("python3").arg(SCRIPT).arg(command).arg(db).output().unwrap();
+    assert!(output.status.success(), "sdk.py {command} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn sdk_reads_a_clawos_workspace() {
+    if !sdk_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("clawos.db");
+    {
+        let mut fs = AgentFs::open(&path).unwrap();
+        fs.write_file("/docs/readme", b"hello from clawos").unwrap();
+        fs.write_file("/big.bin", &vec![7u8; 10_000]).unwrap();
+        fs.symlink("/docs/link", "readme").unwrap();
+        fs.kv_set("config", &json!({"model": "small", "tokens": 512})).unwrap();
+        fs.record_tool_call(&NewToolCall {
+            name: "read_file",
+            parameters: Some(&json!({"path": "/docs/readme"})),
+            outcome: Ok(&json!("ok")),
+            started: UNIX_EPOCH + Duration::from_millis(1_700_000_000_100),
+            completed: UNIX_EPOCH + Duration::from_millis(1_700_000_001_300),
+            session_id: Some("s"),
+            parent_call_id: None,
+        })
+        .unwrap();
+        common::assert_consistent(&fs);
+    }
+    let seen: Value = serde_json::from_str(&sdk("read", &path)).unwrap();
+    assert_eq!(seen["root"], json!(["big.bin", "docs"]));
+    assert_eq!(seen["docs"], json!(["link", "readme"]));
+    assert_eq!(seen["readme"], "hello from clawos");
+    assert_eq!(seen["big_len"], 10_000);
+    assert_eq!(seen["link_mode"].as_u64().unwrap() as u32 & 0o170000, S_IFLNK);
+    assert_eq!(seen["link_target"], "readme");
+    assert_eq!(seen["kv"], json!({"model": "small", "tokens": 512}));
+    assert_eq!(seen["calls"], json!([["read_file", "{\"path\":\"/docs/readme\"}", "\"ok\"", null, 1000]]));
+    // The SDK's open rewrites only what it owns; the workspace stays consistent.
+    let report = agentfs::check::check_database(&path).unwrap();
+    assert!(report.is_clean(), "{report}");
+}
+
+#[test]
+fn clawos_reads_an_sdk_workspace() {
+    if !sdk_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sdk.db");
+    sdk("write", &path);
+    let mut fs = AgentFs::open(&path).unwrap();
+    assert_eq!(fs.read_file("/notes/todo.txt").unwrap(), b"from the sdk");
+    let blob: Vec<u8> = (0..=255u8).cycle().take(256 * 40).collect();
+    assert_eq!(fs.read_file("/blob.bin").unwrap(), blob);
+    assert_eq!(fs.read("/blob.bin", 4095, 3).unwrap(), blob[4095..4098]);
+    assert!(fs.stat("/notes").unwrap().is_dir());
+    assert_eq!(fs.kv_get("session").unwrap(), Some(json!({"user": "ada", "turn": 3})));
+    let calls = fs.tool_calls_by_name("search").unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].parameters.as_deref(), Some(r#"{"q": "x"}"#));
+    assert_eq!(calls[0].result.as_deref(), Some(r#"{"hits": 2}"#));
+    assert_eq!((calls[0].started_at, calls[0].completed_at), (1_700_000_000, 1_700_000_002));
+    // Writing through ClawOS keeps the SDK's workspace consistent for both.
+    fs.write_file("/notes/reply.txt", b"from clawos").unwrap();
+    let report = fs.check().unwrap();
+    let filesystem_violations: Vec<_> = report
+        .violations
+        .iter()
+        .filter(|v| !v.rule.starts_with("tool_calls"))
+        .collect();
+    assert!(filesystem_violations.is_empty(), "{report}");
+}
