@@ -1,0 +1,69 @@
+//! The ClawOS secrets vault (spec clawfs-spec.md §1.2 vault, §3).
+//!
+//! This crate owns the vault directory (default `/clawfs/vault`:
+//! `master-key.enc`, `secrets/`, `system-manifest.json`), the vault's audit
+//! log, the vault's entries in the kernel keyring, and the sealed object it
+//! creates in the TPM. It does not authenticate callers, speak IPC, or
+//! print anything: the security-agent service and `clawctl` do, and fill in
+//! the [`AccessPolicy`] and [`Caller`] it evaluates. It never writes a
+//! secret value, the master key or a derived key to disk or to a log.
+//!
+//! Key hierarchy:
+//! - a 256-bit master key, sealed by the TPM to PCRs (SHA-256 bank,
+//!   [`config::DEFAULT_PCRS`]) or, without a TPM, wrapped under an
+//!   operator passphrase (PBKDF2-HMAC-SHA256, 600,000 rounds, 16-byte salt);
+//!   also wrapped under a recovery key shown once at [`Vault::init`];
+//! - per-secret keys PBKDF2(master, `<secret_id>:v<version>`, 600,000),
+//!   cached in the kernel keyring so each costs one derivation per boot;
+//! - each secret version is one AES-256-GCM JSON file (spec §3.5), its ID
+//!   and version bound as associated data.
+//!
+//! Every operation is authorized against the policy and recorded in an
+//! HMAC-chained audit log before its result is returned.
+
+mod audit;
+pub mod config;
+mod crypto;
+mod error;
+mod format;
+mod fsutil;
+mod keyring;
+mod keys;
+mod manifest;
+mod policy;
+mod tpm;
+mod vault;
+
+pub use audit::{AuditEntry, AuditReport};
+pub use config::{KeyringScope, VaultConfig};
+pub use crypto::{CryptoError, Key256};
+pub use error::{Result, VaultError};
+pub use keyring::KeyringError;
+pub use keys::{Passphrase, RecoveryKey};
+pub use manifest::{ManifestReport, SystemManifest};
+pub use policy::{AccessPolicy, Caller, Capability, Grant, SecretScope};
+pub use tpm::{SealedKey, TpmError};
+pub use vault::{
+    validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo,
+    SecretValue, Vault, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,
+};
+
+/// Lowercase hexadecimal of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut text, byte| {
+            let _ = write!(text, "{byte:02x}");
+            text
+        })
+}
+
+/// The current UTC time in RFC 3339 with whole seconds.
+pub(crate) fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    now.replace_nanosecond(0)
+        .unwrap_or(now)
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("UTC times always format as RFC 3339")
+}

@@ -1,0 +1,336 @@
+//! Sealing and unsealing the master key with a TPM 2.0 through tss-esapi.
+//!
+//! The sealed object is a keyed-hash object under the owner hierarchy's
+//! ECC P-256 storage primary (the TCG SRK template, re-derived on every use
+//! so nothing is persisted in the TPM). Its only authorization is a
+//! PolicyPCR over the SHA-256 bank, and user-with-auth is clear, so no
+//! password can stand in for the PCR state. The sessions that carry the key
+//! to and from the TPM are salted with the primary key and encrypt their
+//! parameters, so the key does not cross the TPM bus in clear.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tss_esapi::attributes::{ObjectAttributesBuilder, SessionAttributesBuilder};
+use tss_esapi::constants::response_code::Tss2ResponseCodeKind;
+use tss_esapi::constants::SessionType;
+use tss_esapi::handles::KeyHandle;
+use tss_esapi::interface_types::algorithm::{HashingAlgorithm, PublicAlgorithm};
+use tss_esapi::interface_types::ecc::EccCurve;
+use tss_esapi::interface_types::resource_handles::Hierarchy;
+use tss_esapi::interface_types::session_handles::{AuthSession, PolicySession};
+use tss_esapi::structures::{
+    Digest, EccPoint, KeyedHashScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private,
+    Public, PublicBuilder, PublicEccParametersBuilder, PublicKeyedHashParameters, SensitiveData,
+    SymmetricDefinition, SymmetricDefinitionObject,
+};
+use tss_esapi::tcti_ldr::TctiNameConf;
+use tss_esapi::traits::{Marshall, UnMarshall};
+use tss_esapi::Context;
+
+use crate::crypto::Key256;
+
+/// Why a TPM operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TpmError {
+    /// The TCTI string is not one tss-esapi understands.
+    #[error("invalid TCTI configuration `{tcti}`")]
+    InvalidTcti {
+        /// The configured string.
+        tcti: String,
+    },
+    /// No TPM could be reached through the TCTI.
+    #[error("TPM unavailable through `{tcti}`: {source}")]
+    Unavailable {
+        /// The configured string.
+        tcti: String,
+        /// What tss-esapi reported.
+        #[source]
+        source: tss_esapi::Error,
+    },
+    /// The PCRs no longer hold the values the key was sealed to.
+    #[error("PCR policy check failed: the boot state differs from the sealed one")]
+    PcrMismatch,
+    /// A PCR index outside 0..=23 was configured.
+    #[error("PCR {index} does not exist")]
+    InvalidPcr {
+        /// The offending index.
+        index: u8,
+    },
+    /// A TPM command failed.
+    #[error("TPM command {command} failed: {source}")]
+    Command {
+        /// Which command.
+        command: &'static str,
+        /// What the TPM or tss-esapi reported.
+        #[source]
+        source: tss_esapi::Error,
+    },
+}
+
+/// A sealed master key as stored in master-key.enc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealedKey {
+    /// Always "sha256".
+    pub pcr_bank: String,
+    /// PCR indices the policy covers.
+    pub pcrs: Vec<u8>,
+    /// Base64 of the marshalled TPM2B_PUBLIC of the sealed object.
+    pub public: String,
+    /// Base64 of the TPM2B_PRIVATE (encrypted by the TPM's storage key).
+    pub private: String,
+}
+
+/// One connection to the TPM.
+pub(crate) struct Tpm {
+    context: Context,
+}
+
+fn command(command: &'static str) -> impl FnOnce(tss_esapi::Error) -> TpmError {
+    move |source| TpmError::Command { command, source }
+}
+
+fn pcr_selection(pcrs: &[u8]) -> Result<PcrSelectionList, TpmError> {
+    let slots = pcrs
+        .iter()
+        .map(|&index| {
+            if index > crate::config::MAX_PCR {
+                return Err(TpmError::InvalidPcr { index });
+            }
+            PcrSlot::try_from(1u32 << index).map_err(|_| TpmError::InvalidPcr { index })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    PcrSelectionListBuilder::new()
+        .with_selection(HashingAlgorithm::Sha256, &slots)
+        .build()
+        .map_err(command("PCR selection"))
+}
+
+fn storage_primary_template() -> Result<Public, tss_esapi::Error> {
+    let attributes = ObjectAttributesBuilder::new()
+        .with_fixed_tpm(true)
+        .with_fixed_parent(true)
+        .with_sensitive_data_origin(true)
+        .with_user_with_auth(true)
+        .with_no_da(true)
+        .with_restricted(true)
+        .with_decrypt(true)
+        .build()?;
+    PublicBuilder::new()
+        .with_public_algorithm(PublicAlgorithm::Ecc)
+        .with_name_hashing_algorithm(HashingAlgorithm::Sha256)
+        .with_object_attributes(attributes)
+        .with_ecc_parameters(
+            PublicEccParametersBuilder::new_restricted_decryption_key(
+                SymmetricDefinitionObject::AES_128_CFB,
+                EccCurve::NistP256,
+            )
+            .build()?,
+        )
+        .with_ecc_unique_identifier(EccPoint::default())
+        .build()
+}
+
+fn sealed_object_template(policy: Digest) -> Result<Public, tss_esapi::Error> {
+    // user_with_auth clear: only the PCR policy authorizes unsealing.
+    let attributes = ObjectAttributesBuilder::new()
+        .with_fixed_tpm(true)
+        .with_fixed_parent(true)
+        .with_no_da(true)
+        .with_admin_with_policy(true)
+        .build()?;
+    PublicBuilder::new()
+        .with_public_algorithm(PublicAlgorithm::KeyedHash)
+        .with_name_hashing_algorithm(HashingAlgorithm::Sha256)
+        .with_object_attributes(attributes)
+        .with_auth_policy(policy)
+        .with_keyed_hash_parameters(PublicKeyedHashParameters::new(KeyedHashScheme::Null))
+        .with_keyed_hash_unique_identifier(Digest::default())
+        .build()
+}
+
+impl Tpm {
+    /// Connects through `tcti`.
+    pub(crate) fn connect(tcti: &str) -> Result<Self, TpmError> {
+        let conf = TctiNameConf::from_str(tcti).map_err(|_| TpmError::InvalidTcti {
+            tcti: tcti.to_owned(),
+        })?;
+        let context = Context::new(conf).map_err(|source| TpmError::Unavailable {
+            tcti: tcti.to_owned(),
+            source,
+        })?;
+        Ok(Tpm { context })
+    }
+
+    fn storage_primary(&mut self) -> Result<KeyHandle, TpmError> {
+        let template = storage_primary_template().map_err(command("CreatePrimary template"))?;
+        self.context
+            .execute_with_nullauth_session(|context| {
+                context.create_primary(Hierarchy::Owner, template, None, None, None, None)
+            })
+            .map(|created| created.key_handle)
+            .map_err(command("CreatePrimary"))
+    }
+
+    /// A session salted with the storage primary whose parameters are encrypted
+    /// in the directions given.
+    fn encrypted_session(
+        &mut self,
+        primary: KeyHandle,
+        kind: SessionType,
+        encrypt_response: bool,
+        decrypt_command: bool,
+    ) -> Result<AuthSession, TpmError> {
+        let session = self
+            .context
+            .start_auth_session(
+                Some(primary),
+                None,
+                None,
+                kind,
+                SymmetricDefinition::AES_128_CFB,
+                HashingAlgorithm::Sha256,
+            )
+            .map_err(command("StartAuthSession"))?
+            .ok_or(TpmError::Command {
+                command: "StartAuthSession",
+                source: tss_esapi::Error::WrapperError(
+                    tss_esapi::WrapperErrorKind::WrongValueFromTpm,
+                ),
+            })?;
+        let (attributes, mask) = SessionAttributesBuilder::new()
+            .with_continue_session(true)
+            .with_encrypt(encrypt_response)
+            .with_decrypt(decrypt_command)
+            .build();
+        self.context
+            .tr_sess_set_attributes(session, attributes, mask)
+            .map_err(command("TRSess_SetAttributes"))?;
+        Ok(session)
+    }
+
+    /// The policy digest PolicyPCR yields over `pcrs` as they are now.
+    fn current_policy_digest(&mut self, pcrs: &PcrSelectionList) -> Result<Digest, TpmError> {
+        // A trial session with an empty PCR digest makes the TPM use the
+        // current PCR values: exactly what a real session will compare against.
+        let trial = self
+            .context
+            .start_auth_session(
+                None,
+                None,
+                None,
+                SessionType::Trial,
+                SymmetricDefinition::AES_128_CFB,
+                HashingAlgorithm::Sha256,
+            )
+            .map_err(command("StartAuthSession"))?
+            .and_then(|session| PolicySession::try_from(session).ok())
+            .ok_or(TpmError::Command {
+                command: "StartAuthSession",
+                source: tss_esapi::Error::WrapperError(
+                    tss_esapi::WrapperErrorKind::WrongValueFromTpm,
+                ),
+            })?;
+        self.context
+            .policy_pcr(trial, Digest::default(), pcrs.clone())
+            .map_err(command("PolicyPCR"))?;
+        let digest = self
+            .context
+            .policy_get_digest(trial)
+            .map_err(command("PolicyGetDigest"))?;
+        self.context
+            .flush_context(tss_esapi::handles::SessionHandle::from(trial).into())
+            .map_err(command("FlushContext"))?;
+        Ok(digest)
+    }
+
+    /// Seals `key` to the current values of `pcrs`.
+    pub(crate) fn seal(&mut self, key: &Key256, pcrs: &[u8]) -> Result<SealedKey, TpmError> {
+        let selection = pcr_selection(pcrs)?;
+        let policy = self.current_policy_digest(&selection)?;
+        let template = sealed_object_template(policy).map_err(command("Create template"))?;
+        let primary = self.storage_primary()?;
+        let session = self.encrypted_session(primary, SessionType::Hmac, false, true)?;
+        let sensitive =
+            SensitiveData::try_from(key.as_bytes().to_vec()).map_err(command("Create"))?;
+        let created = self
+            .context
+            .execute_with_session(Some(session), |context| {
+                context.create(primary, template, None, Some(sensitive), None, None)
+            })
+            .map_err(command("Create"))?;
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::STANDARD;
+        Ok(SealedKey {
+            pcr_bank: "sha256".to_owned(),
+            pcrs: pcrs.to_vec(),
+            public: base64.encode(created.out_public.marshall().map_err(command("Marshal"))?),
+            private: base64.encode(created.out_private.value()),
+        })
+    }
+
+    fn decode(sealed: &SealedKey) -> Result<(Public, Private), TpmError> {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::STANDARD;
+        let malformed = || TpmError::Command {
+            command: "Load (decode sealed blob)",
+            source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::InvalidParam),
+        };
+        let public = base64.decode(&sealed.public).map_err(|_| malformed())?;
+        let private = base64.decode(&sealed.private).map_err(|_| malformed())?;
+        Ok((
+            Public::unmarshall(&public).map_err(command("Unmarshal public"))?,
+            Private::try_from(private).map_err(command("Unmarshal private"))?,
+        ))
+    }
+
+    /// Whether the current PCR values satisfy the sealed object's policy,
+    /// without unsealing.
+    pub(crate) fn policy_matches(&mut self, sealed: &SealedKey) -> Result<bool, TpmError> {
+        let (public, _) = Self::decode(sealed)?;
+        let current = self.current_policy_digest(&pcr_selection(&sealed.pcrs)?)?;
+        Ok(public.auth_policy() == &current)
+    }
+
+    /// Unseals the key; [`TpmError::PcrMismatch`] when the PCRs moved.
+    pub(crate) fn unseal(&mut self, sealed: &SealedKey) -> Result<Key256, TpmError> {
+        let (public, private) = Self::decode(sealed)?;
+        let selection = pcr_selection(&sealed.pcrs)?;
+        let primary = self.storage_primary()?;
+        let load_session = self.encrypted_session(primary, SessionType::Hmac, false, false)?;
+        let object = self
+            .context
+            .execute_with_session(Some(load_session), |context| {
+                context.load(primary, private, public)
+            })
+            .map_err(command("Load"))?;
+        let policy_session = self.encrypted_session(primary, SessionType::Policy, true, false)?;
+        let policy = PolicySession::try_from(policy_session).map_err(command("PolicySession"))?;
+        self.context
+            .execute_without_session(|context| {
+                context.policy_pcr(policy, Digest::default(), selection)
+            })
+            .map_err(command("PolicyPCR"))?;
+        let unsealed = self
+            .context
+            .execute_with_session(Some(policy_session), |context| {
+                context.unseal(object.into())
+            })
+            .map_err(|source| match source {
+                tss_esapi::Error::Tss2Error(code)
+                    if code.kind() == Some(Tss2ResponseCodeKind::PolicyFail) =>
+                {
+                    TpmError::PcrMismatch
+                }
+                source => TpmError::Command {
+                    command: "Unseal",
+                    source,
+                },
+            })?;
+        Key256::from_slice(unsealed.value()).ok_or(TpmError::Command {
+            command: "Unseal (unexpected length)",
+            source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::WrongValueFromTpm),
+        })
+    }
+}

@@ -1,0 +1,453 @@
+//! The vault against a real software TPM (swtpm, one per test) and the real
+//! kernel keyring.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use common::{config, files_under, operator, operator_policy, Swtpm, NO_TPM};
+use tss_esapi::handles::PcrHandle;
+use vault::{
+    AccessPolicy, Caller, Capability, InitProtection, Passphrase, ProtectionKind, RecoveryKey,
+    SealState, SecretScope, Vault, VaultError,
+};
+
+fn tpm_vault(dir: &Path, tpm: &Swtpm) -> (Vault, RecoveryKey) {
+    let init = Vault::init(config(dir, &tpm.tcti()), InitProtection::Tpm, &operator()).unwrap();
+    let mut vault = init.vault;
+    vault.set_policy(operator_policy());
+    (vault, init.recovery_key)
+}
+
+fn open(config: vault::VaultConfig) -> vault::Result<Vault> {
+    Vault::open(config).map(|mut vault| {
+        vault.set_policy(operator_policy());
+        vault
+    })
+}
+
+#[test]
+fn tpm_seal_unseal_round_trip() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+        return;
+    };
+    let cfg = config(temp.path(), &tpm.tcti());
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    assert_eq!(
+        vault.set(&operator(), "openai-api-key", b"sk-one").unwrap(),
+        1
+    );
+    vault.lock().unwrap();
+
+    let status = Vault::status(&cfg).unwrap();
+    assert_eq!(
+        status.protection,
+        Some(ProtectionKind::Tpm2 { pcrs: vec![4, 12] })
+    );
+    assert_eq!(status.state, SealState::Unsealable);
+    assert_eq!(status.secret_count, 1);
+
+    let mut vault = open(cfg.clone()).unwrap();
+    assert_eq!(
+        vault.get(&operator(), "openai-api-key").unwrap().expose(),
+        b"sk-one"
+    );
+    assert_eq!(Vault::status(&cfg).unwrap().state, SealState::Unsealed);
+    assert!(matches!(
+        Vault::init(cfg, InitProtection::Tpm, &operator()),
+        Err(VaultError::AlreadyInitialized { .. })
+    ));
+}
+
+#[test]
+fn pcr_change_needs_the_recovery_key_then_reseal_restores_unsealing() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+        return;
+    };
+    let cfg = config(temp.path(), &tpm.tcti());
+    let (mut vault, recovery_key) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "github-pat", b"ghp-secret").unwrap();
+    vault.lock().unwrap();
+
+    // A different UKI would measure differently into PCR 4.
+    tpm.extend_pcr(PcrHandle::Pcr4);
+    let status = Vault::status(&cfg).unwrap();
+    assert_eq!(status.state, SealState::PcrMismatch);
+    assert_eq!(status.state.to_string(), "sealed: PCR mismatch");
+    assert!(matches!(open(cfg.clone()), Err(VaultError::PcrMismatch)));
+
+    let wrong = RecoveryKey::parse(&"0".repeat(64)).unwrap();
+    assert!(matches!(
+        Vault::recover(cfg.clone(), &wrong, &operator()),
+        Err(VaultError::WrongRecoveryKey)
+    ));
+    let shown = recovery_key.reveal();
+    let typed = RecoveryKey::parse(&shown).unwrap();
+    let mut vault = Vault::recover(cfg.clone(), &typed, &operator()).unwrap();
+    vault.set_policy(operator_policy());
+    assert_eq!(
+        vault.get(&operator(), "github-pat").unwrap().expose(),
+        b"ghp-secret"
+    );
+    vault.reseal(&operator()).unwrap();
+    vault.lock().unwrap();
+
+    assert_eq!(Vault::status(&cfg).unwrap().state, SealState::Unsealable);
+    let mut vault = open(cfg).unwrap();
+    assert_eq!(
+        vault.get(&operator(), "github-pat").unwrap().expose(),
+        b"ghp-secret"
+    );
+}
+
+#[test]
+fn keyring_fallback_without_a_tpm() {
+    let temp = tempfile::tempdir().unwrap();
+    let cfg = config(temp.path(), NO_TPM);
+    assert!(matches!(
+        Vault::init(cfg.clone(), InitProtection::Tpm, &operator()),
+        Err(VaultError::Tpm(vault::TpmError::Unavailable { .. }))
+    ));
+    let passphrase = || Passphrase::new("correct horse battery staple".to_owned());
+    let mut vault = Vault::init(
+        cfg.clone(),
+        InitProtection::Passphrase(passphrase()),
+        &operator(),
+    )
+    .unwrap()
+    .vault;
+    vault.set_policy(operator_policy());
+    vault
+        .set(&operator(), "near-ai-token", b"near-token")
+        .unwrap();
+    let status = Vault::status(&cfg).unwrap();
+    assert_eq!(status.protection, Some(ProtectionKind::Passphrase));
+    assert_eq!(status.state, SealState::Unsealed);
+    assert!(matches!(
+        vault.reseal(&operator()),
+        Err(VaultError::NotTpmProtected)
+    ));
+    drop(vault);
+
+    // Still in the keyring: a second open needs no passphrase.
+    let vault = open(cfg.clone()).unwrap();
+    vault.lock().unwrap();
+    assert_eq!(
+        Vault::status(&cfg).unwrap().state,
+        SealState::PassphraseRequired
+    );
+    assert!(matches!(
+        open(cfg.clone()),
+        Err(VaultError::PassphraseRequired)
+    ));
+    let wrong = Passphrase::new("Tr0ub4dor&3".to_owned());
+    assert!(matches!(
+        Vault::unlock_with_passphrase(cfg.clone(), &wrong),
+        Err(VaultError::WrongPassphrase)
+    ));
+    let mut vault = Vault::unlock_with_passphrase(cfg, &passphrase()).unwrap();
+    vault.set_policy(operator_policy());
+    assert_eq!(
+        vault.get(&operator(), "near-ai-token").unwrap().expose(),
+        b"near-token"
+    );
+}
+
+fn flip_base64_field(path: &Path, field: &str) {
+    let mut json: serde_json::Value = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
+    let mut bytes = BASE64.decode(json[field].as_str().unwrap()).unwrap();
+    bytes[0] ^= 0x01;
+    json[field] = BASE64.encode(bytes).into();
+    fs::write(path, serde_json::to_vec(&json).unwrap()).unwrap();
+}
+
+#[test]
+fn altered_secret_files_fail_authentication() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+        return;
+    };
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "alpha", b"alpha-value").unwrap();
+    let secrets = temp.path().join("vault/secrets");
+    let original = fs::read(secrets.join("alpha.enc")).unwrap();
+
+    for field in ["encrypted_value", "iv", "auth_tag"] {
+        flip_base64_field(&secrets.join("alpha.enc"), field);
+        assert!(
+            matches!(
+                vault.get(&operator(), "alpha"),
+                Err(VaultError::SecretAuthentication { version: 1, .. })
+            ),
+            "flipped {field}"
+        );
+        fs::write(secrets.join("alpha.enc"), &original).unwrap();
+    }
+    assert_eq!(
+        vault.get(&operator(), "alpha").unwrap().expose(),
+        b"alpha-value"
+    );
+
+    // Relabelling the file as another secret changes the bound ID.
+    let mut json: serde_json::Value = serde_json::from_slice(&original).unwrap();
+    json["secret_id"] = "beta".into();
+    json["kdf"]["salt"] = BASE64.encode("beta:v1").into();
+    fs::write(secrets.join("beta.enc"), serde_json::to_vec(&json).unwrap()).unwrap();
+    assert!(matches!(
+        vault.get(&operator(), "beta"),
+        Err(VaultError::SecretAuthentication { .. })
+    ));
+    // A salt that is not `<id>:v<version>` is refused outright.
+    json["secret_id"] = "alpha".into();
+    fs::write(
+        secrets.join("alpha.enc"),
+        serde_json::to_vec(&json).unwrap(),
+    )
+    .unwrap();
+    assert!(matches!(
+        vault.get(&operator(), "alpha"),
+        Err(VaultError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+        return;
+    };
+    let (mut vault, recovery_key) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "alpha", b"a1").unwrap();
+    vault.set(&operator(), "alpha", b"a2").unwrap();
+    vault.set(&operator(), "beta", b"b1").unwrap();
+    let check = |vault: &mut Vault| {
+        assert_eq!(
+            vault.get_version(&operator(), "alpha", 1).unwrap().expose(),
+            b"a1"
+        );
+        assert_eq!(vault.get(&operator(), "alpha").unwrap().expose(), b"a2");
+        assert_eq!(vault.get(&operator(), "beta").unwrap().expose(), b"b1");
+    };
+
+    vault.rotate(&operator()).unwrap();
+    assert_eq!(vault.current_status().unwrap().generation, Some(2));
+    check(&mut vault);
+    let history = vault.history(&operator(), "alpha").unwrap();
+    assert_eq!(
+        history.iter().map(|info| info.version).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(history.iter().all(|info| info.key_generation == 2));
+
+    // The TPM disappears mid-operation: sealing the new key fails.
+    let mut tpm = tpm;
+    tpm.stop();
+    let master = temp.path().join("vault/master-key.enc");
+    let before = fs::read(&master).unwrap();
+    let error = vault.rotate(&operator()).unwrap_err();
+    assert!(
+        matches!(error, VaultError::RotationRolledBack { stage: "seal", .. }),
+        "{error}"
+    );
+    assert_eq!(fs::read(&master).unwrap(), before);
+    check(&mut vault);
+    vault.lock().unwrap();
+
+    // Same TPM state, fresh process: the generation-2 key unseals.
+    let tpm = tpm.restart();
+    let cfg = config(temp.path(), &tpm.tcti());
+    let mut vault = open(cfg.clone()).unwrap();
+    check(&mut vault);
+    vault.lock().unwrap();
+    // The recovery key survives rotation.
+    let mut vault = Vault::recover(cfg, &recovery_key, &operator()).unwrap();
+    vault.set_policy(operator_policy());
+    check(&mut vault);
+}
+
+#[test]
+fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
+    let temp = tempfile::tempdir().unwrap();
+    let cfg = config(temp.path(), NO_TPM);
+    let mut vault = Vault::init(
+        cfg.clone(),
+        InitProtection::Passphrase(Passphrase::new("pw".to_owned())),
+        &operator(),
+    )
+    .unwrap()
+    .vault;
+    let agent = Caller::new("security-agent");
+    vault.set_policy(operator_policy().grant(
+        "security-agent",
+        Capability::SecretRead,
+        SecretScope::Only(vec!["openai-api-key".to_owned()]),
+    ));
+    vault
+        .set(&operator(), "openai-api-key", b"sk-agent")
+        .unwrap();
+    vault
+        .set(&operator(), "github-pat", b"ghp-operator")
+        .unwrap();
+    assert_eq!(
+        vault.get(&agent, "openai-api-key").unwrap().expose(),
+        b"sk-agent"
+    );
+    assert!(matches!(
+        vault.get(&agent, "github-pat"),
+        Err(VaultError::AccessDenied { .. })
+    ));
+    assert!(matches!(
+        vault.list(&agent),
+        Err(VaultError::AccessDenied { .. })
+    ));
+    assert!(matches!(
+        vault.rotate(&agent),
+        Err(VaultError::AccessDenied { .. })
+    ));
+    vault.set_policy(AccessPolicy::deny_all());
+    assert!(matches!(
+        vault.get(&operator(), "github-pat"),
+        Err(VaultError::AccessDenied { .. })
+    ));
+
+    let report = vault.verify_audit_log().unwrap();
+    assert_eq!(report.first_broken, None);
+    assert_eq!(report.verified_entries, 8);
+    let log = fs::read_to_string(&cfg.audit_log).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let denied: Vec<vault::AuditEntry> = lines
+        .iter()
+        .map(|line| serde_json::from_str::<vault::AuditEntry>(line).unwrap())
+        .filter(|entry| entry.outcome == "denied")
+        .collect();
+    assert_eq!(denied.len(), 4);
+    assert_eq!(denied[0].caller, "security-agent");
+    assert_eq!(denied[0].secret_id.as_deref(), Some("github-pat"));
+
+    // Rewrite a denial as allowed.
+    let forged = log.replacen("\"outcome\":\"denied\"", "\"outcome\":\"allowed\"", 1);
+    fs::write(&cfg.audit_log, &forged).unwrap();
+    let broken_line = lines
+        .iter()
+        .position(|line| line.contains("denied"))
+        .unwrap() as u64
+        + 1;
+    let report = vault.verify_audit_log().unwrap();
+    assert_eq!(report.first_broken.map(|(line, _)| line), Some(broken_line));
+
+    // Drop an entry.
+    let mut shortened = lines.clone();
+    shortened.remove(2);
+    fs::write(&cfg.audit_log, shortened.join("\n") + "\n").unwrap();
+    assert_eq!(
+        vault
+            .verify_audit_log()
+            .unwrap()
+            .first_broken
+            .map(|(line, _)| line),
+        Some(3)
+    );
+}
+
+#[test]
+fn system_manifest_detects_changed_missing_and_forged_entries() {
+    let temp = tempfile::tempdir().unwrap();
+    let cfg = config(temp.path(), NO_TPM);
+    let mut vault = Vault::init(
+        cfg.clone(),
+        InitProtection::Passphrase(Passphrase::new("pw".to_owned())),
+        &operator(),
+    )
+    .unwrap()
+    .vault;
+    vault.set_policy(operator_policy());
+    let root = temp.path().join("root");
+    fs::create_dir_all(root.join("seccomp")).unwrap();
+    fs::write(root.join("seccomp/whitelist.json"), b"{}").unwrap();
+    fs::write(root.join("quotas.json"), b"[1]").unwrap();
+    let files = [
+        Path::new("seccomp/whitelist.json"),
+        Path::new("quotas.json"),
+    ];
+    let manifest = vault
+        .write_system_manifest(&operator(), &root, &files)
+        .unwrap();
+    assert_eq!(manifest.files.len(), 2);
+    assert!(vault.verify_system_manifest(&root).unwrap().is_clean());
+    assert!(vault
+        .write_system_manifest(&operator(), &root, &[Path::new("../etc/passwd")])
+        .is_err());
+
+    fs::write(root.join("quotas.json"), b"[2]").unwrap();
+    fs::remove_file(root.join("seccomp/whitelist.json")).unwrap();
+    let report = vault.verify_system_manifest(&root).unwrap();
+    assert_eq!(report.mismatched, ["quotas.json"]);
+    assert_eq!(report.missing, ["seccomp/whitelist.json"]);
+
+    // Re-pointing the manifest at the changed file needs the vault's key.
+    let path = cfg.vault_dir.join("system-manifest.json");
+    let mut json: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    json["files"]["quotas.json"] =
+        "ca2ebdf97d7469496b1f4b78958f9dc8447efdcb623953fee7b6996b762f6fff".into();
+    fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+    assert!(matches!(
+        vault.verify_system_manifest(&root),
+        Err(VaultError::ManifestTampered { .. })
+    ));
+}
+
+#[test]
+fn canary_plaintext_never_reaches_any_file() {
+    const CANARY: &[u8] = b"CANARY-7f3e9b1c-never-on-disk";
+    let temp = tempfile::tempdir().unwrap();
+    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+        return;
+    };
+    let cfg = config(temp.path(), &tpm.tcti());
+    let (mut vault, recovery_key) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "canary", CANARY).unwrap();
+    vault.set(&operator(), "canary", CANARY).unwrap();
+    assert_eq!(vault.get(&operator(), "canary").unwrap().expose(), CANARY);
+    assert_eq!(
+        vault
+            .get_version(&operator(), "canary", 1)
+            .unwrap()
+            .expose(),
+        CANARY
+    );
+    vault.list(&operator()).unwrap();
+    vault.history(&operator(), "canary").unwrap();
+    vault.rotate(&operator()).unwrap();
+    vault.reseal(&operator()).unwrap();
+    vault.lock().unwrap();
+    let mut vault = Vault::recover(cfg.clone(), &recovery_key, &operator()).unwrap();
+    vault.set_policy(operator_policy());
+    assert_eq!(vault.get(&operator(), "canary").unwrap().expose(), CANARY);
+    vault.remove(&operator(), "canary").unwrap();
+    assert!(matches!(
+        vault.get(&operator(), "canary"),
+        Err(VaultError::SecretNotFound { .. })
+    ));
+
+    let files = files_under(temp.path());
+    assert!(files.iter().any(|path| path.ends_with("vault-audit.log")));
+    assert!(files.iter().any(|path| path.ends_with("master-key.enc")));
+    let recovery_text = recovery_key.reveal();
+    for path in files {
+        let contents = fs::read(&path).unwrap();
+        for needle in [CANARY, recovery_text.as_bytes()] {
+            assert!(
+                !contents
+                    .windows(needle.len())
+                    .any(|window| window == needle),
+                "plaintext found in {}",
+                path.display()
+            );
+        }
+    }
+}
