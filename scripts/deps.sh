@@ -12,6 +12,8 @@ PKGS=(
   ovmf swtpm swtpm-tools openssh-client socat
   # userspace -sys crates
   libtss2-dev libseccomp-dev pkg-config clang libsqlite3-dev
+  # FUSE mounts of AgentFS workspaces (fusermount3 for non-root mounts)
+  fuse3
 )
 # QEMU comes from bookworm-backports: the machine image already carries
 # backports' qemu-utils, whose Breaks rule out bookworm's own qemu-system.

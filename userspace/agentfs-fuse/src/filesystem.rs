@@ -1,0 +1,549 @@
+//! The FUSE request handlers: each kernel request becomes one call of the
+//! storage library, so each is one SQLite transaction and a reply is sent
+//! only after that transaction committed.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentfs::{AgentFs, FileType as AgentFileType, SetAttr, Stat, MAX_NAME_LEN, PERMISSION_BITS};
+use fuser::{
+    FileAttr, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+};
+use libc::c_int;
+
+use crate::inodes::InodePaths;
+
+/// How long the kernel may cache attributes and names. The mount is the only
+/// writer it knows of, but other processes may open the database too, so
+/// the cache is kept short rather than unbounded.
+const TTL: Duration = Duration::from_secs(1);
+
+/// One directory listing, taken whole at opendir so that a long directory
+/// read in many readdir calls is listed once, not once per call.
+struct Listing {
+    entries: Vec<(u64, FileType, String)>,
+}
+
+/// A mounted workspace.
+pub(crate) struct WorkspaceFs {
+    fs: AgentFs,
+    /// The directory holding the database, whose free space statfs reports.
+    db_dir: PathBuf,
+    paths: InodePaths,
+    listings: HashMap<u64, Listing>,
+    next_handle: u64,
+}
+
+impl WorkspaceFs {
+    pub(crate) fn new(fs: AgentFs, db: &Path) -> WorkspaceFs {
+        let db_dir = match db.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        WorkspaceFs { fs, db_dir, paths: InodePaths::new(), listings: HashMap::new(), next_handle: 1 }
+    }
+
+    fn path(&self, ino: u64) -> Result<String, c_int> {
+        self.paths.path(ino).map(str::to_owned).ok_or(libc::ENOENT)
+    }
+
+    fn child_path(&self, parent: u64, name: &OsStr) -> Result<String, c_int> {
+        let name = name.to_str().ok_or(libc::EINVAL)?;
+        let dir = self.path(parent)?;
+        Ok(if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") })
+    }
+
+    /// The attributes the kernel gets for `stat` of the inode at `path`.
+    fn attr(&mut self, path: &str, mut stat: Stat) -> Result<FileAttr, c_int> {
+        if stat.is_symlink() {
+            // lstat(2) reports a symlink's size as its target's length;
+            // AgentFS keeps symlink inodes at size 0 (they have no chunks).
+            stat.size = self.fs.readlink(path).map_err(|err| err.errno())?.len() as u64;
+        }
+        Ok(file_attr(&stat, self.fs.chunk_size()))
+    }
+
+    /// Replies to a request that made or found the name `path`, remembering it.
+    fn entry(&mut self, path: String, stat: Result<Stat, agentfs::Error>, reply: ReplyEntry) {
+        match stat.map_err(|err| err.errno()).and_then(|stat| self.attr(&path, stat)) {
+            Ok(attr) => {
+                self.paths.add(attr.ino, path);
+                reply.entry(&TTL, &attr, 0);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn attr_of(&mut self, ino: u64) -> Result<FileAttr, c_int> {
+        let path = self.path(ino)?;
+        let stat = self.fs.lstat(&path).map_err(|err| err.errno())?;
+        self.attr(&path, stat)
+    }
+
+    fn set_attr(&mut self, ino: u64, attr: &SetAttr) -> Result<FileAttr, c_int> {
+        let path = self.path(ino)?;
+        let stat = self.fs.set_attr_nofollow(&path, attr).map_err(|err| err.errno())?;
+        self.attr(&path, stat)
+    }
+
+    fn list(&mut self, ino: u64) -> Result<Listing, c_int> {
+        let path = self.path(ino)?;
+        let entries = self.fs.readdir(&path).map_err(|err| err.errno())?;
+        let parent = match path.rfind('/') {
+            Some(0) | None => "/",
+            Some(idx) => &path[..idx],
+        };
+        let parent_ino = self.fs.lstat(parent).map_err(|err| err.errno())?.ino;
+        let mut listing = vec![(ino, FileType::Directory, ".".to_owned()), (parent_ino, FileType::Directory, "..".to_owned())];
+        listing.extend(entries.into_iter().map(|entry| (entry.ino, kind(entry.file_type), entry.name)));
+        Ok(Listing { entries: listing })
+    }
+
+    fn xattr_reply(value: &[u8], size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(value.len() as u32);
+        } else if value.len() > size as usize {
+            reply.error(libc::ERANGE);
+        } else {
+            reply.data(value);
+        }
+    }
+}
+
+fn kind(file_type: AgentFileType) -> FileType {
+    match file_type {
+        AgentFileType::Regular => FileType::RegularFile,
+        AgentFileType::Directory => FileType::Directory,
+        AgentFileType::Symlink => FileType::Symlink,
+        AgentFileType::Fifo => FileType::NamedPipe,
+        AgentFileType::CharDevice => FileType::CharDevice,
+        AgentFileType::BlockDevice => FileType::BlockDevice,
+        AgentFileType::Socket => FileType::Socket,
+    }
+}
+
+fn time(secs: i64) -> SystemTime {
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(secs as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
+    }
+}
+
+fn secs(time: TimeOrNow) -> i64 {
+    let time = match time {
+        TimeOrNow::SpecificTime(time) => time,
+        TimeOrNow::Now => SystemTime::now(),
+    };
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => after.as_secs() as i64,
+        Err(before) => -(before.duration().as_secs() as i64),
+    }
+}
+
+fn file_attr(stat: &Stat, chunk_size: u64) -> FileAttr {
+    FileAttr {
+        ino: stat.ino,
+        size: stat.size,
+        blocks: stat.size.div_ceil(512),
+        atime: time(stat.atime),
+        mtime: time(stat.mtime),
+        ctime: time(stat.ctime),
+        crtime: time(stat.ctime),
+        kind: kind(stat.file_type()),
+        perm: (stat.mode & PERMISSION_BITS) as u16,
+        nlink: stat.nlink,
+        uid: stat.uid,
+        gid: stat.gid,
+        // The kernel's encoded dev_t of a device node fits 32 bits; it is
+        // stored exactly as mknod passed it.
+        rdev: stat.rdev as u32,
+        blksize: chunk_size.min(u32::MAX as u64) as u32,
+        flags: 0,
+    }
+}
+
+impl Filesystem for WorkspaceFs {
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let path = match self.child_path(parent, name) {
+            Ok(path) => path,
+            Err(errno) => return reply.error(errno),
+        };
+        let stat = self.fs.lstat(&path);
+        self.entry(path, stat, reply);
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        match self.attr_of(ino) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let attr = SetAttr {
+            permissions: mode.map(|mode| mode & PERMISSION_BITS),
+            uid,
+            gid,
+            size,
+            atime: atime.map(secs),
+            mtime: mtime.map(secs),
+        };
+        match self.set_attr(ino, &attr) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        match self.path(ino).and_then(|path| self.fs.readlink(&path).map_err(|err| err.errno())) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn mknod(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // The kernel has already applied the umask to `mode` (no FUSE_DONT_MASK).
+        match self.child_path(parent, name) {
+            Ok(path) => {
+                let stat = self.fs.mknod(&path, mode, rdev.into());
+                self.entry(path, stat, reply);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn mkdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        match self.child_path(parent, name) {
+            Ok(path) => {
+                let stat = self.fs.mkdir(&path, mode);
+                self.entry(path, stat, reply);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.child_path(parent, name).and_then(|path| {
+            self.fs.unlink(&path).map_err(|err| err.errno())?;
+            self.paths.remove(&path);
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.child_path(parent, name).and_then(|path| {
+            self.fs.rmdir(&path).map_err(|err| err.errno())?;
+            self.paths.remove(&path);
+            Ok(())
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn symlink(&mut self, _req: &Request<'_>, parent: u64, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let Some(target) = target.to_str() else { return reply.error(libc::EINVAL) };
+        match self.child_path(parent, link_name) {
+            Ok(path) => {
+                let stat = self.fs.symlink(&path, target);
+                self.entry(path, stat, reply);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = (|| {
+            let from = self.child_path(parent, name)?;
+            let to = self.child_path(newparent, newname)?;
+            if flags & libc::RENAME_EXCHANGE != 0 || flags & libc::RENAME_WHITEOUT != 0 {
+                return Err(libc::EINVAL);
+            }
+            // The session handles one request at a time, so nothing of this
+            // mount can create `to` between the check and the rename.
+            if flags & libc::RENAME_NOREPLACE != 0 && self.fs.exists(&to).map_err(|err| err.errno())? {
+                return Err(libc::EEXIST);
+            }
+            self.fs.rename(&from, &to).map_err(|err| err.errno())?;
+            self.paths.rename(&from, &to);
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+        let paths = self.path(ino).and_then(|existing| Ok((existing, self.child_path(newparent, newname)?)));
+        match paths {
+            Ok((existing, path)) => {
+                let stat = self.fs.link(&existing, &path);
+                self.entry(path, stat, reply);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        // Files are addressed by inode on every request; a handle carries nothing.
+        match self.attr_of(ino) {
+            Ok(_) => reply.opened(0, 0),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let Ok(offset) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
+        match self.path(ino).and_then(|path| self.fs.read(&path, offset, size.into()).map_err(|err| err.errno())) {
+            Ok(data) => reply.data(&data),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        let Ok(offset) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
+        match self.path(ino).and_then(|path| self.fs.write(&path, offset, data).map_err(|err| err.errno())) {
+            Ok(_) => reply.written(data.len() as u32),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+        // Every write committed before it was acknowledged: nothing is buffered.
+        reply.ok();
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        match self.fs.sync() {
+            Ok(()) => reply.ok(),
+            Err(err) => reply.error(err.errno()),
+        }
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        match self.list(ino) {
+            Ok(listing) => {
+                let handle = self.next_handle;
+                self.next_handle += 1;
+                self.listings.insert(handle, listing);
+                reply.opened(handle, 0);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+        let Some(listing) = self.listings.get(&fh) else { return reply.error(libc::EBADF) };
+        let skip = usize::try_from(offset).unwrap_or(0);
+        for (index, (ino, kind, name)) in listing.entries.iter().enumerate().skip(skip) {
+            // The offset given with an entry is where the next readdir resumes.
+            if reply.add(*ino, index as i64 + 1, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+        self.listings.remove(&fh);
+        reply.ok();
+    }
+
+    fn fsyncdir(&mut self, req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        self.fsync(req, ino, fh, datasync, reply);
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        // The workspace grows into whatever the disk under the database has.
+        let Ok(dir) = CString::new(self.db_dir.as_os_str().as_bytes()) else { return reply.error(libc::EINVAL) };
+        // SAFETY: an all-zero statvfs is a valid value of the plain C struct.
+        let mut host: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `dir` is a NUL-terminated path and `host` a writable statvfs.
+        if unsafe { libc::statvfs(dir.as_ptr(), &mut host) } != 0 {
+            return reply.error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        }
+        reply.statfs(
+            host.f_blocks,
+            host.f_bfree,
+            host.f_bavail,
+            host.f_files,
+            host.f_ffree,
+            host.f_bsize as u32,
+            MAX_NAME_LEN as u32,
+            host.f_frsize as u32,
+        );
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = (|| {
+            let path = self.path(ino)?;
+            let name = name.to_str().ok_or(libc::EINVAL)?;
+            if flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) != 0 {
+                let exists = match self.fs.get_xattr(&path, name) {
+                    Ok(_) => true,
+                    Err(agentfs::Error::NoSuchAttribute { .. }) => false,
+                    Err(err) => return Err(err.errno()),
+                };
+                if exists && flags & libc::XATTR_CREATE != 0 {
+                    return Err(libc::EEXIST);
+                }
+                if !exists && flags & libc::XATTR_REPLACE != 0 {
+                    return Err(libc::ENODATA);
+                }
+            }
+            self.fs.set_xattr(&path, name, value).map_err(|err| err.errno())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let value = (|| {
+            let path = self.path(ino)?;
+            let name = name.to_str().ok_or(libc::ENODATA)?;
+            self.fs.get_xattr(&path, name).map_err(|err| err.errno())
+        })();
+        match value {
+            Ok(value) => Self::xattr_reply(&value, size, reply),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        match self.path(ino).and_then(|path| self.fs.list_xattr(&path).map_err(|err| err.errno())) {
+            Ok(names) => {
+                // listxattr(2) returns the names back to back, each NUL-terminated.
+                let mut packed = Vec::new();
+                for name in names {
+                    packed.extend_from_slice(name.as_bytes());
+                    packed.push(0);
+                }
+                Self::xattr_reply(&packed, size, reply);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        let result = (|| {
+            let path = self.path(ino)?;
+            let name = name.to_str().ok_or(libc::ENODATA)?;
+            self.fs.remove_xattr(&path, name).map_err(|err| err.errno())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn access(&mut self, _req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
+        // The mount uses default_permissions: the kernel checks the mode bits
+        // itself, so only existence is left to answer here.
+        match self.attr_of(ino) {
+            Ok(_) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn create(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let created = self.child_path(parent, name).and_then(|path| {
+            let stat = self.fs.create(&path, mode).map_err(|err| err.errno())?;
+            Ok((path, stat))
+        });
+        match created {
+            Ok((path, stat)) => {
+                let attr = file_attr(&stat, self.fs.chunk_size());
+                self.paths.add(stat.ino, path);
+                reply.created(&TTL, &attr, 0, 0, 0);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+}
