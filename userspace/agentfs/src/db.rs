@@ -122,6 +122,37 @@ pub(crate) fn inode_stat(conn: &Connection, ino: i64) -> Result<Stat> {
     .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
 }
 
+/// Stat as callers see it: the `fs_inode` row with `ino` replaced by the
+/// base inode it was copied up from, if any (overlay consistency rule 6),
+/// in one query.
+pub(crate) fn node_stat(conn: &Connection, ino: i64) -> Result<Stat> {
+    conn.prepare_cached(
+        "SELECT COALESCE(o.base_ino, i.ino), i.mode, i.nlink, i.uid, i.gid, i.size,
+                i.atime, i.mtime, i.ctime, i.rdev
+         FROM fs_inode i LEFT JOIN fs_origin o ON o.delta_ino = i.ino WHERE i.ino = ?",
+    )?
+    .query_row([ino], stat_from_row)
+    .optional()?
+    .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
+}
+
+/// The inode and mode a name in `parent` points at, in one query, so that
+/// walking a path costs one statement per component.
+pub(crate) fn lookup_child_mode(conn: &Connection, parent: i64, name: &str) -> Result<Option<(i64, u32)>> {
+    let found: Option<(i64, Option<u32>)> = conn
+        .prepare_cached(
+            "SELECT d.ino, i.mode FROM fs_dentry d LEFT JOIN fs_inode i ON i.ino = d.ino
+             WHERE d.parent_ino = ? AND d.name = ?",
+        )?
+        .query_row(params![parent, name], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    match found {
+        None => Ok(None),
+        Some((ino, Some(mode))) => Ok(Some((ino, mode))),
+        Some((ino, None)) => Err(Error::corrupt(format!("dentry {name:?} points at missing inode {ino}"))),
+    }
+}
+
 pub(crate) fn lookup_child(conn: &Connection, parent: i64, name: &str) -> Result<Option<i64>> {
     Ok(conn
         .prepare_cached("SELECT ino FROM fs_dentry WHERE parent_ino = ? AND name = ?")?
@@ -332,13 +363,6 @@ pub(crate) fn truncate(conn: &Connection, chunk_size: u64, ino: i64, new_size: u
         }
     }
     set_size(conn, ino, new_size, now())
-}
-
-pub(crate) fn origin_of(conn: &Connection, ino: i64) -> Result<Option<u64>> {
-    Ok(conn
-        .prepare_cached("SELECT base_ino FROM fs_origin WHERE delta_ino = ?")?
-        .query_row([ino], |row| row.get(0))
-        .optional()?)
 }
 
 pub(crate) fn xattr_list(conn: &Connection, ino: i64) -> Result<Vec<(String, Vec<u8>)>> {

@@ -164,12 +164,15 @@ impl AgentFs {
     /// created, as the spec's implementation notes describe.
     pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<()> {
         self.write_tx(|cx| {
-            let (parent, _) = split_last(path)?;
-            cx.mkdir_all(&parent)?;
-            let ino = match cx.resolve(path, true) {
-                Ok((real, node)) => cx.regular_in_delta(&real, node)?,
-                Err(Error::NotFound { .. }) => cx.create_node(path, S_IFREG | 0o644, 0, None)?,
-                Err(err) => return Err(err),
+            let (parent, name) = split_last(path)?;
+            let (parent, parent_node) = cx.mkdir_all(&parent)?;
+            let ino = match cx.lookup_child(&parent, &parent_node, name)? {
+                // An existing name may be a symlink to follow: resolve it whole.
+                Some(_) => {
+                    let (real, node) = cx.resolve(path, true)?;
+                    cx.regular_in_delta(&real, node)?
+                }
+                None => cx.create_in(&parent, parent_node, name, S_IFREG | 0o644, 0, None)?,
             };
             db::replace_content(cx.conn, cx.chunk_size, ino, data)
         })
@@ -450,13 +453,7 @@ impl Ctx<'_> {
     /// (overlay consistency rule 6).
     fn stat(&self, node: &Node) -> Result<Stat> {
         match node {
-            Node::Delta(ino) => {
-                let mut stat = db::inode_stat(self.conn, *ino)?;
-                if let Some(origin) = db::origin_of(self.conn, *ino)? {
-                    stat.ino = origin;
-                }
-                Ok(stat)
-            }
+            Node::Delta(ino) => db::node_stat(self.conn, *ino),
             Node::Base(stat) => Ok(stat.clone()),
         }
     }
@@ -483,9 +480,14 @@ impl Ctx<'_> {
     /// Overlay lookup of `name` in the directory `dir` at `dir_path`: delta,
     /// then whiteout, then base (spec: Overlay Lookup Semantics).
     fn lookup_child(&self, dir_path: &str, dir: &Node, name: &str) -> Result<Option<Node>> {
+        Ok(self.lookup_child_mode(dir_path, dir, name)?.map(|(node, _)| node))
+    }
+
+    /// [`Ctx::lookup_child`] with the mode of what it found.
+    fn lookup_child_mode(&self, dir_path: &str, dir: &Node, name: &str) -> Result<Option<(Node, u32)>> {
         if let Node::Delta(dir_ino) = dir {
-            if let Some(ino) = db::lookup_child(self.conn, *dir_ino, name)? {
-                return Ok(Some(Node::Delta(ino)));
+            if let Some((ino, mode)) = db::lookup_child_mode(self.conn, *dir_ino, name)? {
+                return Ok(Some((Node::Delta(ino), mode)));
             }
         }
         let Some(base) = self.base else { return Ok(None) };
@@ -493,7 +495,10 @@ impl Ctx<'_> {
         if self.whiteout_exists(&child_path)? {
             return Ok(None);
         }
-        Ok(base.lookup(&child_path)?.map(Node::Base))
+        Ok(base.lookup(&child_path)?.map(|stat| {
+            let mode = stat.mode;
+            (Node::Base(stat), mode)
+        }))
     }
 
     fn require_child(&self, dir_path: &str, dir: &Node, name: &str) -> Result<Node> {
@@ -514,7 +519,9 @@ impl Ctx<'_> {
     fn resolve(&self, path: &str, follow_last: bool) -> Result<(String, Node)> {
         check_path(path)?;
         let mut pending: Vec<String> = components(path).rev().map(str::to_owned).collect();
-        let mut stack: Vec<(String, Node)> = vec![("/".to_owned(), Node::Delta(ROOT_INO))];
+        // Each resolved component keeps its mode, so the walk costs one
+        // query per component. The root is a directory (consistency rule 5).
+        let mut stack: Vec<(String, Node, u32)> = vec![("/".to_owned(), Node::Delta(ROOT_INO), S_IFDIR)];
         let mut follows = 0;
         while let Some(name) = pending.pop() {
             match name.as_str() {
@@ -527,16 +534,16 @@ impl Ctx<'_> {
                 }
                 _ => {}
             }
-            let (dir_path, dir) = stack.last().expect("the root never leaves the stack");
-            if !self.stat(dir)?.is_dir() {
+            let (dir_path, dir, dir_mode) = stack.last().expect("the root never leaves the stack");
+            if dir_mode & S_IFMT != S_IFDIR {
                 return Err(Error::NotADirectory { path: dir_path.clone() });
             }
             let child_path = join(dir_path, &name);
-            let child = self
-                .lookup_child(dir_path, dir, &name)?
+            let (child, mode) = self
+                .lookup_child_mode(dir_path, dir, &name)?
                 .ok_or_else(|| Error::not_found(&child_path))?;
             let is_last = pending.is_empty();
-            if (!is_last || follow_last) && self.stat(&child)?.is_symlink() {
+            if (!is_last || follow_last) && mode & S_IFMT == S_IFLNK {
                 follows += 1;
                 if follows > MAX_SYMLINK_FOLLOWS {
                     return Err(Error::TooManySymlinks { path: path.to_owned() });
@@ -548,9 +555,10 @@ impl Ctx<'_> {
                 pending.extend(components(&target).rev().map(str::to_owned));
                 continue;
             }
-            stack.push((child_path, child));
+            stack.push((child_path, child, mode));
         }
-        Ok(stack.pop().expect("the stack holds at least the root"))
+        let (path, node, _) = stack.pop().expect("the stack holds at least the root");
+        Ok((path, node))
     }
 
     /// The resolved parent directory of `path` and the final name.
@@ -707,7 +715,14 @@ impl Ctx<'_> {
         Ok(entries.into_iter().collect())
     }
 
-    fn mkdir_all(&self, path: &str) -> Result<()> {
+    /// Resolves the directory `path`, creating it and any missing ancestors.
+    fn mkdir_all(&self, path: &str) -> Result<(String, Node)> {
+        match self.resolve(path, true) {
+            Ok((real, node)) if self.stat(&node)?.is_dir() => return Ok((real, node)),
+            Ok((real, _)) => return Err(Error::NotADirectory { path: real }),
+            Err(Error::NotFound { .. }) => {}
+            Err(err) => return Err(err),
+        }
         let mut current = "/".to_owned();
         for name in components(path) {
             let next = join(&current, name);
@@ -721,18 +736,32 @@ impl Ctx<'_> {
             }
             current = next;
         }
-        Ok(())
+        self.resolve(path, true)
     }
 
     /// Creates a new name with a fresh inode (spec: Creating a File, steps
     /// 1-5), lifting any whiteout there (overlay consistency rule 1).
     fn create_node(&self, path: &str, mode: u32, rdev: u64, symlink: Option<&str>) -> Result<i64> {
         let (parent, parent_node, name) = self.resolve_parent(path)?;
-        let child_path = join(&parent, name);
         if self.lookup_child(&parent, &parent_node, name)?.is_some() {
-            return Err(Error::AlreadyExists { path: child_path });
+            return Err(Error::AlreadyExists { path: join(&parent, name) });
         }
-        let parent_ino = self.in_delta(&parent, parent_node)?;
+        self.create_in(&parent, parent_node, name, mode, rdev, symlink)
+    }
+
+    /// [`Ctx::create_node`] once the caller has resolved the parent
+    /// directory and found `name` free in it.
+    fn create_in(
+        &self,
+        parent: &str,
+        parent_node: Node,
+        name: &str,
+        mode: u32,
+        rdev: u64,
+        symlink: Option<&str>,
+    ) -> Result<i64> {
+        let child_path = join(parent, name);
+        let parent_ino = self.in_delta(parent, parent_node)?;
         let now = db::now();
         let ino = db::create_inode(
             self.conn,
