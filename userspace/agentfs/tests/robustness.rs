@@ -15,7 +15,8 @@ use agentfs::AgentFs;
 
 const ROLE: &str = "AGENTFS_TEST_ROLE";
 const DB: &str = "AGENTFS_TEST_DB";
-const FIRST: &str = "AGENTFS_TEST_FIRST";
+/// The crash writer's first file number; the writer's and readers' number of writes.
+const COUNT: &str = "AGENTFS_TEST_COUNT";
 
 /// Content of the `n`th file the crash writer writes: size and bytes vary
 /// with `n`, and spans several chunks for some.
@@ -37,12 +38,12 @@ impl Rng {
     }
 }
 
-fn spawn_child(role: &str, db: &Path, first: u64, stdout: Stdio) -> Child {
+fn spawn_child(role: &str, db: &Path, count: u64, stdout: Stdio) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["child_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .env(DB, db)
-        .env(FIRST, first.to_string())
+        .env(COUNT, count.to_string())
         .stdout(stdout)
         .stderr(Stdio::inherit())
         .spawn()
@@ -53,7 +54,7 @@ fn spawn_child(role: &str, db: &Path, first: u64, stdout: Stdio) -> Child {
 #[ignore = "entry point of the child processes the other tests start"]
 fn child_process() {
     let db = PathBuf::from(std::env::var_os(DB).expect("AGENTFS_TEST_DB"));
-    let first: u64 = std::env::var(FIRST).expect("AGENTFS_TEST_FIRST").parse().unwrap();
+    let count: u64 = std::env::var(COUNT).expect("AGENTFS_TEST_COUNT").parse().unwrap();
     let mut fs = AgentFs::open(&db).unwrap();
     match std::env::var(ROLE).expect("AGENTFS_TEST_ROLE").as_str() {
         // Writes files forever, printing "ack N" once the write of file N
@@ -61,7 +62,7 @@ fn child_process() {
         // also renames and unlinks, so multi-statement transactions are cut too.
         "crash-writer" => {
             let mut out = std::io::stdout().lock();
-            for n in first.. {
+            for n in count.. {
                 fs.write_file(&format!("/d{}/f{n}", n % 7), &content(n)).unwrap();
                 if n % 3 == 0 {
                     fs.write_file("/scratch", &content(n)).unwrap();
@@ -74,7 +75,7 @@ fn child_process() {
         }
         // Writes /n/I and then records I in /latest, one commit each.
         "writer" => {
-            for n in 0..first {
+            for n in 0..count {
                 fs.write_file(&format!("/n/{n}"), n.to_string().as_bytes()).unwrap();
                 fs.write_file("/latest", n.to_string().as_bytes()).unwrap();
             }
@@ -90,7 +91,7 @@ fn child_process() {
                 };
                 let n: u64 = latest.parse().unwrap();
                 assert_eq!(fs.read_file(&format!("/n/{n}")).unwrap(), latest.as_bytes());
-                if n + 1 == first {
+                if n + 1 == count {
                     break;
                 }
                 assert!(Instant::now() < deadline, "writer did not finish");
