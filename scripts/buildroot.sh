@@ -4,22 +4,28 @@
 # bpfel-unknown-none and wasm32-wasip2 standard libraries plus bpf-linker.
 # sid, because only it ships libstd-rust-dev-bpf with a matching rustc/LLVM.
 #
-# Cached by the package list and this script. The resolved package versions are
-# written to $OUT/buildroot-packages.txt so a build says exactly what built it.
+# Cached in layers: the Debian tree by its package list, each tool built from
+# crates.io by its version (a marker per version). The resolved package
+# versions are written to $OUT/buildroot-packages.txt so a build says exactly
+# what built it.
 source "$(dirname "$0")/lib.sh"
 BPF_LINKER_VERSION=0.13.0
+# Links wasm32-wasip2 objects into components (rustc's default linker for it).
+WASM_COMPONENT_LD_VERSION=0.5.31
 LLVM=22
 PKGS=(
   # Rust for the eBPF programs and the WASM tools
   rustc cargo libstd-rust-dev-bpf libstd-rust-dev-wasm32
   # bpf-linker links against LLVM
   "llvm-$LLVM-dev" "libpolly-$LLVM-dev" "libclang-$LLVM-dev" "clang-$LLVM" zlib1g-dev libzstd-dev build-essential
+  # wasm-ld, which wasm-component-ld drives
+  "lld-$LLVM"
   # image tools
   mkosi systemd systemd-repart systemd-ukify systemd-boot-efi python3-pefile
   erofs-utils cryptsetup-bin dosfstools mtools fdisk e2fsprogs bubblewrap
   apt dpkg debian-archive-keyring ca-certificates zstd cpio kmod busybox-static
 )
-key=$(printf '%s\n' "${PKGS[@]}" "$BPF_LINKER_VERSION" | cat - "$0" | sha256sum | cut -c1-16)
+key=$(printf '%s\n' "${PKGS[@]}" | sha256sum | cut -c1-16)
 ROOT="$CACHE/buildroot/$key"
 
 if [[ ! -f $ROOT/.clawos-bootstrapped ]]; then
@@ -36,13 +42,19 @@ if [[ ! -f $ROOT/.clawos-bootstrapped ]]; then
   mkdir -p "$ROOT/src" "$ROOT/out" "$ROOT/cache"
   touch "$ROOT/.clawos-bootstrapped"
 fi
-if [[ ! -x $ROOT/usr/local/bin/bpf-linker ]]; then
-  log "buildroot: building bpf-linker $BPF_LINKER_VERSION against LLVM $LLVM"
+# cargo_tool NAME VERSION [cargo install args...]: builds a tool once per version.
+cargo_tool() {
+  local name=$1 version=$2; shift 2
+  [[ -f $ROOT/usr/local/share/clawos-$name-$version ]] && return
+  log "buildroot: building $name $version"
   "$REPO/scripts/in-buildroot.sh" --root "$ROOT" env PATH="/usr/lib/llvm-$LLVM/bin:/usr/bin:/bin" \
     LLVM_PREFIX="/usr/lib/llvm-$LLVM" "LLVM_SYS_${LLVM}1_PREFIX=/usr/lib/llvm-$LLVM" \
-    cargo install --locked --root /usr/local "bpf-linker@$BPF_LINKER_VERSION" --no-default-features --features "llvm-$LLVM"
-fi
+    cargo install --locked --force --root /usr/local "$name@$version" "$@"
+  mkdir -p "$ROOT/usr/local/share"; touch "$ROOT/usr/local/share/clawos-$name-$version"
+}
+cargo_tool bpf-linker "$BPF_LINKER_VERSION" --no-default-features --features "llvm-$LLVM"
+cargo_tool wasm-component-ld "$WASM_COMPONENT_LD_VERSION"
 chroot "$ROOT" dpkg-query -W -f='${Package} ${Version}\n' > "$OUT/buildroot-packages.txt"
-echo "bpf-linker $BPF_LINKER_VERSION" >> "$OUT/buildroot-packages.txt"
+printf 'bpf-linker %s (crates.io)\nwasm-component-ld %s (crates.io)\n' "$BPF_LINKER_VERSION" "$WASM_COMPONENT_LD_VERSION" >> "$OUT/buildroot-packages.txt"
 ln -sfn "$ROOT" "$OUT/buildroot"
 log "buildroot: ready at $ROOT"

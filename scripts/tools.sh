@@ -6,6 +6,7 @@ mkdir -p "$OUT/tools"
 "$REPO/scripts/in-buildroot.sh" sh -c '
   set -e
   cd /src/userspace/wasm-tools
+  export PATH=/usr/lib/llvm-22/bin:$PATH  # wasm-component-ld drives wasm-ld
   CARGO_TARGET_DIR=/out/tools/target cargo build --release --locked
   for wasm in /out/tools/target/wasm32-wasip2/release/*.wasm; do cp "$wasm" /out/tools/; done'
 # A component starts with the wasm magic and layer 1 (bytes 6-7 = 01 00).

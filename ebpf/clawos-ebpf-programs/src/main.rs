@@ -11,6 +11,7 @@ use aya_ebpf::{
     macros::{map, tracepoint},
     maps::RingBuf,
     programs::TracePointContext,
+    EbpfContext,
 };
 use clawos_ebpf_common::{EventHeader, EventKind, ExecEvent, EVENT_FORMAT_VERSION};
 
