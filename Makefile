@@ -2,7 +2,9 @@
 # it and runs every test. Outputs go to out/, caches to $(CLAWOS_CACHE).
 SHELL := /bin/bash
 export CLAWOS_CACHE ?= /var/cache/clawos
-export CARGO_TARGET_DIR ?= $(CURDIR)/target
+# cargo keys its own artifacts by their inputs (fingerprints), so a shared
+# target directory under the cache is safe and survives a fresh clone.
+export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
