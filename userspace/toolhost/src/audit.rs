@@ -1,0 +1,60 @@
+//! Records each call in the calling agent's AgentFS `tool_calls` table.
+
+use std::time::SystemTime;
+
+use agentfs::{AgentFs, NewToolCall};
+
+use crate::definition::ValidTool;
+use crate::{CallError, CallRequest, ToolHost};
+
+/// Why a call's outcome could not be recorded. The call's own outcome is
+/// still returned to the caller alongside it.
+#[derive(Debug, thiserror::Error)]
+#[error("recording the call of {tool_id} in the audit trail: {source}")]
+pub struct AuditError {
+    pub tool_id: String,
+    #[source]
+    pub source: agentfs::Error,
+}
+
+/// The outcome of a recorded call.
+#[derive(Debug)]
+pub struct RecordedCall {
+    pub outcome: Result<serde_json::Value, CallError>,
+    /// The `tool_calls` row id.
+    pub call_id: i64,
+}
+
+impl ToolHost {
+    /// Runs the tool like [`ToolHost::call`] and records parameters, result
+    /// or error (as `<kind>: <message>`), and timing in `audit`. A failure to
+    /// record is an error even when the call succeeded: an unaudited call
+    /// must not look like an audited one.
+    pub fn call_recorded(
+        &self,
+        tool: &ValidTool,
+        request: &CallRequest<'_>,
+        session_id: Option<&str>,
+        audit: &mut AgentFs,
+    ) -> Result<RecordedCall, AuditError> {
+        let started = SystemTime::now();
+        let outcome = self.call(tool, request);
+        let completed = SystemTime::now();
+        let recorded = outcome.as_ref().map_err(|e| format!("{}: {e}", e.kind()));
+        let call_id = audit
+            .record_tool_call(&NewToolCall {
+                name: tool.tool_id(),
+                parameters: Some(request.params),
+                outcome: match &recorded {
+                    Ok(value) => Ok(*value),
+                    Err(text) => Err(text.as_str()),
+                },
+                started,
+                completed,
+                session_id,
+                parent_call_id: None,
+            })
+            .map_err(|source| AuditError { tool_id: tool.tool_id().to_owned(), source })?;
+        Ok(RecordedCall { outcome, call_id })
+    }
+}

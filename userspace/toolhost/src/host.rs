@@ -1,0 +1,396 @@
+//! The tool host: one wasmtime Engine, a cache of compiled tools, and a
+//! fresh Store and instance for every call.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::{clawos::tool as wit, ToolHostPre as HostPre};
+use crate::definition::{format_hash, ValidTool, MAX_MEMORY_LIMIT_MB};
+use crate::error::{Abort, CallError};
+use crate::imports::{CredentialProvider, Grants, KvStore, NoCredentials, Services};
+use crate::limits::CallLimiter;
+
+/// How often the ticker thread advances the epoch: the granularity of every
+/// deadline.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// Largest JSON result a tool may return.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+/// Calls that may run at once; the pooling allocator reserves this many slots.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 32;
+
+/// How the host is set up. `Default` is the daemon's production setting
+/// minus the cache directory and credentials.
+pub struct HostConfig {
+    /// Where precompiled tools are kept (`<sha256>-<engine>.cwasm`); `None`
+    /// compiles every tool once per process. Must be writable only by the
+    /// daemon: its files are loaded as trusted machine code.
+    pub cache_dir: Option<PathBuf>,
+    /// The host directory that guest paths under `/clawfs` map to.
+    pub clawfs_root: PathBuf,
+    /// Credentials injected into granted HTTP requests.
+    pub credentials: Arc<dyn CredentialProvider>,
+    /// Calls that may run at once (pooling allocator slots).
+    pub max_concurrent_calls: u32,
+    /// Per-tool cgroups the calling thread joins for each call, when the
+    /// daemon has a delegated cgroup v2 subtree.
+    pub cgroups: Option<crate::cgroup::ToolCgroups>,
+}
+
+impl Default for HostConfig {
+    fn default() -> HostConfig {
+        HostConfig {
+            cache_dir: None,
+            clawfs_root: PathBuf::from("/clawfs"),
+            credentials: Arc::new(NoCredentials),
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            cgroups: None,
+        }
+    }
+}
+
+/// Who is calling and with what.
+#[derive(Debug, Clone)]
+pub struct CallRequest<'a> {
+    /// The calling agent; its kv state and audit trail are used.
+    pub agent_id: &'a str,
+    pub params: &'a serde_json::Value,
+    /// The caller's own deadline; the tool's `timeout_seconds` caps it.
+    pub timeout: Option<Duration>,
+}
+
+/// The Store data of one call.
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: CallLimiter,
+    pub(crate) grants: Arc<Grants>,
+    pub(crate) services: Arc<Services>,
+    pub(crate) tool_id: String,
+    pub(crate) agent_id: String,
+    pub(crate) log_lines: usize,
+    deadline: Instant,
+}
+
+impl CallState {
+    /// Time left before the call's deadline, for host-side blocking work.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A compiled tool, linked against exactly its granted interfaces.
+struct LoadedTool {
+    tool: ValidTool,
+    pre: HostPre<CallState>,
+    grants: Arc<Grants>,
+}
+
+/// Runs tools. Cheap to share between threads (`&self` everywhere).
+pub struct ToolHost {
+    engine: Engine,
+    services: Arc<Services>,
+    cache_dir: Option<PathBuf>,
+    cgroups: Option<crate::cgroup::ToolCgroups>,
+    loaded: Mutex<HashMap<String, Arc<LoadedTool>>>,
+    /// Dropping the sender stops the ticker thread.
+    stop_ticker: Option<mpsc::Sender<()>>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl ToolHost {
+    /// Builds the engine (Cranelift, component model, epoch interruption,
+    /// pooling allocator) and starts the epoch ticker thread.
+    pub fn new(config: HostConfig) -> Result<ToolHost, wasmtime::Error> {
+        let max_memory = (MAX_MEMORY_LIMIT_MB as usize) << 20;
+        let calls = config.max_concurrent_calls;
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(calls)
+            .total_core_instances(calls * crate::limits::MAX_INSTANCES_PER_CALL as u32)
+            .total_memories(calls * crate::limits::MAX_MEMORIES_PER_CALL as u32)
+            .total_tables(calls * crate::limits::MAX_TABLES_PER_CALL as u32)
+            .max_memories_per_component(crate::limits::MAX_MEMORIES_PER_CALL as u32)
+            .max_tables_per_component(crate::limits::MAX_TABLES_PER_CALL as u32)
+            .max_memory_size(max_memory);
+        let mut engine_config = Config::new();
+        engine_config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            // Each slot reserves the largest memory a tool may ask for (plus
+            // guard pages) rather than wasmtime's default 4 GiB.
+            .memory_reservation(max_memory as u64)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&engine_config)?;
+        if let Some(dir) = &config.cache_dir {
+            create_private_dir(dir).map_err(|e| wasmtime::Error::msg(format!("cache directory {}: {e}", dir.display())))?;
+        }
+        let (stop_ticker, stopped) = mpsc::channel::<()>();
+        let ticking = engine.clone();
+        let ticker = std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
+                    ticking.increment_epoch();
+                }
+            })
+            .map_err(|e| wasmtime::Error::msg(format!("starting the epoch ticker: {e}")))?;
+        Ok(ToolHost {
+            engine,
+            services: Arc::new(Services {
+                clawfs_root: config.clawfs_root,
+                credentials: config.credentials,
+                kv: KvStore::default(),
+            }),
+            cache_dir: config.cache_dir,
+            cgroups: config.cgroups,
+            loaded: Mutex::new(HashMap::new()),
+            stop_ticker: Some(stop_ticker),
+            ticker: Some(ticker),
+        })
+    }
+
+    /// Compiles (or fetches from cache) and links `tool` without running it,
+    /// so the first call does not pay for compilation.
+    pub fn load(&self, tool: &ValidTool) -> Result<(), CallError> {
+        self.loaded_tool(tool).map(drop)
+    }
+
+    fn loaded_tool(&self, tool: &ValidTool) -> Result<Arc<LoadedTool>, CallError> {
+        if let Some(loaded) = self.loaded.lock().expect("tool cache lock poisoned").get(tool.tool_id()) {
+            // A changed registry entry (new hash, capabilities, limits) reloads.
+            if loaded.tool == *tool {
+                return Ok(loaded.clone());
+            }
+        }
+        let loaded = Arc::new(self.load_from_disk(tool)?);
+        self.loaded.lock().expect("tool cache lock poisoned").insert(tool.tool_id().to_owned(), loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Reads the wasm, checks its hash, compiles or deserializes it, and
+    /// links it against the interfaces its capabilities grant.
+    fn load_from_disk(&self, tool: &ValidTool) -> Result<LoadedTool, CallError> {
+        let tool_id = tool.tool_id().to_owned();
+        let load_error = |what, message: String| CallError::Load { tool_id: tool_id.clone(), what, message };
+        let bytes = std::fs::read(&tool.wasm_path).map_err(|e| load_error("wasm file", format!("{}: {e}", tool.wasm_path.display())))?;
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        if digest != tool.wasm_sha256 {
+            return Err(CallError::HashMismatch {
+                tool_id,
+                expected: tool.definition.wasm_hash.clone(),
+                actual: format_hash(&digest),
+            });
+        }
+        let component = self.compile(&bytes, &digest).map_err(|e| load_error("component", format!("{e:#}")))?;
+        let grants = Arc::new(Grants::new(&tool.capabilities));
+        let linker = self.linker_for(&component, &grants, &tool_id)?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(|e| load_error("imports", format!("{e:#}")))?;
+        let pre = HostPre::new(instance_pre).map_err(|e| load_error("exports", format!("{e:#}")))?;
+        let loaded = LoadedTool { tool: tool.clone(), pre, grants };
+        self.check_descriptor(&loaded)?;
+        Ok(loaded)
+    }
+
+    /// Compiles `bytes`, going through the on-disk cache when there is one.
+    /// The key holds the wasm's hash and the engine's compatibility hash, so
+    /// a wasmtime upgrade or a config change never loads a stale artifact.
+    fn compile(&self, bytes: &[u8], digest: &[u8; 32]) -> wasmtime::Result<Component> {
+        let Some(dir) = &self.cache_dir else {
+            return Component::new(&self.engine, bytes);
+        };
+        let mut engine_hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut engine_hasher);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let path = dir.join(format!("{hex}-{:016x}.cwasm", engine_hasher.finish()));
+        if path.exists() {
+            // SAFETY: the cache directory is created 0700 and owned by the
+            // daemon (HostConfig::cache_dir documents that it must be writable
+            // only by the daemon), so its files are artifacts this engine wrote.
+            // wasmtime still checks the artifact's header against the engine.
+            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cached artifact: {e:#}"),
+            }
+        }
+        let artifact = self.engine.precompile_component(bytes)?;
+        let temporary = path.with_extension("cwasm.tmp");
+        std::fs::write(&temporary, &artifact).and_then(|()| std::fs::rename(&temporary, &path)).map_err(|e| {
+            wasmtime::Error::msg(format!("writing {}: {e}", path.display()))
+        })?;
+        // SAFETY: `artifact` was produced by this engine a moment ago.
+        unsafe { Component::deserialize(&self.engine, &artifact) }
+    }
+
+    /// A linker with WASI (deny-by-default context) and only the
+    /// `clawos:tool` interfaces `grants` allows. A component importing
+    /// anything else is refused here, before it can run.
+    fn linker_for(&self, component: &Component, grants: &Grants, tool_id: &str) -> Result<Linker<CallState>, CallError> {
+        let denied = |reason: String| CallError::CapabilityDenied { tool_id: tool_id.to_owned(), reason };
+        let mut linker = Linker::<CallState>::new(&self.engine);
+        // Rust's wasip2 std imports wasi:cli, io, clocks, random, filesystem
+        // and sockets whether or not it uses them, so WASI is always linked;
+        // the per-call WasiCtx grants nothing (no preopens, no env, no args,
+        // no socket address) which is what keeps them closed.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| self.link_error(tool_id, e))?;
+        wit::types::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        wit::logging::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        for (name, _) in component.component_type().imports(&self.engine) {
+            let interface = name.split('@').next().unwrap_or(name);
+            let granted = match interface {
+                "clawos:tool/types" | "clawos:tool/logging" => true,
+                "clawos:tool/filesystem" => grants.filesystem(),
+                "clawos:tool/http" => grants.network(),
+                "clawos:tool/kv" => grants.kv,
+                other => other.starts_with("wasi:"),
+            };
+            if !granted {
+                return Err(denied(format!("the component imports {name}, which none of its capabilities grants")));
+            }
+        }
+        if grants.filesystem() {
+            wit::filesystem::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        }
+        if grants.network() {
+            wit::http::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        }
+        if grants.kv {
+            wit::kv::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        }
+        Ok(linker)
+    }
+
+    fn link_error(&self, tool_id: &str, e: wasmtime::Error) -> CallError {
+        CallError::Host { tool_id: tool_id.to_owned(), message: format!("linking host interfaces: {e:#}") }
+    }
+
+    /// The tool must describe itself with the registry's name and version.
+    fn check_descriptor(&self, loaded: &LoadedTool) -> Result<(), CallError> {
+        let definition = &loaded.tool.definition;
+        let (mut store, timeout) = self.new_store(loaded, "clawos-toolhost", None);
+        let descriptor = loaded
+            .pre
+            .instantiate(&mut store)
+            .and_then(|bindings| bindings.call_describe(&mut store))
+            .map_err(|e| classify(&definition.tool_id, timeout, e))?;
+        if descriptor.name != definition.tool_id || descriptor.version != definition.version {
+            return Err(CallError::Load {
+                tool_id: definition.tool_id.clone(),
+                what: "descriptor",
+                message: format!(
+                    "the tool describes itself as {} {}, the registry lists {} {}",
+                    descriptor.name, descriptor.version, definition.tool_id, definition.version
+                ),
+            });
+        }
+        if serde_json::from_str::<serde_json::Value>(&descriptor.params_schema).is_err() {
+            return Err(CallError::Load {
+                tool_id: definition.tool_id.clone(),
+                what: "descriptor",
+                message: "params-schema is not JSON".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn new_store(&self, loaded: &LoadedTool, agent_id: &str, requested: Option<Duration>) -> (Store<CallState>, Duration) {
+        let definition = &loaded.tool.definition;
+        let tool_limit = Duration::from_secs(definition.timeout_seconds.into());
+        let timeout = requested.map_or(tool_limit, |r| r.min(tool_limit));
+        let state = CallState {
+            wasi: WasiCtx::builder().allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build(),
+            table: ResourceTable::new(),
+            limiter: CallLimiter::new((definition.memory_limit_mb as usize) << 20),
+            grants: loaded.grants.clone(),
+            services: self.services.clone(),
+            tool_id: definition.tool_id.clone(),
+            agent_id: agent_id.to_owned(),
+            log_lines: 0,
+            deadline: Instant::now() + timeout,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        // One tick more than the timeout: the first tick may come at once.
+        store.set_epoch_deadline(timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()) as u64 + 1);
+        store.epoch_deadline_trap();
+        (store, timeout)
+    }
+
+    /// Runs `tool` once in a fresh instance and returns its JSON result.
+    pub fn call(&self, tool: &ValidTool, request: &CallRequest<'_>) -> Result<serde_json::Value, CallError> {
+        let loaded = self.loaded_tool(tool)?;
+        let tool_id = tool.tool_id();
+        let _placement = match &self.cgroups {
+            Some(cgroups) => Some(cgroups.enter(tool).map_err(|e| CallError::Host { tool_id: tool_id.into(), message: e.to_string() })?),
+            None => None,
+        };
+        let (mut store, timeout) = self.new_store(&loaded, request.agent_id, request.timeout);
+        let params = serde_json::to_string(request.params).map_err(|e| CallError::InvalidParams(e.to_string()))?;
+        let outcome = loaded
+            .pre
+            .instantiate(&mut store)
+            .and_then(|bindings| bindings.call_run(&mut store, &params))
+            .map_err(|e| classify(tool_id, timeout, e))?;
+        let output = outcome.map_err(|e| match e {
+            wit::types::ToolError::InvalidParams(message) => CallError::Tool { tool_id: tool_id.into(), kind: "invalid_params", message },
+            wit::types::ToolError::Failed(message) => CallError::Tool { tool_id: tool_id.into(), kind: "failed", message },
+        })?;
+        if output.len() > MAX_OUTPUT_BYTES {
+            return Err(CallError::InvalidOutput {
+                tool_id: tool_id.into(),
+                reason: format!("{} bytes exceeds the {MAX_OUTPUT_BYTES}-byte limit", output.len()),
+            });
+        }
+        serde_json::from_str(&output).map_err(|e| CallError::InvalidOutput { tool_id: tool_id.into(), reason: format!("not JSON: {e}") })
+    }
+}
+
+impl Drop for ToolHost {
+    fn drop(&mut self) {
+        drop(self.stop_ticker.take());
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+    }
+}
+
+/// Turns what wasmtime returned into the call's specific error.
+fn classify(tool_id: &str, timeout: Duration, error: wasmtime::Error) -> CallError {
+    let tool_id = tool_id.to_owned();
+    if let Some(abort) = error.downcast_ref::<Abort>() {
+        return match abort {
+            Abort::Memory { requested_bytes, limit_bytes } => {
+                CallError::OutOfMemory { tool_id, requested_bytes: *requested_bytes, limit_bytes: *limit_bytes }
+            }
+            Abort::Denied(reason) => CallError::CapabilityDenied { tool_id, reason: reason.clone() },
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => CallError::Timeout { tool_id, timeout },
+        Some(trap) => CallError::Trap { tool_id, message: format!("{trap}") },
+        None if format!("{error:#}").contains("pooling") || format!("{error:#}").contains("concurrent") => {
+            CallError::Host { tool_id, message: format!("{error:#}") }
+        }
+        None => CallError::Trap { tool_id, message: format!("{error:#}") },
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}

@@ -1,0 +1,352 @@
+//! Host side of the `clawos:tool` interfaces a tool may import. Each checks
+//! the call's grants; a request outside them aborts the call with
+//! [`Abort::Denied`] rather than returning an error the guest could probe with.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::bindings::clawos::tool::{filesystem, http, kv, logging, types};
+use crate::definition::Capability;
+use crate::error::Abort;
+use crate::host::CallState;
+
+/// Longest log message kept; the rest is cut.
+const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+/// Log lines one call may write; later ones are dropped.
+const MAX_LOG_LINES_PER_CALL: usize = 100;
+/// Largest HTTP response body handed to a tool.
+const MAX_HTTP_BODY_BYTES: u64 = 8 << 20;
+/// Keys and values one (agent, tool) pair may keep in the kv store.
+const MAX_KV_ENTRIES: usize = 1024;
+const MAX_KV_VALUE_BYTES: usize = 64 << 10;
+/// What replaces a credential value found in a response.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Supplies credentials for outgoing requests, so the tool never holds them.
+/// The daemon implements it over the vault service; the host adds the headers
+/// after the tool's request has been checked against its grants, and redacts
+/// every returned value from the response.
+pub trait CredentialProvider: Send + Sync {
+    /// Headers (name, secret value) to add to `tool_id`'s request to
+    /// `authority` (`host` or `host:port`).
+    fn credentials_for(&self, tool_id: &str, authority: &str) -> Vec<(String, String)>;
+}
+
+/// The provider for a host without a vault: no credentials at all.
+pub struct NoCredentials;
+
+impl CredentialProvider for NoCredentials {
+    fn credentials_for(&self, _tool_id: &str, _authority: &str) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// The keys and values of one (agent id, tool id) pair.
+type KvEntries = HashMap<String, Vec<u8>>;
+
+/// The kv state of every (agent id, tool id) pair, kept for the daemon's
+/// lifetime (in memory: it does not survive a restart).
+#[derive(Default)]
+pub(crate) struct KvStore {
+    entries: Mutex<HashMap<(String, String), KvEntries>>,
+}
+
+/// What a call is allowed, derived once from the tool's capabilities.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grants {
+    read_prefixes: Vec<PathBuf>,
+    write_prefixes: Vec<PathBuf>,
+    hosts: Vec<String>,
+    pub(crate) kv: bool,
+}
+
+impl Grants {
+    pub(crate) fn new(capabilities: &[Capability]) -> Grants {
+        let mut grants = Grants::default();
+        for capability in capabilities {
+            match capability {
+                Capability::FilesystemRead(prefix) => grants.read_prefixes.push(prefix.clone()),
+                Capability::FilesystemWrite(prefix) => {
+                    grants.read_prefixes.push(prefix.clone());
+                    grants.write_prefixes.push(prefix.clone());
+                }
+                Capability::NetworkOutbound(host) => grants.hosts.push(host.clone()),
+                Capability::StateKv => grants.kv = true,
+            }
+        }
+        grants
+    }
+
+    pub(crate) fn filesystem(&self) -> bool {
+        !self.read_prefixes.is_empty()
+    }
+
+    pub(crate) fn network(&self) -> bool {
+        !self.hosts.is_empty()
+    }
+}
+
+fn deny(reason: String) -> wasmtime::Error {
+    wasmtime::Error::new(Abort::Denied(reason))
+}
+
+impl types::Host for CallState {}
+
+impl logging::Host for CallState {
+    fn log(&mut self, level: logging::Level, mut message: String) -> wasmtime::Result<()> {
+        if self.log_lines >= MAX_LOG_LINES_PER_CALL {
+            return Ok(());
+        }
+        self.log_lines += 1;
+        if message.len() > MAX_LOG_MESSAGE_BYTES {
+            let cut = (0..=MAX_LOG_MESSAGE_BYTES).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
+            message.truncate(cut);
+        }
+        let (tool, agent) = (self.tool_id.as_str(), self.agent_id.as_str());
+        match level {
+            logging::Level::Debug => tracing::debug!(tool, agent, "{message}"),
+            logging::Level::Info => tracing::info!(tool, agent, "{message}"),
+            logging::Level::Warn => tracing::warn!(tool, agent, "{message}"),
+            logging::Level::Error => tracing::error!(tool, agent, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+impl CallState {
+    /// Maps a guest path (`/clawfs/...`) to the host path under the
+    /// configured ClawFS root, refusing anything outside the granted prefixes:
+    /// `..` and `.` are refused outright, and the resolved real path (after
+    /// symlinks) must still lie inside the prefix's real path.
+    fn resolve(&self, guest_path: &str, write: bool) -> wasmtime::Result<Result<PathBuf, filesystem::FsError>> {
+        let path = Path::new(guest_path);
+        let lexical_ok = path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        let prefixes = if write { &self.grants.write_prefixes } else { &self.grants.read_prefixes };
+        let access = if write { "write" } else { "read" };
+        let Some(prefix) = prefixes.iter().find(|p| lexical_ok && path.starts_with(p)) else {
+            return Err(deny(format!("{access} of {guest_path:?} is outside the granted filesystem prefixes")));
+        };
+        let to_host = |p: &Path| self.services.clawfs_root.join(p.strip_prefix("/clawfs").expect("prefixes are under /clawfs"));
+        let host_prefix = match to_host(prefix).canonicalize() {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(filesystem::FsError::NotFound)),
+            Err(e) => return Ok(Err(filesystem::FsError::Io(e.to_string()))),
+        };
+        let host_path = to_host(path);
+        // For a write the file may not exist yet: resolve its directory and
+        // open the last component with O_NOFOLLOW (see write_file).
+        let (resolve_target, last) = match (write, host_path.parent(), host_path.file_name()) {
+            (true, Some(parent), Some(name)) => (parent.to_path_buf(), Some(name.to_owned())),
+            _ => (host_path.clone(), None),
+        };
+        let real = match resolve_target.canonicalize() {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(filesystem::FsError::NotFound)),
+            Err(e) => return Ok(Err(filesystem::FsError::Io(e.to_string()))),
+        };
+        if !real.starts_with(&host_prefix) {
+            return Err(deny(format!("{guest_path:?} resolves (through a symlink) outside its granted prefix")));
+        }
+        Ok(Ok(match last {
+            Some(name) => real.join(name),
+            None => real,
+        }))
+    }
+}
+
+fn io_error(e: std::io::Error) -> filesystem::FsError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => filesystem::FsError::NotFound,
+        _ => filesystem::FsError::Io(e.to_string()),
+    }
+}
+
+impl filesystem::Host for CallState {
+    fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, filesystem::FsError>> {
+        Ok(self.resolve(&path, false)?.and_then(|p| std::fs::read(p).map_err(io_error)))
+    }
+
+    fn write_file(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<(), filesystem::FsError>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        Ok(self.resolve(&path, true)?.and_then(|p| {
+            // O_NOFOLLOW: a symlink planted as the last component is not followed.
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(p)
+                .map_err(io_error)?;
+            file.write_all(&contents).map_err(io_error)
+        }))
+    }
+
+    fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<String>, filesystem::FsError>> {
+        Ok(self.resolve(&path, false)?.and_then(|p| {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(p).map_err(io_error)? {
+                names.push(entry.map_err(io_error)?.file_name().to_string_lossy().into_owned());
+            }
+            names.sort();
+            Ok(names)
+        }))
+    }
+}
+
+/// Splits `http://authority/path` into the authority; only plain HTTP URLs
+/// with an explicit host are accepted.
+fn authority_of(url: &str) -> Result<&str, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url:?}: only http:// URLs are supported"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!("{url:?}: the URL needs a host and may not carry user info"));
+    }
+    Ok(authority)
+}
+
+/// `example.com` grants `example.com` and `example.com:80`; a grant with a
+/// port grants exactly that port.
+fn host_granted(grants: &[String], authority: &str) -> bool {
+    let authority = authority.to_ascii_lowercase();
+    grants.iter().any(|grant| *grant == authority || (!grant.contains(':') && authority == format!("{grant}:80")))
+}
+
+fn redact(mut text: Vec<u8>, secrets: &[String]) -> Vec<u8> {
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        let needle = secret.as_bytes();
+        let mut out = Vec::with_capacity(text.len());
+        let mut i = 0;
+        while i < text.len() {
+            if text[i..].starts_with(needle) {
+                out.extend_from_slice(REDACTED.as_bytes());
+                i += needle.len();
+            } else {
+                out.push(text[i]);
+                i += 1;
+            }
+        }
+        text = out;
+    }
+    text
+}
+
+impl http::Host for CallState {
+    fn fetch(&mut self, request: http::Request) -> wasmtime::Result<Result<http::Response, http::HttpError>> {
+        let authority = match authority_of(&request.url) {
+            Ok(authority) => authority.to_owned(),
+            Err(reason) => return Ok(Err(http::HttpError::InvalidRequest(reason))),
+        };
+        if !host_granted(&self.grants.hosts, &authority) {
+            return Err(deny(format!("HTTP request to {authority:?}, which is not a granted network:outbound host")));
+        }
+        let credentials = self.services.credentials.credentials_for(&self.tool_id, &authority);
+        let mut builder = ureq::http::Request::builder().method(request.method.as_str()).uri(request.url.as_str());
+        for header in &request.headers {
+            if !credentials.iter().any(|(name, _)| name.eq_ignore_ascii_case(&header.name)) {
+                builder = builder.header(header.name.as_str(), header.value.as_str());
+            }
+        }
+        for (name, value) in &credentials {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let outgoing = match builder.body(request.body.unwrap_or_default()) {
+            Ok(outgoing) => outgoing,
+            Err(e) => return Ok(Err(http::HttpError::InvalidRequest(e.to_string()))),
+        };
+        let mut response = match self.services.http_agent(self.remaining()).run(outgoing) {
+            Ok(response) => response,
+            Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
+        };
+        let secrets: Vec<String> = credentials.into_iter().map(|(_, value)| value).collect();
+        let body = match response.body_mut().with_config().limit(MAX_HTTP_BODY_BYTES).read_to_vec() {
+            Ok(body) => redact(body, &secrets),
+            Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
+        };
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| http::Header {
+                name: name.to_string(),
+                value: String::from_utf8_lossy(&redact(value.as_bytes().to_vec(), &secrets)).into_owned(),
+            })
+            .collect();
+        Ok(Ok(http::Response { status: response.status().as_u16(), headers, body }))
+    }
+}
+
+impl kv::Host for CallState {
+    fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        let entries = self.services.kv.entries.lock().expect("kv lock poisoned");
+        Ok(entries.get(&(self.agent_id.clone(), self.tool_id.clone())).and_then(|m| m.get(&key).cloned()))
+    }
+
+    fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
+        if value.len() > MAX_KV_VALUE_BYTES {
+            return Ok(Err(format!("value of {} bytes exceeds {MAX_KV_VALUE_BYTES}", value.len())));
+        }
+        let mut entries = self.services.kv.entries.lock().expect("kv lock poisoned");
+        let map = entries.entry((self.agent_id.clone(), self.tool_id.clone())).or_default();
+        if map.len() >= MAX_KV_ENTRIES && !map.contains_key(&key) {
+            return Ok(Err(format!("the store already holds {MAX_KV_ENTRIES} keys")));
+        }
+        map.insert(key, value);
+        Ok(Ok(()))
+    }
+
+    fn delete(&mut self, key: String) -> wasmtime::Result<()> {
+        let mut entries = self.services.kv.entries.lock().expect("kv lock poisoned");
+        if let Some(map) = entries.get_mut(&(self.agent_id.clone(), self.tool_id.clone())) {
+            map.remove(&key);
+        }
+        Ok(())
+    }
+}
+
+/// What every call's host functions share.
+pub(crate) struct Services {
+    pub(crate) clawfs_root: PathBuf,
+    pub(crate) credentials: Arc<dyn CredentialProvider>,
+    pub(crate) kv: KvStore,
+}
+
+impl Services {
+    /// An HTTP client that follows no redirect (a redirect could leave the
+    /// granted host) and ignores proxy environment variables.
+    fn http_agent(&self, timeout: Duration) -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .max_redirects(0)
+            .proxy(None)
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .build()
+            .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_and_grants() {
+        assert_eq!(authority_of("http://example.com:8080/x?y").unwrap(), "example.com:8080");
+        assert!(authority_of("https://example.com/").is_err());
+        assert!(authority_of("http://user@example.com/").is_err());
+        let grants = vec!["example.com".to_owned(), "127.0.0.1:9000".to_owned()];
+        assert!(host_granted(&grants, "example.com"));
+        assert!(host_granted(&grants, "example.com:80"));
+        assert!(!host_granted(&grants, "example.com:81"));
+        assert!(host_granted(&grants, "127.0.0.1:9000"));
+        assert!(!host_granted(&grants, "127.0.0.1"));
+        assert!(!host_granted(&grants, "evil.example.com"));
+    }
+
+    #[test]
+    fn redact_replaces_every_occurrence() {
+        let out = redact(b"a s3cret b s3cret".to_vec(), &["s3cret".to_owned()]);
+        assert_eq!(out, format!("a {REDACTED} b {REDACTED}").into_bytes());
+    }
+}

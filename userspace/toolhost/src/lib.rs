@@ -1,0 +1,40 @@
+//! `clawos-toolhost`: runs ClawOS tools, WASM components of the
+//! `clawos:tool` WIT package (`specs/wit/tool.wit`), with nothing they were
+//! not granted.
+//!
+//! - [`definition`]: tool definitions and `registry.json` (ClawFS §1.2), with
+//!   the naming rules and capability grammar enforced.
+//! - [`ToolHost`]: one wasmtime engine (Cranelift, component model, pooling
+//!   allocator, epoch interruption); tools compiled once and cached by hash;
+//!   a fresh Store and instance per call, with a memory limit over all
+//!   memories and tables and a wall-clock deadline.
+//! - Capabilities: a component importing an interface none of its
+//!   capabilities grants is refused before it runs; a path or host outside its
+//!   grants aborts the call with [`CallError::CapabilityDenied`].
+//! - [`audit`]: every call recorded in the agent's AgentFS `tool_calls`.
+//! - [`cgroup`]: per-tool cgroup v2 CPU and pids limits for the calling thread.
+//!
+//! Design, limits and threat model: `specs/toolhost/README.md`.
+
+pub mod audit;
+pub mod cgroup;
+pub mod definition;
+mod error;
+mod host;
+mod imports;
+mod limits;
+
+pub use error::CallError;
+pub use host::{CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
+pub use imports::{CredentialProvider, NoCredentials, REDACTED};
+
+/// Host bindings for the `tool-host` world (every interface a tool may import).
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../specs/wit",
+        world: "tool-host",
+        // Host functions may abort the call (capability denial), so every
+        // import can trap.
+        imports: { default: trappable },
+    });
+}

@@ -1,0 +1,167 @@
+//! Test fixtures: real `clawos:tool` components built at test time from WAT
+//! core modules with wit-component, so the host tests need no wasm toolchain.
+#![allow(dead_code)] // each test binary uses its own subset of the fixtures
+
+use std::path::{Path, PathBuf};
+
+use clawos_toolhost::definition::{format_hash, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
+use sha2::Digest;
+use wit_component::{ComponentEncoder, StringEncoding};
+
+/// The parts every fixture shares: memory, a bump allocator for the
+/// canonical ABI, `describe`, and a return area at 16..64.
+fn module(name: &str, imports: &str, run_body: &str) -> String {
+    format!(
+        r#"(module
+  {imports}
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  (data (i32.const 1024) "{name}")
+  (data (i32.const 1100) "0.1.0")
+  (data (i32.const 1200) "{{}}")
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $ptr i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
+                             (i32.sub (i32.const 0) (local.get 2))))
+    (global.set $heap (i32.add (local.get $ptr) (local.get 3)))
+    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+      (then (drop (memory.grow (i32.const 16)))))
+    (local.get $ptr))
+  (func (export "describe") (result i32)
+    (i32.store (i32.const 64) (i32.const 1024))
+    (i32.store (i32.const 68) (i32.const {name_len}))
+    (i32.store (i32.const 72) (i32.const 1100))
+    (i32.store (i32.const 76) (i32.const 5))
+    (i32.store (i32.const 80) (i32.const 1200))
+    (i32.store (i32.const 84) (i32.const 2))
+    (i32.const 64))
+  ;; run(params-ptr, params-len) -> pointer to result<string, tool-error>
+  (func (export "run") (param $ptr i32) (param $len i32) (result i32)
+    {run_body})
+)"#,
+        name_len = name.len()
+    )
+}
+
+/// `run` returns ok(string at $ptr..$ptr+$len).
+const RETURN_OK: &str = "(i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (local.get $ptr))
+    (i32.store (i32.const 24) (local.get $len))
+    (i32.const 16)";
+
+pub enum Fixture {
+    /// Returns its parameters unchanged.
+    Echo,
+    /// Spins forever.
+    Spin,
+    /// Grows memory until refused.
+    MemoryHog,
+    /// Executes `unreachable`.
+    Trap,
+    /// Reads the file named by its JSON string parameter and returns it.
+    FileRead,
+    /// GETs the URL given as its JSON string parameter and returns the body.
+    HttpGet,
+    /// Returns a result that is not JSON.
+    NotJson,
+}
+
+impl Fixture {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fixture::Echo => "echo",
+            Fixture::Spin => "spin",
+            Fixture::MemoryHog => "memory-hog",
+            Fixture::Trap => "trap",
+            Fixture::FileRead => "file-read",
+            Fixture::HttpGet => "http-get",
+            Fixture::NotJson => "not-json",
+        }
+    }
+
+    fn world(&self) -> &'static str {
+        match self {
+            Fixture::FileRead => "tool-with-filesystem",
+            Fixture::HttpGet => "tool-with-http",
+            _ => "tool",
+        }
+    }
+
+    fn wat(&self) -> String {
+        let name = self.name();
+        match self {
+            Fixture::Echo => module(name, "", RETURN_OK),
+            Fixture::Spin => module(name, "", "(loop $forever (br $forever)) (unreachable)"),
+            Fixture::MemoryHog => module(name, "", "(loop $more (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) (unreachable)"),
+            Fixture::Trap => module(name, "", "(unreachable)"),
+            Fixture::NotJson => module(name, "", "(i32.store8 (i32.const 16) (i32.const 0)) (i32.store (i32.const 20) (i32.const 1024)) (i32.store (i32.const 24) (i32.const 3)) (i32.const 16)"),
+            // Strip the JSON string's quotes; result<list<u8>, fs-error> lands at 32.
+            Fixture::FileRead => module(
+                name,
+                r#"(import "clawos:tool/filesystem@0.1.0" "read-file" (func $read_file (param i32 i32 i32)))"#,
+                "(call $read_file (i32.add (local.get $ptr) (i32.const 1)) (i32.sub (local.get $len) (i32.const 2)) (i32.const 32))
+    (if (i32.ne (i32.load8_u (i32.const 32)) (i32.const 0)) (then (unreachable)))
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (i32.load (i32.const 36)))
+    (i32.store (i32.const 24) (i32.load (i32.const 40)))
+    (i32.const 16)",
+            ),
+            // request = {method "GET" @1300, url, headers [], body none};
+            // result<response, http-error> lands at 256: body at 256+16.
+            Fixture::HttpGet => module(
+                    name,
+                    r#"(import "clawos:tool/http@0.1.0" "fetch" (func $fetch (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)))
+  (data (i32.const 1300) "GET")"#,
+                    "(call $fetch (i32.const 1300) (i32.const 3)
+      (i32.add (local.get $ptr) (i32.const 1)) (i32.sub (local.get $len) (i32.const 2))
+      (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 256))
+    (if (i32.ne (i32.load8_u (i32.const 256)) (i32.const 0)) (then (unreachable)))
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (i32.load (i32.const 272)))
+    (i32.store (i32.const 24) (i32.load (i32.const 276)))
+    (i32.const 16)",
+            ),
+        }
+    }
+
+    /// The component's bytes: the WAT module with the world's metadata
+    /// embedded, encoded as a component.
+    pub fn component(&self) -> Vec<u8> {
+        let mut resolve = wit_parser::Resolve::default();
+        let wit_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs/wit");
+        let (package, _) = resolve.push_path(&wit_dir).expect("specs/wit parses");
+        let world = resolve.select_world(&[package], Some(self.world())).expect("world exists");
+        let mut module = wat::parse_str(self.wat()).unwrap_or_else(|e| panic!("{} WAT: {e}", self.name()));
+        wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).expect("embed metadata");
+        ComponentEncoder::default()
+            .module(&module)
+            .and_then(|encoder| encoder.validate(true).encode())
+            .unwrap_or_else(|e| panic!("{} component: {e:#}", self.name()))
+    }
+}
+
+/// Writes `fixture` to `dir/binaries/<name>-v0.1.0.wasm` and returns its
+/// validated definition with `capabilities`.
+pub fn install(dir: &Path, fixture: &Fixture, capabilities: &[&str], memory_limit_mb: u32, timeout_seconds: u32) -> ValidTool {
+    let bytes = fixture.component();
+    let binaries = dir.join("binaries");
+    std::fs::create_dir_all(&binaries).unwrap();
+    let wasm_path: PathBuf = binaries.join(format!("{}-v0.1.0.wasm", fixture.name()));
+    std::fs::write(&wasm_path, &bytes).unwrap();
+    ToolDefinition {
+        tool_id: fixture.name().into(),
+        version: "0.1.0".into(),
+        wasm_path,
+        wasm_hash: format_hash(&sha2::Sha256::digest(&bytes).into()),
+        wit_interface: TOOL_WIT_INTERFACE.into(),
+        capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+        memory_limit_mb,
+        cpu_quota_percent: 50,
+        timeout_seconds,
+        author: None,
+        license: None,
+        description: None,
+    }
+    .validate(dir)
+    .expect("fixture definition is valid")
+}

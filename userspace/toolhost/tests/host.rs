@@ -1,0 +1,270 @@
+//! The host running real components: success, every limit, capability
+//! denials, hash refusal, audit rows, and the host staying healthy after each.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clawos_toolhost::{CallError, CallRequest, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use common::{install, Fixture};
+use serde_json::{json, Value};
+
+fn host(clawfs_root: &std::path::Path) -> ToolHost {
+    ToolHost::new(HostConfig { clawfs_root: clawfs_root.into(), max_concurrent_calls: 8, ..HostConfig::default() }).expect("engine builds")
+}
+
+fn call(host: &ToolHost, tool: &clawos_toolhost::definition::ValidTool, params: Value) -> Result<Value, CallError> {
+    host.call(tool, &CallRequest { agent_id: "wasm-agent", params: &params, timeout: None })
+}
+
+/// After a failed call the same host must still run a healthy tool.
+fn assert_still_serving(host: &ToolHost, dir: &std::path::Path) {
+    let echo = install(dir, &Fixture::Echo, &[], 16, 5);
+    assert_eq!(call(host, &echo, json!({"after": "failure"})).unwrap(), json!({"after": "failure"}));
+}
+
+#[test]
+fn echo_returns_its_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let params = json!({"text": "hello", "n": [1, 2, 3]});
+    assert_eq!(call(&host, &echo, params.clone()).unwrap(), params);
+    // A second call gets a fresh instance and the same answer.
+    assert_eq!(call(&host, &echo, params.clone()).unwrap(), params);
+}
+
+#[test]
+fn infinite_loop_times_out_and_host_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let spin = install(dir.path(), &Fixture::Spin, &[], 16, 5);
+    let started = Instant::now();
+    let result = host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_millis(200)) });
+    let elapsed = started.elapsed();
+    assert!(matches!(result, Err(CallError::Timeout { ref tool_id, timeout }) if tool_id == "spin" && timeout == Duration::from_millis(200)), "{result:?}");
+    assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(2), "timed out after {elapsed:?}");
+    assert_still_serving(&host, dir.path());
+}
+
+#[test]
+fn tool_timeout_caps_the_callers_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let spin = install(dir.path(), &Fixture::Spin, &[], 16, 1);
+    let result = host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_secs(60)) });
+    assert!(matches!(result, Err(CallError::Timeout { timeout, .. }) if timeout == Duration::from_secs(1)), "{result:?}");
+}
+
+#[test]
+fn memory_hog_is_out_of_memory_and_host_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let hog = install(dir.path(), &Fixture::MemoryHog, &[], 2, 5);
+    let result = call(&host, &hog, json!({}));
+    match result {
+        Err(CallError::OutOfMemory { limit_bytes, requested_bytes, .. }) => {
+            assert_eq!(limit_bytes, 2 << 20);
+            assert!(requested_bytes > limit_bytes);
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert_still_serving(&host, dir.path());
+}
+
+#[test]
+fn trap_reports_its_message_and_host_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let trap = install(dir.path(), &Fixture::Trap, &[], 16, 5);
+    match call(&host, &trap, json!({})) {
+        Err(CallError::Trap { message, .. }) => assert!(message.contains("unreachable"), "{message}"),
+        other => panic!("expected Trap, got {other:?}"),
+    }
+    assert_still_serving(&host, dir.path());
+}
+
+#[test]
+fn non_json_output_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let tool = install(dir.path(), &Fixture::NotJson, &[], 16, 5);
+    assert!(matches!(call(&host, &tool, json!({})), Err(CallError::InvalidOutput { .. })));
+}
+
+#[test]
+fn hash_mismatch_is_refused_before_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    // Same size, one byte changed: a tampered binary.
+    let mut bytes = std::fs::read(&echo.wasm_path).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(&echo.wasm_path, bytes).unwrap();
+    match call(&host, &echo, json!({})) {
+        Err(CallError::HashMismatch { expected, actual, .. }) => {
+            assert_eq!(expected, echo.definition.wasm_hash);
+            assert_ne!(actual, expected);
+        }
+        other => panic!("expected HashMismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn import_without_capability_is_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let reader = install(dir.path(), &Fixture::FileRead, &[], 16, 5);
+    match call(&host, &reader, json!("/clawfs/workspaces/a.json")) {
+        Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains("clawos:tool/filesystem"), "{reason}"),
+        other => panic!("expected CapabilityDenied, got {other:?}"),
+    }
+}
+
+#[test]
+fn filesystem_is_confined_to_granted_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("clawfs");
+    std::fs::create_dir_all(root.join("workspaces/default")).unwrap();
+    std::fs::create_dir_all(root.join("vault")).unwrap();
+    std::fs::write(root.join("workspaces/default/notes.json"), r#"{"note": 1}"#).unwrap();
+    std::fs::write(root.join("vault/secret.json"), r#"{"secret": 1}"#).unwrap();
+    std::os::unix::fs::symlink(root.join("vault/secret.json"), root.join("workspaces/default/link.json")).unwrap();
+    let host = host(&root);
+    let reader = install(dir.path(), &Fixture::FileRead, &["filesystem:read:/clawfs/workspaces"], 16, 5);
+
+    assert_eq!(call(&host, &reader, json!("/clawfs/workspaces/default/notes.json")).unwrap(), json!({"note": 1}));
+    for escape in ["/clawfs/vault/secret.json", "/clawfs/workspaces/../vault/secret.json", "/clawfs/workspaces/default/link.json", "/etc/shadow"] {
+        match call(&host, &reader, json!(escape)) {
+            Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains(escape), "{reason}"),
+            other => panic!("{escape}: expected CapabilityDenied, got {other:?}"),
+        }
+    }
+    assert_still_serving(&host, dir.path());
+}
+
+/// A one-request-at-a-time HTTP server on 127.0.0.1 that answers with the
+/// request's headers as JSON, so tests can see what the host sent.
+fn echo_server() -> (String, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let authority = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut headers = serde_json::Map::new();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            match line.trim_end().split_once(": ") {
+                Some((name, value)) => {
+                    headers.insert(name.to_ascii_lowercase(), value.into());
+                }
+                None => break,
+            }
+        }
+        let body = Value::Object(headers).to_string();
+        let mut stream = stream;
+        write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let _ = stream.read(&mut [0; 1]);
+    });
+    (authority, server)
+}
+
+struct TestVault;
+
+impl CredentialProvider for TestVault {
+    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Vec<(String, String)> {
+        assert_eq!(tool_id, "http-get");
+        vec![("authorization".into(), "Bearer s3cret-token".into())]
+    }
+}
+
+#[test]
+fn http_reaches_granted_host_with_injected_redacted_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let (authority, server) = echo_server();
+    let host = ToolHost::new(HostConfig { clawfs_root: dir.path().into(), credentials: Arc::new(TestVault), ..HostConfig::default() }).unwrap();
+    let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
+    let response = call(&host, &getter, json!(format!("http://{authority}/status"))).unwrap();
+    server.join().unwrap();
+    // The server saw the credential; the tool only ever saw it redacted.
+    assert_eq!(response["authorization"], json!(REDACTED));
+    assert!(!response.to_string().contains("s3cret"));
+}
+
+#[test]
+fn http_to_ungranted_host_is_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let authority = listener.local_addr().unwrap().to_string();
+    let host = host(dir.path());
+    let getter = install(dir.path(), &Fixture::HttpGet, &["network:outbound:api.example.com"], 16, 5);
+    match call(&host, &getter, json!(format!("http://{authority}/"))) {
+        Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains(&authority), "{reason}"),
+        other => panic!("expected CapabilityDenied, got {other:?}"),
+    }
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "the host connected to an ungranted host");
+}
+
+#[test]
+fn precompiled_cache_is_reused_across_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let config = || HostConfig { cache_dir: Some(cache.clone()), clawfs_root: dir.path().into(), ..HostConfig::default() };
+    ToolHost::new(config()).unwrap().load(&echo).unwrap();
+    let artifacts: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    assert!(artifacts[0].starts_with(&echo.definition.wasm_hash["sha256:".len()..]), "{artifacts:?}");
+    // A second host (a daemon restart) loads the artifact and runs it.
+    let host = ToolHost::new(config()).unwrap();
+    assert_eq!(call(&host, &echo, json!([1])).unwrap(), json!([1]));
+}
+
+#[test]
+fn every_call_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let mut audit = agentfs::AgentFs::open(dir.path().join("workspace.db")).unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let trap = install(dir.path(), &Fixture::Trap, &[], 16, 5);
+    let (echo_params, trap_params) = (json!({"x": 1}), json!({}));
+    let request = |params| CallRequest { agent_id: "wasm-agent", params, timeout: None };
+    let ok = host.call_recorded(&echo, &request(&echo_params), Some("session-1"), &mut audit).unwrap();
+    assert!(ok.outcome.is_ok());
+    let failed = host.call_recorded(&trap, &request(&trap_params), Some("session-1"), &mut audit).unwrap();
+    assert!(failed.outcome.is_err());
+
+    let rows = audit.tool_calls_in_session("session-1").unwrap();
+    assert_eq!(rows.len(), 2);
+    let echo_row = rows.iter().find(|r| r.id == ok.call_id).unwrap();
+    assert_eq!(echo_row.name, "echo");
+    assert_eq!(echo_row.parameters.as_deref(), Some(r#"{"x":1}"#));
+    assert_eq!(echo_row.result.as_deref(), Some(r#"{"x":1}"#));
+    let trap_row = rows.iter().find(|r| r.id == failed.call_id).unwrap();
+    assert!(trap_row.error.as_deref().unwrap().starts_with("trap: "), "{:?}", trap_row.error);
+    assert!(trap_row.meta.as_ref().unwrap().completed_at_ms >= trap_row.meta.as_ref().unwrap().started_at_ms);
+}
+
+#[test]
+fn concurrent_calls_share_one_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path());
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    std::thread::scope(|scope| {
+        for caller in 0..8 {
+            let (host, echo) = (&host, &echo);
+            scope.spawn(move || {
+                for i in 0..20 {
+                    assert_eq!(call(host, echo, json!([caller, i])).unwrap(), json!([caller, i]));
+                }
+            });
+        }
+    });
+}
