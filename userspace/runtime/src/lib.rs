@@ -66,6 +66,14 @@ pub trait Component: Send + Sync + 'static {
         let _ = connection_id;
     }
 
+    /// Why the component runs with reduced function, or `None` when it is
+    /// fully working (the default). `Some` makes `health_check` answer
+    /// `"status": "degraded"` with this `reason`, and heartbeats report
+    /// `degraded`. Called on every health check and heartbeat: keep it cheap.
+    fn degraded_reason(&self) -> Option<String> {
+        None
+    }
+
     /// Delivers one of this component's own events without the router
     /// socket; returns `false` to send it to the router (the default). Only
     /// the router itself overrides this.
@@ -128,10 +136,16 @@ impl Runtime {
         })
     }
 
-    fn health(&self) -> Result<Object, MethodError> {
+    fn health(&self, degraded_reason: Option<String>) -> Result<Object, MethodError> {
         let metrics = self.metrics()?;
         let mut health = Object::new();
-        health.insert("status".into(), Value::from("ok"));
+        match degraded_reason {
+            None => health.insert("status".into(), Value::from("ok")),
+            Some(reason) => {
+                health.insert("reason".into(), Value::from(reason));
+                health.insert("status".into(), Value::from("degraded"))
+            }
+        };
         health.insert("component".into(), Value::from(self.inner.component.as_str()));
         health.insert("component_version".into(), Value::from(self.inner.software_version));
         health.insert("uptime_ns".into(), Value::from(metrics.uptime_ns));
@@ -153,7 +167,7 @@ impl<C: Component> Handler for RuntimeHandler<C> {
             return answer;
         }
         match method.as_str() {
-            "ping" | "health_check" => self.runtime.health(),
+            "ping" | "health_check" => self.runtime.health(self.component.degraded_reason()),
             "get_metrics" => to_object(&self.runtime.metrics()?),
             _ => Err(MethodError::unknown_method(&method)),
         }
@@ -243,6 +257,7 @@ fn start<C: Component>(
             policy: Arc::new(policy),
             rate_limit: config.ipc.rate_limit,
         };
+        let component_for_health = Arc::clone(&component_impl);
         let handler = Arc::new(RuntimeHandler { runtime: runtime.clone(), component: component_impl });
         let server = IpcServer::new(settings, handler, stats);
         tracing::info!(version = software_version, socket = %format!("@{socket}"), "clawos-{component} ready");
@@ -250,7 +265,7 @@ fn start<C: Component>(
         runtime.publish(COMPONENT_READY, version_data(software_version));
         let outcome = tokio::select! {
             served = server.serve(listener) => served.map_err(|error| format!("IPC server failed: {error}")),
-            () = heartbeat_loop(&runtime) => Ok(()),
+            () = heartbeat_loop(&runtime, &*component_for_health) => Ok(()),
             signal = shutdown_signal() => {
                 tracing::info!("{signal}; shutting down");
                 Ok(())
@@ -275,7 +290,7 @@ fn version_data(software_version: &str) -> Object {
 /// Sends heartbeats every interval and pings the systemd watchdog at least
 /// twice per watchdog period; never returns. If this loop stalls (a hung
 /// runtime), systemd stops getting WATCHDOG=1 and restarts the service.
-async fn heartbeat_loop(runtime: &Runtime) {
+async fn heartbeat_loop(runtime: &Runtime, component: &impl Component) {
     let interval = runtime.config().heartbeat.interval();
     let tick = systemd::watchdog_timeout().map_or(interval, |watchdog| interval.min(watchdog / 2));
     let mut ticker = tokio::time::interval(tick);
@@ -289,7 +304,10 @@ async fn heartbeat_loop(runtime: &Runtime) {
         }
         last_heartbeat = Some(Instant::now());
         let heartbeat = match runtime.metrics() {
-            Ok(metrics) => Heartbeat { status: HealthStatus::Ok, metrics },
+            Ok(metrics) => {
+                let status = if component.degraded_reason().is_some() { HealthStatus::Degraded } else { HealthStatus::Ok };
+                Heartbeat { status, metrics }
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot sample metrics; skipping this heartbeat");
                 continue;
