@@ -3,11 +3,13 @@
 //! Owns: the command line. It talks to components over IPC as the
 //! `operator` principal (it must run as an operator UID, root by default,
 //! see `/etc/clawos/ipc-acl.toml`). One module per subcommand; other
-//! subcommands (fs, vault, secret) are added next to these.
+//! subcommands (fs) are added next to these.
 
 mod events;
 mod ipc;
+mod secret;
 mod status;
+mod vault;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,12 @@ enum Command {
     Ipc(ipc::IpcCommand),
     /// Follow events as the router fans them out.
     Events(events::EventsArgs),
+    /// The secrets vault: init, status, unlock, recover, reseal, rotate.
+    #[command(subcommand)]
+    Vault(vault::VaultCommand),
+    /// Secrets in the vault: set, get, list, rm, history.
+    #[command(subcommand)]
+    Secret(secret::SecretCommand),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +53,8 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Ipc(command) => ipc::run(command).await,
             Command::Events(args) => events::run(args).await,
+            Command::Vault(command) => vault::run(command).await,
+            Command::Secret(command) => secret::run(command).await,
         }
     });
     match outcome {
