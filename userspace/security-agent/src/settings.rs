@@ -138,6 +138,8 @@ mod tests {
     fn defaults_are_the_image_layout_and_policy() {
         let settings = parse("").unwrap();
         assert_eq!(settings.config.vault_dir, PathBuf::from("/clawfs/vault"));
+        // Where the unit's LogsDirectory=clawos/vault lets the service write.
+        assert_eq!(settings.config.audit_log, PathBuf::from("/var/log/clawos/vault/audit.log"));
         assert_eq!(settings.config.keyring, KeyringScope::User);
         let policy = &settings.policy;
         let operator = Caller::new(OPERATOR_IDENTITY);

@@ -11,8 +11,10 @@ pub const DEFAULT_TCTI: &str = "device:/dev/tpmrm0";
 /// Environment variable that overrides [`DEFAULT_TCTI`], e.g.
 /// `swtpm:host=127.0.0.1,port=2321` for a software TPM.
 pub const TCTI_ENV: &str = "CLAWOS_VAULT_TCTI";
-/// Default audit log (spec §8.4 keeps ClawFS audit logs under /var/log/clawos).
-pub const DEFAULT_AUDIT_LOG: &str = "/var/log/clawos/vault-audit.log";
+/// Default audit log (spec §8.4 keeps ClawFS audit logs under /var/log/clawos),
+/// in a directory of its own so the hosting service can own it
+/// (`LogsDirectory=clawos/vault`) without owning every component's logs.
+pub const DEFAULT_AUDIT_LOG: &str = "/var/log/clawos/vault/audit.log";
 /// PCRs (SHA-256 bank) the master key is sealed to by default. See
 /// specs/vault/README.md for the reasoning:
 /// - 4: firmware's measurement of every boot application, i.e. the UKI's PE
