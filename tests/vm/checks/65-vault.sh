@@ -1,0 +1,38 @@
+# The secrets vault, hosted by security-agent: initialized with the VM's TPM
+# through clawctl, a secret stored and read back, and neither the value nor
+# the recovery key in plaintext anywhere on the data partition or in the
+# journal. The random test value is kept in /run (tmpfs, gone at reboot);
+# only its SHA-256 is kept on disk, for tests/vm/after-reboot/65-vault.sh.
+check "vault: a fresh image has no vault yet and the security agent is healthy" vm_ssh '
+  clawctl vault status --json | jq -e ".state == \"not-initialized\" and .degraded_reason == null" &&
+    clawctl ipc call security-agent health_check | jq -e ".status == \"ok\""'
+check "vault: init seals the master key with the TPM and shows a recovery key once" vm_ssh '
+  install -d -m 0700 /run/vault-test
+  clawctl vault init > /run/vault-test/recovery-key || exit 1
+  grep -qxE "([0-9a-f]{4}-){15}[0-9a-f]{4}" /run/vault-test/recovery-key'
+check "vault: status says sealed by the TPM to PCRs 4,12 and unsealed" vm_ssh '
+  clawctl vault status --json | jq -e ".protection == \"tpm2\" and .pcrs == [4,12] and .state == \"unsealed\""'
+check "vault: the vault directory is 0700 and owned by the security agent" vm_ssh '
+  test "$(stat -c "%a %U" /clawfs/vault)" = "700 clawos-security-agent"'
+check "vault: a secret set through clawctl reads back" vm_ssh '
+  printf "clawos-vault-canary-%s" "$(od -An -N16 -tx1 /dev/urandom | tr -d " \n")" > /run/vault-test/canary
+  clawctl secret set vm-test-canary < /run/vault-test/canary || exit 1
+  clawctl secret get vm-test-canary | cmp - /run/vault-test/canary || exit 1
+  sha256sum < /run/vault-test/canary > /root/vault-canary.sha256'
+check "vault: the secret file is the spec format (AES-256-GCM JSON)" vm_ssh '
+  jq -e ".secret_id == \"vm-test-canary\" and .algorithm == \"AES-256-GCM\" and .version == 1" \
+    /clawfs/vault/secrets/vm-test-canary.enc'
+check "vault: the audit log records the operator reading the secret" vm_ssh '
+  jq -se "any(.[]; .caller == \"operator\" and .operation == \"get\" and .secret_id == \"vm-test-canary\" and .outcome == \"allowed\")" \
+    /var/log/clawos/vault/audit.log'
+check "vault: neither the value nor the recovery key is in plaintext on disk or in the journal" vm_ssh '
+  sync
+  rc=0
+  for file in canary recovery-key; do
+    needle=$(cat /run/vault-test/$file)
+    for form in "$needle" "$(printf %s "$needle" | base64 -w0)" "$(printf %s "$needle" | tr -d -)"; do
+      if grep -rlaF -e "$form" /clawfs; then echo "$file found on /clawfs"; rc=1; fi
+      if journalctl -b -o export | grep -qaF -e "$form"; then echo "$file found in the journal"; rc=1; fi
+    done
+  done
+  exit $rc'
