@@ -10,7 +10,8 @@ rm -rf "$X"; mkdir -p "$X/usr/bin" "$X/usr/lib/clawos/ebpf" "$X/usr/share/clawos
 find "$TARGET" -maxdepth 1 -type f -executable \( -name 'clawos-*' -o -name clawctl \) -exec install -m 0755 {} "$X/usr/bin/" \;
 install -m 0644 "$OUT/ebpf/clawos-monitor.bpf.o" "$X/usr/lib/clawos/ebpf/"
 mkdir -p "$X/usr/lib/clawos/tools"
-install -m 0644 "$OUT"/tools/*.wasm "$X/usr/lib/clawos/tools/"
+# The tools and the registry tools.sh wrote for them (paths relative to it).
+install -m 0644 "$OUT"/tools/*.wasm "$OUT/tools/registry.json" "$X/usr/lib/clawos/tools/"
 cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
 cp "$OUT/kernel/source" "$X/usr/lib/clawos/kernel-source"
 cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"

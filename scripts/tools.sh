@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # Builds the WASM tools under userspace/wasm-tools to wasm32-wasip2 components
-# in the build root (Debian's rustc ships the wasm32-wasip2 standard library).
+# in the build root (Debian's rustc ships the wasm32-wasip2 standard library),
+# names them <tool>-v<version>.wasm (ClawFS naming rules) and writes
+# out/tools/registry.json from each tool's tool.json plus its path and hash.
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT/tools"
+rm -f "$OUT"/tools/*.wasm
 "$REPO/scripts/in-buildroot.sh" sh -c '
   set -e
   cd /src/userspace/wasm-tools
   export PATH=/usr/lib/llvm-22/bin:$PATH  # wasm-component-ld drives wasm-ld
-  CARGO_TARGET_DIR=/out/tools/target cargo build --release --locked
-  for wasm in /out/tools/target/wasm32-wasip2/release/*.wasm; do cp "$wasm" /out/tools/; done'
-# A component starts with the wasm magic and layer 1 (bytes 6-7 = 01 00).
-for wasm in "$OUT"/tools/*.wasm; do
+  CARGO_TARGET_DIR=/out/tools/target cargo build --release --locked'
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/userspace/wasm-tools/Cargo.toml")
+entries=()
+for dir in "$REPO"/userspace/wasm-tools/*/; do
+  tool=$(basename "$dir")
+  [[ -f $dir/tool.json ]] || continue
+  wasm="$OUT/tools/$tool-v$version.wasm"
+  cp "$OUT/tools/target/wasm32-wasip2/release/${tool//-/_}.wasm" "$wasm"
+  # A component starts with the wasm magic and layer 1 (bytes 6-7 = 01 00).
   [[ $(od -An -tx1 -N8 "$wasm" | tr -d ' ') == 0061736d0d000100 ]] || die "$wasm is not a WASM component"
-  log "tools: $(basename "$wasm") ($(stat -c %s "$wasm") bytes, component)"
+  hash=$(sha256sum "$wasm" | cut -d' ' -f1)
+  entries+=("$(jq --arg id "$tool" --arg v "$version" --arg path "$(basename "$wasm")" --arg hash "sha256:$hash" \
+    '{tool_id: $id, version: $v, wasm_path: $path, wasm_hash: $hash, wit_interface: "clawos:tool/tool@0.1.0",
+      author: "ClawOS Project", license: "Apache-2.0"} + .' "$dir/tool.json")")
+  log "tools: $(basename "$wasm") ($(stat -c %s "$wasm") bytes, component, sha256:${hash:0:12}…)"
 done
+printf '%s\n' "${entries[@]}" | jq -s '{tools: .}' > "$OUT/tools/registry.json"
+log "tools: registry.json with ${#entries[@]} tools"

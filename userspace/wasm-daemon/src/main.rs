@@ -12,12 +12,17 @@ use std::time::Duration;
 use clawos_ipc::server::{Connection, MethodError};
 use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
+use clawos_toolhost::cgroup::ToolCgroups;
 use clawos_toolhost::definition::Registry;
-use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost};
+use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS};
 use serde::Deserialize;
 
 /// `execute_tool`'s default timeout (IPC spec: method timeouts table).
 const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_millis(10_000);
+
+/// All tools' memory together, below the unit's MemoryMax so the daemon
+/// itself keeps room to answer.
+const TOOLS_MEMORY_MAX_BYTES: u64 = 448 << 20;
 
 /// `[component]` of `/etc/clawos/wasm-daemon.toml`.
 #[derive(Debug, Deserialize)]
@@ -74,6 +79,7 @@ impl Daemon {
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
             clawfs_root: config.clawfs_root.clone(),
+            cgroups: tool_cgroups(),
             ..HostConfig::default()
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
@@ -113,6 +119,22 @@ impl Daemon {
         object.insert("result".into(), result);
         object.insert("call_id".into(), recorded.call_id.into());
         Ok(object)
+    }
+}
+
+/// Per-tool cgroups in the subtree systemd delegated to the daemon
+/// (`Delegate=` in its unit), or `None`, logged, when there is none (not
+/// started by systemd, or cgroup v1): the in-process limits still apply.
+fn tool_cgroups() -> Option<ToolCgroups> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let relative = own.lines().find_map(|line| line.strip_prefix("0::/"))?;
+    let delegated = Path::new("/sys/fs/cgroup").join(relative);
+    match ToolCgroups::setup(&delegated, TOOLS_MEMORY_MAX_BYTES, DEFAULT_MAX_CONCURRENT_CALLS) {
+        Ok(cgroups) => Some(cgroups),
+        Err(e) => {
+            tracing::warn!("no per-tool cgroups (cpu.max, pids.max): {e}");
+            None
+        }
     }
 }
 
