@@ -276,10 +276,14 @@ impl IpcClient {
         self.outbox.send(Outbound::Send(message)).await.map_err(|_| CallError::Closed { peer: self.peer })
     }
 
-    /// Sends `goodbye` and closes the connection.
-    pub async fn goodbye(self) {
+    /// Sends `goodbye`, waits (at most 1 s) until everything queued has
+    /// been written, and closes the connection.
+    pub async fn goodbye(mut self) {
         let _ = self.send_event(GOODBYE, Object::new()).await;
         self.close().await;
+        // Without this, a process exiting right after goodbye could drop
+        // messages still queued for the writer (e.g. component_shutdown).
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut self.writer).await;
     }
 
     async fn close(&self) {

@@ -5,6 +5,9 @@ use clawos_ipc::codec::{decode, encode};
 use clawos_ipc::schema::{validate, validate_message, SchemaKind, SCHEMA_FILES};
 use serde_json::Value;
 
+/// One negative case: what it breaks, how, and what the error must mention.
+type Case = (&'static str, Box<dyn Fn(&mut Value)>, &'static str);
+
 const SPEC: &str = include_str!("../../../specs/ipc/protocol-v1.0.md");
 
 /// Every ```json block of the spec that parses (the envelope sketch uses
@@ -119,7 +122,7 @@ fn base() -> Value {
 /// Each schema rejects a violation of each of its rules, naming where.
 #[test]
 fn schemas_reject_invalid_messages_with_a_location() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         ("missing version", Box::new(|m| drop(m.as_object_mut().unwrap().remove("version"))), "version"),
         ("bad version", Box::new(|m| m["version"] = "1".into()), "/version"),
         ("string timestamp", Box::new(|m| m["timestamp_ns"] = "5".into()), "/timestamp_ns"),

@@ -10,7 +10,6 @@ use clawos_ipc::server::{Connection, Handler, MethodError, ServerSettings, Serve
 use clawos_ipc::{AccessPolicy, ComponentId, IpcServer, Object, ProtocolVersion, RateLimit, Request};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 
 /// Policy: the test process (root) is `agent-loop`; agent-loop may call
 /// everything on scheduler except `forbidden`.
