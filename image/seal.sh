@@ -67,6 +67,6 @@ mv clawos.raw clawos.efi /out/
   echo "verity_partuuid=$verity_uuid"
   echo "root_offset_mib=$((1 + ESP_MIB))"
   echo "root_bytes=$data_bytes"
-  echo "cmdline=$cmdline"
+  printf 'cmdline=%q\n' "$cmdline"
 } > /out/image/sealed.env
 echo "image: /out/clawos.raw ${total_mib} MiB (root ${root_mib} MiB erofs, verity ${verity_mib} MiB, ESP ${ESP_MIB} MiB), roothash $roothash"

@@ -28,10 +28,11 @@ done
 [[ -f $IMAGE ]] || { echo "run.sh: no image at '$IMAGE' (run make image)" >&2; exit 1; }
 [[ -n $STATE ]] || { echo "run.sh: --state DIR is required" >&2; exit 2; }
 IMAGE=$(readlink -f "$IMAGE")
+mkdir -p "$STATE"; STATE=$(readlink -f "$STATE")  # swtpm --daemon chdirs to /
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.fd
 OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
 
-if ((FRESH)); then rm -rf "$STATE"; fi
+if ((FRESH)); then rm -rf "$STATE/disk.qcow2" "$STATE/ovmf-vars.fd" "$STATE/tpm"; fi
 mkdir -p "$STATE/tpm"
 [[ -f $STATE/disk.qcow2 ]] || qemu-img create -q -f qcow2 -F raw -b "$IMAGE" "$STATE/disk.qcow2" "$DISK_SIZE"
 [[ -f $STATE/ovmf-vars.fd ]] || cp "$OVMF_VARS" "$STATE/ovmf-vars.fd"

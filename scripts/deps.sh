@@ -9,7 +9,7 @@ PKGS=(
   # kernel
   linux-source-6.12 bc flex bison libelf-dev libssl-dev dwarves cpio xz-utils zstd build-essential kmod
   # QEMU boot tests
-  ovmf swtpm swtpm-tools openssh-client socat
+  ovmf swtpm swtpm-tools openssh-client socat jq
   # userspace -sys crates
   libtss2-dev libseccomp-dev pkg-config clang libsqlite3-dev
   # FUSE mounts of AgentFS workspaces (fusermount3 for non-root mounts)
