@@ -1,22 +1,31 @@
-//! Fixed-layout event records written by the ClawOS eBPF programs into ring
-//! buffers and read by userspace. `#![no_std]` so the BPF programs can use it.
+//! Fixed-layout records shared by the ClawOS eBPF programs and userspace: the
+//! events the programs write into ring buffers, and the keys and values of the
+//! maps userspace fills with policy. `#![no_std]` so the BPF programs can use it.
 //!
-//! Owns: the binary event format and its version. Must not own: policy,
-//! parsing of anything the kernel did not write, or allocation.
+//! Owns: the binary event and map formats and their version. Must not own:
+//! policy decisions, parsing of anything the kernel did not write, or
+//! allocation.
 //!
-//! Every record starts with an [`EventHeader`]. Layouts are `#[repr(C)]` with
+//! Every event starts with an [`EventHeader`]. Layouts are `#[repr(C)]` with
 //! explicit padding fields so that their sizes are the same on both sides; the
-//! sizes are asserted at compile time below and documented in
-//! `specs/ebpf/events.md`.
+//! sizes are asserted at compile time below, checked again by the userspace
+//! tests, and documented in `specs/ebpf/events.md`.
 #![no_std]
 
 /// Bumped whenever a record layout changes; readers reject other versions.
-pub const EVENT_FORMAT_VERSION: u16 = 1;
+/// 2: exit, exec-check, file, socket and privilege records; `severity`
+/// carries the [`Decision`].
+pub const EVENT_FORMAT_VERSION: u16 = 2;
 
 /// Bytes of the task command name (`TASK_COMM_LEN`).
 pub const COMM_LEN: usize = 16;
 /// Bytes of a path copied from the kernel, NUL-terminated when shorter.
 pub const PATH_LEN: usize = 256;
+/// Bytes of a path compared against the open grants. The kernel caps LPM trie
+/// keys at 256 data bytes, 8 of which hold the cgroup id.
+pub const GRANT_PATH_LEN: usize = 248;
+/// Bytes of a short string argument (mount source).
+pub const DETAIL_LEN: usize = 64;
 
 /// Kind of a record, stored in [`EventHeader::kind`].
 #[repr(u16)]
@@ -24,6 +33,52 @@ pub const PATH_LEN: usize = 256;
 pub enum EventKind {
     /// A task called execve successfully ([`ExecEvent`]).
     Exec = 1,
+    /// A thread group ended ([`ExitEvent`]).
+    Exit = 2,
+    /// An exec the policy denies or audits, before it happens ([`ExecCheckEvent`]).
+    ExecCheck = 3,
+    /// A file was opened ([`FileOpenEvent`]).
+    FileOpen = 4,
+    /// An outbound IPv4/IPv6 connection ([`SocketEvent`]).
+    Connect = 5,
+    /// An IPv4/IPv6 socket was bound to a local address ([`SocketEvent`]).
+    Bind = 6,
+    /// A ptrace attach or read access ([`PrivilegeEvent`]).
+    Ptrace = 7,
+    /// A `bpf()` syscall ([`PrivilegeEvent`]).
+    Bpf = 8,
+    /// A mount ([`PrivilegeEvent`]).
+    Mount = 9,
+}
+
+impl EventKind {
+    /// The kind with discriminant `value`, if any.
+    pub fn from_u16(value: u16) -> Option<Self> {
+        Some(match value {
+            1 => Self::Exec,
+            2 => Self::Exit,
+            3 => Self::ExecCheck,
+            4 => Self::FileOpen,
+            5 => Self::Connect,
+            6 => Self::Bind,
+            7 => Self::Ptrace,
+            8 => Self::Bpf,
+            9 => Self::Mount,
+            _ => return None,
+        })
+    }
+}
+
+/// What the policy made of an action, stored in [`EventHeader::severity`].
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The policy permits it (or has no rule for it).
+    Allowed = 0,
+    /// The policy forbids it but the cgroup is in audit mode: it went ahead.
+    Audited = 1,
+    /// The policy forbids it and the hook returned -EPERM.
+    Denied = 2,
 }
 
 /// Common prefix of every record. 56 bytes.
@@ -34,7 +89,7 @@ pub struct EventHeader {
     pub version: u16,
     /// An [`EventKind`] discriminant.
     pub kind: u16,
-    /// 0 = info, 1 = warning, 2 = critical.
+    /// A [`Decision`] discriminant (0 for kinds the policy does not judge).
     pub severity: u16,
     /// Keeps `timestamp_ns` 8-byte aligned without implicit padding.
     pub reserved: u16,
@@ -44,10 +99,13 @@ pub struct EventHeader {
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
+    /// Real user id of the task.
     pub uid: u32,
+    /// Real group id of the task.
     pub gid: u32,
     /// cgroup v2 id of the task (the inode number of its cgroup directory).
     pub cgroup_id: u64,
+    /// The task's command name, NUL-terminated when shorter.
     pub comm: [u8; COMM_LEN],
 }
 
@@ -60,16 +118,171 @@ pub struct ExecEvent {
     pub filename: [u8; PATH_LEN],
 }
 
+/// A thread group leader exited, from the `sched_process_exit` raw
+/// tracepoint. 64 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExitEvent {
+    pub header: EventHeader,
+    /// `task_struct.exit_code`: the wait status (exit status << 8 | signal).
+    pub exit_code: i32,
+    /// Explicit tail padding to an 8-byte multiple.
+    pub reserved: u32,
+}
+
+/// An exec the policy forbids, from the LSM `bprm_check_security` hook
+/// (allowed execs are reported by [`ExecEvent`] once they succeed). 312 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecCheckEvent {
+    pub header: EventHeader,
+    /// `linux_binprm.filename`, NUL-terminated when shorter.
+    pub filename: [u8; PATH_LEN],
+}
+
+/// A file open, from the LSM `file_open` hook. 320 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FileOpenEvent {
+    pub header: EventHeader,
+    /// `file.f_flags` (O_* flags of the open).
+    pub flags: u32,
+    /// Explicit padding before the path.
+    pub reserved: u32,
+    /// Absolute path from `bpf_d_path`, NUL-terminated when shorter.
+    pub path: [u8; PATH_LEN],
+}
+
+/// An IPv4 or IPv6 connect or bind, from the LSM `socket_connect` and
+/// `socket_bind` hooks. 80 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SocketEvent {
+    pub header: EventHeader,
+    /// `AF_INET` (2) or `AF_INET6` (10).
+    pub family: u16,
+    /// Port in host byte order.
+    pub port: u16,
+    /// Explicit padding before the address.
+    pub reserved: u32,
+    /// The address as IPv6 bytes in network order; IPv4 as `::ffff:a.b.c.d`.
+    pub addr: [u8; 16],
+}
+
+/// A privilege-relevant call, from the LSM `ptrace_access_check`, `bpf` and
+/// `sb_mount` hooks. 136 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PrivilegeEvent {
+    pub header: EventHeader,
+    /// ptrace: the `PTRACE_MODE_*` mask; bpf: the command; mount: 0.
+    pub request: u32,
+    /// ptrace: the target's thread group id; otherwise 0.
+    pub target_pid: u32,
+    /// mount: the `MS_*` flags; otherwise 0.
+    pub flags: u64,
+    /// mount: the source (device name), NUL-terminated; otherwise empty.
+    pub detail: [u8; DETAIL_LEN],
+}
+
+/// Programs, as indexes of the per-CPU loss counter array `LOST_EVENTS`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramId {
+    SchedProcessExec = 0,
+    SchedProcessExit = 1,
+    BprmCheckSecurity = 2,
+    FileOpen = 3,
+    SocketConnect = 4,
+    SocketBind = 5,
+    PtraceAccessCheck = 6,
+    Bpf = 7,
+    SbMount = 8,
+}
+
+/// Number of [`ProgramId`]s, the size of `LOST_EVENTS`.
+pub const PROGRAM_COUNT: u32 = 9;
+
+/// [`CgroupPolicy::mode`]: forbidden actions are reported, not blocked.
+pub const MODE_AUDIT: u32 = 0;
+/// [`CgroupPolicy::mode`]: forbidden actions fail with EPERM.
+pub const MODE_ENFORCE: u32 = 1;
+
+/// [`CgroupPolicy::rules`]: every exec is forbidden.
+pub const RULE_DENY_EXEC: u32 = 1 << 0;
+/// [`CgroupPolicy::rules`]: opens outside the cgroup's `OPEN_GRANTS` are forbidden.
+pub const RULE_RESTRICT_OPEN: u32 = 1 << 1;
+/// [`CgroupPolicy::rules`]: IP connects outside its `CONNECT_GRANTS` are forbidden.
+pub const RULE_RESTRICT_CONNECT: u32 = 1 << 2;
+/// [`CgroupPolicy::rules`]: ptrace, bpf() and mount are forbidden.
+pub const RULE_DENY_PRIVILEGED: u32 = 1 << 3;
+
+/// Value of the `SCOPE` hash map, keyed by cgroup id: a cgroup present in
+/// the map is monitored, one absent is ignored after that single lookup.
+/// 8 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CgroupPolicy {
+    /// [`MODE_AUDIT`] or [`MODE_ENFORCE`].
+    pub mode: u32,
+    /// `RULE_*` bits.
+    pub rules: u32,
+}
+
+/// Data of an `OPEN_GRANTS` LPM trie key. A grant is the cgroup id followed by
+/// a path prefix; a lookup matches the opened path against the longest grant
+/// of its cgroup. Directory grants end in `/`, exact files include their NUL.
+/// 256 bytes, no field wider than 4-byte alignment so that the data follows
+/// the trie's `u32` prefix length without padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PathGrantKey {
+    /// The cgroup id in native byte order.
+    pub cgroup_id: [u8; 8],
+    /// Path bytes.
+    pub path: [u8; GRANT_PATH_LEN],
+}
+
+/// Data of a `CONNECT_GRANTS` LPM trie key: cgroup id then a CIDR over the
+/// IPv6 (or IPv4-mapped) address. 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NetGrantKey {
+    /// The cgroup id in native byte order.
+    pub cgroup_id: [u8; 8],
+    /// Address bytes in network order.
+    pub addr: [u8; 16],
+}
+
+/// Maps `sys_enter` per cgroup: syscalls entered. A per-CPU hash value.
+pub type SyscallCount = u64;
+
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 56);
 const _: () = assert!(core::mem::size_of::<ExecEvent>() == 312);
+const _: () = assert!(core::mem::size_of::<ExitEvent>() == 64);
+const _: () = assert!(core::mem::size_of::<ExecCheckEvent>() == 312);
+const _: () = assert!(core::mem::size_of::<FileOpenEvent>() == 320);
+const _: () = assert!(core::mem::size_of::<SocketEvent>() == 80);
+const _: () = assert!(core::mem::size_of::<PrivilegeEvent>() == 136);
+const _: () = assert!(core::mem::size_of::<CgroupPolicy>() == 8);
+const _: () = assert!(core::mem::size_of::<PathGrantKey>() == 256);
+const _: () = assert!(core::mem::align_of::<PathGrantKey>() == 1);
+const _: () = assert!(core::mem::size_of::<NetGrantKey>() == 24);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: both are repr(C), contain only integers and byte arrays, and have
-    // no implicit padding (sizes asserted above), so every bit pattern is valid.
+    // SAFETY (all impls): repr(C), only integers and byte arrays, no implicit
+    // padding (sizes asserted above), so every bit pattern is valid.
     unsafe impl aya::Pod for super::EventHeader {}
-    // SAFETY: as above.
     unsafe impl aya::Pod for super::ExecEvent {}
+    unsafe impl aya::Pod for super::ExitEvent {}
+    unsafe impl aya::Pod for super::ExecCheckEvent {}
+    unsafe impl aya::Pod for super::FileOpenEvent {}
+    unsafe impl aya::Pod for super::SocketEvent {}
+    unsafe impl aya::Pod for super::PrivilegeEvent {}
+    unsafe impl aya::Pod for super::CgroupPolicy {}
+    unsafe impl aya::Pod for super::PathGrantKey {}
+    unsafe impl aya::Pod for super::NetGrantKey {}
 }
 
 /// The bytes of a NUL-terminated fixed buffer up to its first NUL.

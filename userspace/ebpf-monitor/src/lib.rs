@@ -1,22 +1,60 @@
-//! Userspace side of the ClawOS eBPF monitor: loads the `clawos-monitor` object
-//! built by `make ebpf` (installed at [`DEFAULT_OBJECT`]), attaches its
-//! programs, and decodes the records they write.
+//! Userspace side of the ClawOS eBPF monitor: loads the `clawos-monitor`
+//! object built by `make ebpf` (installed at [`DEFAULT_OBJECT`]), attaches
+//! all its programs, fills the policy maps from a [`policy::Policy`] without
+//! reloading anything, and decodes the records the programs write.
 //!
-//! Owns: loading, attaching and ring buffer reading. Must not own: anomaly
-//! rules or IPC (that is the ebpf-agent component's job).
-use std::path::{Path, PathBuf};
+//! Owns: loading, attaching, map updates and ring buffer reading. Must not
+//! own: anomaly rules or IPC (that is the ebpf-agent component's job).
+pub mod event;
+pub mod policy;
+
+use std::{
+    collections::HashSet,
+    os::fd::OwnedFd,
+    path::{Path, PathBuf},
+};
 
 use aya::{
-    maps::{MapData, RingBuf},
-    programs::TracePoint,
-    Ebpf,
+    maps::{lpm_trie::Key, HashMap, LpmTrie, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::{Lsm, RawTracePoint, TracePoint},
+    Btf, Ebpf, EbpfLoader,
 };
-use clawos_ebpf_common::{EventKind, ExecEvent, EVENT_FORMAT_VERSION};
+use clawos_ebpf_common::{CgroupPolicy, NetGrantKey, PathGrantKey, ProgramId, SyscallCount};
+
+pub use event::{DecodeError, Event};
+pub use policy::{Policy, ScopeEntry};
 
 /// Where the image installs the monitor object.
 pub const DEFAULT_OBJECT: &str = "/usr/lib/clawos/ebpf/clawos-monitor.bpf.o";
 
-/// Failure to bring a program up, naming the step that failed.
+/// How a program is attached.
+enum Attach {
+    /// A tracefs tracepoint: (category, name).
+    TracePoint(&'static str, &'static str),
+    /// A raw tracepoint by name (no tracefs needed).
+    RawTracePoint(&'static str),
+    /// A BPF LSM hook by name.
+    Lsm(&'static str),
+}
+
+/// Every program of the object, by [`ProgramId`] order where it has one.
+const PROGRAMS: [(&str, Attach); 10] = [
+    ("sched_process_exec", Attach::TracePoint("sched", "sched_process_exec")),
+    ("sched_process_exit", Attach::RawTracePoint("sched_process_exit")),
+    ("bprm_check_security", Attach::Lsm("bprm_check_security")),
+    ("file_open", Attach::Lsm("file_open")),
+    ("socket_connect", Attach::Lsm("socket_connect")),
+    ("socket_bind", Attach::Lsm("socket_bind")),
+    ("ptrace_access_check", Attach::Lsm("ptrace_access_check")),
+    ("bpf_syscall", Attach::Lsm("bpf")),
+    ("sb_mount", Attach::Lsm("sb_mount")),
+    ("sys_enter", Attach::RawTracePoint("sys_enter")),
+];
+
+/// The ring buffers, one per event class.
+pub const RING_BUFFERS: [&str; 4] = ["PROCESS_EVENTS", "FILE_EVENTS", "NET_EVENTS", "PRIVILEGE_EVENTS"];
+
+/// Failure to bring the monitor up or update it, naming the step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MonitorError {
     /// The object file could not be read or parsed.
@@ -26,6 +64,9 @@ pub enum MonitorError {
         #[source]
         source: aya::EbpfError,
     },
+    /// The kernel's BTF (needed to attach LSM programs) is unreadable.
+    #[error("reading kernel BTF from /sys/kernel/btf/vmlinux")]
+    Btf(#[source] aya::BtfError),
     /// The object lacks a program or map this loader expects.
     #[error("eBPF object has no {kind} named {name}")]
     Missing { kind: &'static str, name: &'static str },
@@ -37,61 +78,202 @@ pub enum MonitorError {
         #[source]
         source: aya::programs::ProgramError,
     },
-    /// A map could not be opened as the expected type.
-    #[error("opening map {name}")]
+    /// A map could not be opened or updated.
+    #[error("{step} map {name}")]
     Map {
+        step: &'static str,
         name: &'static str,
         #[source]
         source: aya::maps::MapError,
     },
+    /// BPF run time statistics could not be enabled.
+    #[error("enabling BPF run time statistics")]
+    Stats(#[source] aya::sys::SyscallError),
 }
 
-/// The exec tracepoint program and its ring buffer, attached for as long as
-/// this value lives.
-pub struct ExecMonitor {
-    // Dropping the Ebpf detaches and unloads the programs.
-    _ebpf: Ebpf,
-    events: RingBuf<MapData>,
+/// Run count and time of one program since it was loaded (kernel BPF stats).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ProgramStats {
+    pub name: &'static str,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    /// Records lost because the program's ring buffer was full.
+    pub lost_events: u64,
 }
 
-impl ExecMonitor {
-    /// Loads the object at `path` and attaches `sched/sched_process_exec`.
+/// All programs attached and their maps, for as long as this value lives
+/// (dropping it detaches and unloads everything).
+pub struct Monitor {
+    ebpf: Ebpf,
+    rings: Vec<RingBuf<MapData>>,
+    scope: HashMap<MapData, u64, CgroupPolicy>,
+    open_grants: LpmTrie<MapData, PathGrantKey, u32>,
+    connect_grants: LpmTrie<MapData, NetGrantKey, u32>,
+    syscall_counts: PerCpuHashMap<MapData, u64, SyscallCount>,
+    lost_events: PerCpuArray<MapData, u64>,
+    // Keeps kernel.bpf_stats_enabled on while held; the kernel turns it off
+    // again when the last holder closes it.
+    _stats: OwnedFd,
+}
+
+fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+) -> Result<T, MonitorError> {
+    let map = ebpf.take_map(name).ok_or(MonitorError::Missing { kind: "map", name })?;
+    T::try_from(map).map_err(|source| MonitorError::Map { step: "opening", name, source })
+}
+
+impl Monitor {
+    /// Loads the object at `path` and attaches every program. The scope map
+    /// starts empty: nothing is monitored until [`Monitor::apply`].
     pub fn attach(path: &Path) -> Result<Self, MonitorError> {
-        let load_err = |source| MonitorError::Load { path: path.to_owned(), source };
-        let mut ebpf = Ebpf::load_file(path).map_err(load_err)?;
-        const PROG: &str = "sched_process_exec";
-        let program: &mut TracePoint = ebpf
-            .program_mut(PROG)
-            .ok_or(MonitorError::Missing { kind: "program", name: PROG })?
-            .try_into()
-            .map_err(|source| MonitorError::Program { step: "typing", name: PROG, source })?;
-        program
-            .load()
-            .map_err(|source| MonitorError::Program { step: "verifying", name: PROG, source })?;
-        program
-            .attach("sched", PROG)
-            .map_err(|source| MonitorError::Program { step: "attaching", name: PROG, source })?;
-        const MAP: &str = "EXEC_EVENTS";
-        let map = ebpf.take_map(MAP).ok_or(MonitorError::Missing { kind: "map", name: MAP })?;
-        let events = RingBuf::try_from(map).map_err(|source| MonitorError::Map { name: MAP, source })?;
-        Ok(Self { _ebpf: ebpf, events })
-    }
-
-    /// The next pending exec record, if any, skipping records of another
-    /// format version or kind.
-    pub fn next_event(&mut self) -> Option<ExecEvent> {
-        while let Some(item) = self.events.next() {
-            if item.len() < std::mem::size_of::<ExecEvent>() {
-                continue;
-            }
-            // SAFETY: the slice holds at least size_of::<ExecEvent>() bytes and
-            // ExecEvent is plain old data (aya::Pod); read_unaligned makes no
-            // alignment assumption about the ring buffer slot.
-            let event = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<ExecEvent>()) };
-            if event.header.version == EVENT_FORMAT_VERSION && event.header.kind == EventKind::Exec as u16 {
-                return Some(event);
+        let btf = Btf::from_sys_fs().map_err(MonitorError::Btf)?;
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
+            .load_file(path)
+            .map_err(|source| MonitorError::Load { path: path.to_owned(), source })?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(MonitorError::Stats)?;
+        for (name, attach) in &PROGRAMS {
+            let name: &'static str = name;
+            let program = ebpf.program_mut(name).ok_or(MonitorError::Missing { kind: "program", name })?;
+            let err = |step| move |source| MonitorError::Program { step, name, source };
+            match attach {
+                Attach::TracePoint(category, event) => {
+                    let program: &mut TracePoint = program.try_into().map_err(err("typing"))?;
+                    program.load().map_err(err("verifying"))?;
+                    program.attach(category, event).map_err(err("attaching"))?;
+                }
+                Attach::RawTracePoint(event) => {
+                    let program: &mut RawTracePoint = program.try_into().map_err(err("typing"))?;
+                    program.load().map_err(err("verifying"))?;
+                    program.attach(event).map_err(err("attaching"))?;
+                }
+                Attach::Lsm(hook) => {
+                    let program: &mut Lsm = program.try_into().map_err(err("typing"))?;
+                    program.load(hook, &btf).map_err(err("verifying"))?;
+                    program.attach().map_err(err("attaching"))?;
+                }
             }
         }
-        None
+        let mut rings = Vec::new();
+        for name in RING_BUFFERS {
+            rings.push(take(&mut ebpf, name)?);
+        }
+        Ok(Self {
+            scope: take(&mut ebpf, "SCOPE")?,
+            open_grants: take(&mut ebpf, "OPEN_GRANTS")?,
+            connect_grants: take(&mut ebpf, "CONNECT_GRANTS")?,
+            syscall_counts: take(&mut ebpf, "SYSCALL_COUNTS")?,
+            lost_events: take(&mut ebpf, "LOST_EVENTS")?,
+            rings,
+            ebpf,
+            _stats: stats,
+        })
     }
+
+    /// Makes the maps hold exactly `entries`: new entries and grants are
+    /// inserted first, stale ones removed after, so a cgroup never passes
+    /// through a state with less policy than either version gives it.
+    pub fn apply(&mut self, entries: &[ScopeEntry]) -> Result<(), MonitorError> {
+        let map_err = |step, name| move |source| MonitorError::Map { step, name, source };
+        let mut open = HashSet::new();
+        let mut connect = HashSet::new();
+        for entry in entries {
+            for &(bits, key) in &entry.open_grants {
+                self.open_grants.insert(&Key::new(bits, key), 1, 0).map_err(map_err("updating", "OPEN_GRANTS"))?;
+                open.insert((bits, key));
+            }
+            for &(bits, key) in &entry.connect_grants {
+                self.connect_grants
+                    .insert(&Key::new(bits, key), 1, 0)
+                    .map_err(map_err("updating", "CONNECT_GRANTS"))?;
+                connect.insert((bits, key.cgroup_id, key.addr));
+            }
+        }
+        for entry in entries {
+            self.scope.insert(entry.cgroup_id, entry.policy, 0).map_err(map_err("updating", "SCOPE"))?;
+        }
+        let wanted: HashSet<u64> = entries.iter().map(|entry| entry.cgroup_id).collect();
+        let stale: Vec<u64> = self.scope.keys().filter_map(Result::ok).filter(|id| !wanted.contains(id)).collect();
+        for id in stale {
+            self.scope.remove(&id).map_err(map_err("pruning", "SCOPE"))?;
+            // The cgroup's counter goes with it; a missing one is no error.
+            let _ = self.syscall_counts.remove(&id);
+        }
+        let stale: Vec<Key<PathGrantKey>> = self
+            .open_grants
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|key| !open.contains(&(key.prefix_len(), key.data())))
+            .collect();
+        for key in stale {
+            self.open_grants.remove(&key).map_err(map_err("pruning", "OPEN_GRANTS"))?;
+        }
+        let stale: Vec<Key<NetGrantKey>> = self
+            .connect_grants
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|key| !connect.contains(&(key.prefix_len(), key.data().cgroup_id, key.data().addr)))
+            .collect();
+        for key in stale {
+            self.connect_grants.remove(&key).map_err(map_err("pruning", "CONNECT_GRANTS"))?;
+        }
+        Ok(())
+    }
+
+    /// Decodes every pending record of every ring buffer into `sink`.
+    pub fn drain(&mut self, mut sink: impl FnMut(Result<Event, DecodeError>)) {
+        for ring in &mut self.rings {
+            while let Some(item) = ring.next() {
+                sink(Event::decode(&item));
+            }
+        }
+    }
+
+    /// Syscalls entered per monitored cgroup id since it entered the scope.
+    pub fn syscall_counts(&self) -> Vec<(u64, u64)> {
+        self.syscall_counts
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(cgroup_id, per_cpu)| (cgroup_id, per_cpu.iter().sum()))
+            .collect()
+    }
+
+    /// Per-program run statistics and losses.
+    pub fn program_stats(&self) -> Vec<ProgramStats> {
+        PROGRAMS
+            .iter()
+            .enumerate()
+            .map(|(index, (name, _))| {
+                let info = self.ebpf.program(name).and_then(|program| program.info().ok());
+                let lost_events = u32::try_from(index)
+                    .ok()
+                    .filter(|&index| index <= ProgramId::SbMount as u32)
+                    .and_then(|index| self.lost_events.get(&index, 0).ok())
+                    .map_or(0, |per_cpu| per_cpu.iter().sum());
+                ProgramStats {
+                    name,
+                    run_count: info.as_ref().map_or(0, |info| info.run_count()),
+                    run_time_ns: info.map_or(0, |info| u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX)),
+                    lost_events,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The cgroup id of the calling process: the inode of its cgroup v2
+/// directory (what `bpf_get_current_cgroup_id` returns).
+pub fn own_cgroup() -> std::io::Result<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string("/proc/self/cgroup")?;
+    let relative = text
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .ok_or_else(|| std::io::Error::other("no cgroup v2 entry in /proc/self/cgroup"))?
+        .trim_start_matches('/')
+        .to_owned();
+    let ino = std::fs::metadata(Path::new(policy::CGROUP_ROOT).join(&relative))?.ino();
+    Ok((relative, ino))
 }
