@@ -1,0 +1,405 @@
+//! Turning text into vectors. [`Embedder`] is what the index needs; the
+//! implementations are the in-box offline default ([`HashingEmbedder`]), an
+//! OpenAI-compatible HTTP client ([`OpenAiEmbedder`]) and the LRU cache that
+//! wraps either ([`CachedEmbedder`]).
+
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lru::LruCache;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Why an embedder could not embed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The HTTP request failed (connection, status, body).
+    #[error("{url}: {reason}")]
+    Http {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The service answered something that is not an embeddings response.
+    #[error("{url}: unexpected response: {reason}")]
+    BadResponse {
+        /// The endpoint.
+        url: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+/// Something that maps texts to vectors of one fixed dimension.
+pub trait Embedder: Send + Sync {
+    /// Length of every vector it returns.
+    fn dimension(&self) -> usize;
+    /// Names the model, so vectors of different models are never mixed
+    /// (recorded with each workspace index and in cache keys).
+    fn model_id(&self) -> &str;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// The offline default: a deterministic feature-hashing embedder. Each
+/// lower-cased word and each character trigram of a word is hashed to a
+/// signed bucket; the vector is L2-normalized.
+///
+/// It needs no model and no network, so memory search works on a box with
+/// neither. It is not a language model: it finds shared words and word
+/// pieces (so "indexing" near "index"), not synonyms. A real sentence
+/// model or an embeddings service replaces it when one is configured.
+#[derive(Debug, Clone)]
+pub struct HashingEmbedder {
+    dimension: usize,
+    model_id: String,
+}
+
+impl HashingEmbedder {
+    /// An embedder producing `dimension`-long vectors.
+    pub fn new(dimension: usize) -> Self {
+        HashingEmbedder { dimension, model_id: format!("clawfs-feature-hashing-v1-{dimension}") }
+    }
+
+    fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut vector = vec![0.0f32; self.dimension];
+        let mut add = |feature: &[u8], weight: f32| {
+            let digest = Sha256::digest(feature);
+            let bucket = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) % self.dimension as u64;
+            let sign = if digest[8] & 1 == 0 { 1.0 } else { -1.0 };
+            vector[bucket as usize] += sign * weight;
+        };
+        for word in text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()) {
+            let word = word.to_lowercase();
+            add(word.as_bytes(), 1.0);
+            let padded: Vec<char> = format!("<{word}>").chars().collect();
+            for trigram in padded.windows(3) {
+                add(trigram.iter().collect::<String>().as_bytes(), 0.5);
+            }
+        }
+        let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            vector.iter_mut().for_each(|x| *x /= norm);
+        }
+        vector
+    }
+}
+
+impl Embedder for HashingEmbedder {
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|text| self.embed_one(text)).collect())
+    }
+}
+
+/// Settings of an OpenAI-compatible `/v1/embeddings` service (OpenAI,
+/// OpenRouter, Ollama, vLLM, ...), as written in TOML.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiConfig {
+    /// Base URL up to and including `/v1`, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// Model name, e.g. `text-embedding-3-small`.
+    pub model: String,
+    /// Dimension the model returns (sent as `dimensions` so models that can
+    /// shorten their output do).
+    pub dimension: usize,
+    /// Vault secret holding the API key; none for local services.
+    #[serde(default)]
+    pub api_key_secret: Option<String>,
+    /// Request timeout in seconds. Default 30.
+    #[serde(default = "default_timeout_secs")]
+    pub timeout_secs: u64,
+}
+
+fn default_timeout_secs() -> u64 {
+    30
+}
+
+/// A client of an OpenAI-compatible `/v1/embeddings` endpoint.
+pub struct OpenAiEmbedder {
+    config: OpenAiConfig,
+    api_key: Option<String>,
+    agent: ureq::Agent,
+    model_id: String,
+}
+
+#[derive(Serialize)]
+struct EmbeddingsRequest<'a> {
+    model: &'a str,
+    input: &'a [&'a str],
+    dimensions: usize,
+    encoding_format: &'static str,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingsResponse {
+    data: Vec<EmbeddingItem>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingItem {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+impl OpenAiEmbedder {
+    /// A client for `config`; `api_key` is the secret named by
+    /// `config.api_key_secret`, read from the vault by the caller.
+    pub fn new(config: OpenAiConfig, api_key: Option<String>) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(config.timeout_secs)))
+            .build()
+            .into();
+        let model_id = format!("openai-compatible:{}:{}", config.model, config.dimension);
+        OpenAiEmbedder { config, api_key, agent, model_id }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/embeddings", self.config.base_url.trim_end_matches('/'))
+    }
+}
+
+impl Embedder for OpenAiEmbedder {
+    fn dimension(&self) -> usize {
+        self.config.dimension
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let url = self.url();
+        let body = EmbeddingsRequest {
+            model: &self.config.model,
+            input: texts,
+            dimensions: self.config.dimension,
+            encoding_format: "float",
+        };
+        let mut request = self.agent.post(&url);
+        if let Some(key) = &self.api_key {
+            request = request.header("Authorization", &format!("Bearer {key}"));
+        }
+        let http = |reason: String| EmbedError::Http { url: url.clone(), reason };
+        let bad = |reason: String| EmbedError::BadResponse { url: url.clone(), reason };
+        let mut response = request.send_json(&body).map_err(|error| http(error.to_string()))?;
+        let parsed: EmbeddingsResponse = response.body_mut().read_json().map_err(|error| bad(error.to_string()))?;
+        if parsed.data.len() != texts.len() {
+            return Err(bad(format!("{} embeddings for {} inputs", parsed.data.len(), texts.len())));
+        }
+        let mut vectors = vec![Vec::new(); texts.len()];
+        for item in parsed.data {
+            if item.embedding.len() != self.config.dimension {
+                return Err(bad(format!("a {}-dimension vector; expected {}", item.embedding.len(), self.config.dimension)));
+            }
+            let slot = vectors.get_mut(item.index).ok_or_else(|| bad(format!("index {} out of range", item.index)))?;
+            *slot = item.embedding;
+        }
+        if vectors.iter().any(Vec::is_empty) {
+            return Err(bad("an input index is missing".into()));
+        }
+        Ok(vectors)
+    }
+}
+
+/// Wraps an embedder so that a text already embedded (by this model) is
+/// answered from memory, least recently used evicted first.
+pub struct CachedEmbedder<E> {
+    inner: E,
+    cache: Mutex<LruCache<[u8; 32], Vec<f32>>>,
+}
+
+impl<E: Embedder> CachedEmbedder<E> {
+    /// Caches up to `capacity` vectors of `inner`.
+    pub fn new(inner: E, capacity: NonZeroUsize) -> Self {
+        CachedEmbedder { inner, cache: Mutex::new(LruCache::new(capacity)) }
+    }
+
+    fn key(&self, text: &str) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(self.inner.model_id().as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.finalize().into()
+    }
+}
+
+impl<E: Embedder> Embedder for CachedEmbedder<E> {
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let keys: Vec<[u8; 32]> = texts.iter().map(|text| self.key(text)).collect();
+        let mut vectors: Vec<Option<Vec<f32>>> = {
+            let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            keys.iter().map(|key| cache.get(key).cloned()).collect()
+        };
+        // Each distinct missing text goes to the model once, even if repeated.
+        let mut missing: Vec<usize> = Vec::new();
+        for (position, vector) in vectors.iter().enumerate() {
+            if vector.is_none() && !missing.iter().any(|&earlier| keys[earlier] == keys[position]) {
+                missing.push(position);
+            }
+        }
+        if !missing.is_empty() {
+            let inputs: Vec<&str> = missing.iter().map(|&position| texts[position]).collect();
+            let fresh = self.inner.embed(&inputs)?;
+            let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            for (&position, vector) in missing.iter().zip(fresh) {
+                cache.put(keys[position], vector);
+            }
+            for (position, slot) in vectors.iter_mut().enumerate() {
+                if slot.is_none() {
+                    *slot = cache.get(&keys[position]).cloned();
+                }
+            }
+        }
+        // A vector can be evicted between put and get only if a single call
+        // holds more distinct texts than the cache does; embed those directly.
+        vectors
+            .into_iter()
+            .zip(texts)
+            .map(|(vector, text)| match vector {
+                Some(vector) => Ok(vector),
+                None => Ok(self.inner.embed(&[text])?.remove(0)),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn cosine(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    #[test]
+    fn hashing_is_deterministic_normalized_and_word_sensitive() {
+        let embedder = HashingEmbedder::new(256);
+        let vectors = embedder.embed(&["rebuild the HNSW index", "rebuild the hnsw index", "tomato soup recipe"]).unwrap();
+        assert_eq!(vectors[0], embedder.embed(&["rebuild the HNSW index"]).unwrap()[0]);
+        assert!((cosine(&vectors[0], &vectors[0]) - 1.0).abs() < 1e-5);
+        assert!((cosine(&vectors[0], &vectors[1]) - 1.0).abs() < 1e-5, "case must not matter");
+        assert!(cosine(&vectors[0], &vectors[2]) < 0.3);
+    }
+
+    struct Counting {
+        inner: HashingEmbedder,
+        calls: AtomicUsize,
+        texts: AtomicUsize,
+    }
+
+    impl Embedder for Counting {
+        fn dimension(&self) -> usize {
+            self.inner.dimension()
+        }
+        fn model_id(&self) -> &str {
+            self.inner.model_id()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+            self.inner.embed(texts)
+        }
+    }
+
+    #[test]
+    fn the_same_text_is_never_embedded_twice() {
+        let counting = Counting { inner: HashingEmbedder::new(128), calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) };
+        let cached = CachedEmbedder::new(counting, NonZeroUsize::new(16).unwrap());
+        let first = cached.embed(&["alpha", "beta", "alpha"]).unwrap();
+        assert_eq!(first[0], first[2]);
+        let second = cached.embed(&["beta", "alpha"]).unwrap();
+        assert_eq!(second[1], first[0]);
+        assert_eq!(cached.inner.texts.load(Ordering::SeqCst), 2, "alpha and beta, once each");
+        assert_eq!(cached.inner.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// Serves one `/v1/embeddings` request the way OpenAI does and hands
+    /// back the request line, headers and body it received.
+    fn serve_once(listener: TcpListener, dimension: usize) -> std::thread::JoinHandle<(String, String)> {
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut content_length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    content_length = value.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; content_length];
+            reader.read_exact(&mut body).unwrap();
+            let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let inputs = request["input"].as_array().unwrap();
+            // Answer out of order: clients must place vectors by `index`.
+            let data: Vec<_> = (0..inputs.len())
+                .rev()
+                .map(|index| serde_json::json!({"object": "embedding", "index": index, "embedding": vec![index as f32; dimension]}))
+                .collect();
+            let response = serde_json::json!({
+                "object": "list", "data": data, "model": request["model"],
+                "usage": {"prompt_tokens": 3, "total_tokens": 3}
+            })
+            .to_string();
+            let mut stream = stream;
+            write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{response}", response.len()).unwrap();
+            (head, String::from_utf8(body).unwrap())
+        })
+    }
+
+    #[test]
+    fn openai_client_speaks_the_embeddings_protocol() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let server = serve_once(listener, 4);
+        let config = OpenAiConfig { base_url, model: "text-embedding-3-small".into(), dimension: 4, api_key_secret: None, timeout_secs: 5 };
+        let client = OpenAiEmbedder::new(config, Some("sk-test".into()));
+        let vectors = client.embed(&["first", "second"]).unwrap();
+        assert_eq!(vectors, vec![vec![0.0; 4], vec![1.0; 4]]);
+        let (head, body) = server.join().unwrap();
+        assert!(head.starts_with("POST /v1/embeddings HTTP/1.1"), "{head}");
+        assert!(head.to_ascii_lowercase().contains("authorization: bearer sk-test"), "{head}");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["model"], "text-embedding-3-small");
+        assert_eq!(body["input"], serde_json::json!(["first", "second"]));
+        assert_eq!(body["dimensions"], 4);
+    }
+
+    #[test]
+    fn openai_client_rejects_a_wrong_dimension() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let server = serve_once(listener, 3);
+        let config = OpenAiConfig { base_url, model: "m".into(), dimension: 4, api_key_secret: None, timeout_secs: 5 };
+        let error = OpenAiEmbedder::new(config, None).embed(&["x"]).unwrap_err();
+        assert!(error.to_string().contains("3-dimension vector; expected 4"), "{error}");
+        server.join().unwrap();
+    }
+}

@@ -1,0 +1,104 @@
+//! The one error type of the crate: every variant names what failed and on
+//! which path, so the operator sees a reason rather than a bare errno.
+
+use std::path::PathBuf;
+
+use crate::names::NameError;
+
+/// What went wrong in a ClawFS operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A name broke a rule of spec §2.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// A filesystem call failed.
+    #[error("{operation} {path}: {source}")]
+    Io {
+        /// The call, e.g. "create directory".
+        operation: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A user or group of spec §8.1 does not exist on this system.
+    #[error("{kind} `{name}` does not exist (needed to own {path}); is sysusers.d/clawos-clawfs.conf installed?")]
+    NoSuchOwner {
+        /// "user" or "group".
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The directory it should own.
+        path: PathBuf,
+    },
+    /// The workspace exists already.
+    #[error("workspace `{0}` already exists")]
+    WorkspaceExists(String),
+    /// The workspace does not exist.
+    #[error("workspace `{0}` does not exist")]
+    NoSuchWorkspace(String),
+    /// A workspace's vector dimension differs from the instance's.
+    #[error(
+        "workspace `{workspace}` stores {found}-dimension vectors but this instance uses {expected}; \
+         run `clawctl workspace reindex --dimension {expected}` to convert it"
+    )]
+    DimensionMismatch {
+        /// The workspace.
+        workspace: String,
+        /// The instance's dimension.
+        expected: usize,
+        /// The workspace's dimension.
+        found: usize,
+    },
+    /// A configuration value outside its documented range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A JSON file could not be read or written.
+    #[error("{path}: {source}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The SQLite database failed.
+    #[error("workspace database {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The AgentFS layer refused to create or open the workspace database.
+    #[error("AgentFS workspace {path}: {source}")]
+    AgentFs {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: agentfs::Error,
+    },
+    /// The usearch HNSW index failed.
+    #[error("HNSW index {path}: {message}")]
+    Hnsw {
+        /// The index file.
+        path: PathBuf,
+        /// usearch's reason.
+        message: String,
+    },
+    /// An embedder failed.
+    #[error("embedder: {0}")]
+    Embed(#[from] crate::embed::EmbedError),
+}
+
+/// Results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Builds the [`Error::Io`] mapper for `operation` on `path`.
+pub(crate) fn io(operation: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io { operation, path, source }
+}

@@ -1,0 +1,543 @@
+//! The memory index of one workspace: chunks in SQLite (FTS5 with the
+//! `porter unicode61` tokenizer for the keyword leg, float32 BLOBs for the
+//! vectors) and a usearch HNSW index persisted beside the database.
+//!
+//! The database is the truth; the HNSW file is a cache of it. The database
+//! keeps a running count and an order-independent checksum of its vectors
+//! (XOR of a hash of each key and vector), updated in the same transaction
+//! as the vectors. The HNSW file is saved after every change together with
+//! a sidecar recording the count and checksum it holds. On open the two
+//! must agree, else (missing file, crash between commit and save, copied
+//! database) the index is rebuilt from the database with a log line.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+
+use crate::chunk::{chunk_markdown, Chunk};
+use crate::embed::Embedder;
+use crate::error::{io, Error, Result};
+use crate::search::{fuse, LegReport, SearchHit, SearchRequest, SearchResponse};
+use crate::workspace::{write_json_atomic, WorkspaceMetadata};
+
+/// The workspace database's file name.
+pub const DATABASE_FILE: &str = "workspace.db";
+/// The HNSW index file, beside the database.
+pub const HNSW_FILE: &str = "workspace.hnsw";
+/// What the HNSW file holds, for the check on open.
+pub const HNSW_SIDECAR_FILE: &str = "workspace.hnsw.json";
+
+/// Texts embedded per embedder call while re-embedding.
+const EMBED_BATCH: usize = 64;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS clawfs_chunks (
+    key      INTEGER PRIMARY KEY,   -- the HNSW key
+    chunk_id TEXT NOT NULL UNIQUE,
+    path     TEXT NOT NULL,
+    heading  TEXT NOT NULL,
+    ordinal  INTEGER NOT NULL,
+    content  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS clawfs_chunks_by_path ON clawfs_chunks(path);
+CREATE VIRTUAL TABLE IF NOT EXISTS clawfs_chunks_fts USING fts5(
+    content, heading, path,
+    content = 'clawfs_chunks', content_rowid = 'key',
+    tokenize = 'porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS clawfs_chunks_fts_insert AFTER INSERT ON clawfs_chunks BEGIN
+    INSERT INTO clawfs_chunks_fts(rowid, content, heading, path) VALUES (new.key, new.content, new.heading, new.path);
+END;
+CREATE TRIGGER IF NOT EXISTS clawfs_chunks_fts_delete AFTER DELETE ON clawfs_chunks BEGIN
+    INSERT INTO clawfs_chunks_fts(clawfs_chunks_fts, rowid, content, heading, path)
+        VALUES ('delete', old.key, old.content, old.heading, old.path);
+END;
+CREATE TABLE IF NOT EXISTS clawfs_vectors (
+    key       INTEGER PRIMARY KEY REFERENCES clawfs_chunks(key) ON DELETE CASCADE,
+    embedding BLOB NOT NULL          -- little-endian float32 x dimension
+);
+CREATE TABLE IF NOT EXISTS clawfs_vector_state (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    count     INTEGER NOT NULL,
+    checksum  INTEGER NOT NULL,
+    dimension INTEGER,
+    model_id  TEXT
+);
+INSERT OR IGNORE INTO clawfs_vector_state(id, count, checksum) VALUES (1, 0, 0);
+";
+
+/// What the database says about its vectors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct VectorState {
+    count: u64,
+    checksum: i64,
+    dimension: Option<usize>,
+    model_id: Option<String>,
+}
+
+/// What a (re-)index of documents changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexReport {
+    /// Chunks new or changed, inserted (and embedded).
+    pub added: usize,
+    /// Chunks gone or changed, deleted.
+    pub removed: usize,
+    /// Chunks already indexed as they are, left alone.
+    pub unchanged: usize,
+}
+
+/// An open workspace memory index.
+pub struct MemoryIndex {
+    workspace: String,
+    dir: PathBuf,
+    connection: Connection,
+    hnsw: Index,
+    embedder: Option<Arc<dyn Embedder>>,
+    /// Why the vector leg cannot run, if it cannot.
+    vector_unavailable: Option<String>,
+    state: VectorState,
+}
+
+impl std::fmt::Debug for MemoryIndex {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("MemoryIndex")
+            .field("workspace", &self.workspace)
+            .field("dir", &self.dir)
+            .field("vectors", &self.state.count)
+            .field("vector_unavailable", &self.vector_unavailable)
+            .finish_non_exhaustive()
+    }
+}
+
+fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |source| Error::Sqlite { path: path.to_owned(), source }
+}
+
+/// usearch reports errors as C++ exceptions; their text is kept.
+fn hnsw_error(path: &Path, error: impl std::fmt::Display) -> Error {
+    Error::Hnsw { path: path.to_owned(), message: error.to_string() }
+}
+
+fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn bytes_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// This vector's share of the checksum; XOR makes the sum independent of
+/// order and lets a removal take its share out again.
+fn vector_hash(key: u64, embedding: &[u8]) -> i64 {
+    let digest = Sha256::new().chain_update(key.to_le_bytes()).chain_update(embedding).finalize();
+    i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    // AgentFS creates its own schema; ours lives beside it in the same file.
+    agentfs::AgentFs::open(path).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
+    let connection = Connection::open(path).map_err(sqlite(path))?;
+    connection.busy_timeout(agentfs::BUSY_TIMEOUT).map_err(sqlite(path))?;
+    connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(sqlite(path))?;
+    connection.execute_batch(SCHEMA).map_err(sqlite(path))?;
+    Ok(connection)
+}
+
+fn read_state(connection: &Connection, path: &Path) -> Result<VectorState> {
+    connection
+        .query_row("SELECT count, checksum, dimension, model_id FROM clawfs_vector_state WHERE id = 1", [], |row| {
+            Ok(VectorState { count: row.get(0)?, checksum: row.get(1)?, dimension: row.get(2)?, model_id: row.get(3)? })
+        })
+        .map_err(sqlite(path))
+}
+
+fn write_state(transaction: &Transaction, state: &VectorState, path: &Path) -> Result<()> {
+    transaction
+        .execute(
+            "UPDATE clawfs_vector_state SET count = ?1, checksum = ?2, dimension = ?3, model_id = ?4 WHERE id = 1",
+            params![state.count, state.checksum, state.dimension, state.model_id],
+        )
+        .map(drop)
+        .map_err(sqlite(path))
+}
+
+impl MemoryIndex {
+    /// Opens the index of the workspace in `dir`, checking and if needed
+    /// rebuilding its HNSW file. The vector leg is unavailable when there
+    /// is no embedder, when its dimension is not the workspace's, or when
+    /// the stored vectors come from another model.
+    pub fn open(dir: &Path, metadata: &WorkspaceMetadata, embedder: Option<Arc<dyn Embedder>>) -> Result<Self> {
+        let db_path = dir.join(DATABASE_FILE);
+        let connection = open_connection(&db_path)?;
+        let state = read_state(&connection, &db_path)?;
+        let vector_unavailable = match &embedder {
+            None => Some("no embedder is configured".to_owned()),
+            Some(embedder) if embedder.dimension() != metadata.vector_dimension => Some(format!(
+                "the embedder `{}` produces {}-dimension vectors but the workspace stores {}",
+                embedder.model_id(),
+                embedder.dimension(),
+                metadata.vector_dimension
+            )),
+            Some(embedder) => match &state.model_id {
+                Some(stored) if state.count > 0 && stored != embedder.model_id() => Some(format!(
+                    "the stored vectors come from `{stored}`, the embedder is `{}`; run `clawctl workspace reindex`",
+                    embedder.model_id()
+                )),
+                _ => None,
+            },
+        };
+        let params = metadata.hnsw_params;
+        let options = IndexOptions {
+            dimensions: metadata.vector_dimension,
+            metric: MetricKind::Cos,
+            quantization: ScalarKind::F32,
+            connectivity: params.m,
+            expansion_add: params.ef_construction,
+            expansion_search: params.ef_search,
+            multi: false,
+        };
+        let hnsw_path = dir.join(HNSW_FILE);
+        let hnsw = Index::new(&options).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        let mut index = MemoryIndex {
+            workspace: metadata.workspace_id.clone(),
+            dir: dir.to_owned(),
+            connection,
+            hnsw,
+            embedder,
+            vector_unavailable,
+            state,
+        };
+        match index.persisted_index_problem() {
+            None => {}
+            Some(reason) => {
+                tracing::warn!(workspace = %index.workspace, "rebuilding HNSW index {}: {reason}", hnsw_path.display());
+                index.rebuild_hnsw()?;
+            }
+        }
+        // The file stores ef_search as it was; the metadata is the setting.
+        index.hnsw.change_expansion_search(params.ef_search);
+        Ok(index)
+    }
+
+    /// Loads the persisted HNSW file; returns why it cannot be used, if so.
+    fn persisted_index_problem(&mut self) -> Option<String> {
+        let hnsw_path = self.dir.join(HNSW_FILE);
+        let sidecar_path = self.dir.join(HNSW_SIDECAR_FILE);
+        if !hnsw_path.exists() || !sidecar_path.exists() {
+            return (self.state.count > 0 || hnsw_path.exists()).then(|| "the index file is missing".to_owned());
+        }
+        let sidecar: VectorState = match fs::read(&sidecar_path).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+            Some(sidecar) => sidecar,
+            None => return Some(format!("{} is unreadable", sidecar_path.display())),
+        };
+        if sidecar.count != self.state.count || sidecar.checksum != self.state.checksum {
+            return Some(format!(
+                "it holds {} vectors (checksum {:016x}), the database {} (checksum {:016x})",
+                sidecar.count, sidecar.checksum, self.state.count, self.state.checksum
+            ));
+        }
+        if let Err(error) = self.hnsw.load(&hnsw_path.to_string_lossy()) {
+            return Some(format!("it cannot be loaded: {error}"));
+        }
+        if self.hnsw.size() as u64 != self.state.count {
+            return Some(format!("it holds {} vectors, the database {}", self.hnsw.size(), self.state.count));
+        }
+        None
+    }
+
+    /// Rebuilds the HNSW index from the vectors in the database and saves it.
+    fn rebuild_hnsw(&mut self) -> Result<()> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        let hnsw_path = self.dir.join(HNSW_FILE);
+        self.hnsw.reset().map_err(|e| hnsw_error(&hnsw_path, e))?;
+        self.hnsw.reserve(self.state.count as usize).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        let mut statement = self.connection.prepare("SELECT key, embedding FROM clawfs_vectors").map_err(sqlite(&db_path))?;
+        let mut rows = statement.query([]).map_err(sqlite(&db_path))?;
+        while let Some(row) = rows.next().map_err(sqlite(&db_path))? {
+            let key: u64 = row.get(0).map_err(sqlite(&db_path))?;
+            let bytes: Vec<u8> = row.get(1).map_err(sqlite(&db_path))?;
+            self.hnsw.add(key, &bytes_vector(&bytes)).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        }
+        drop(rows);
+        drop(statement);
+        self.save_hnsw()
+    }
+
+    fn save_hnsw(&self) -> Result<()> {
+        let hnsw_path = self.dir.join(HNSW_FILE);
+        // The sidecar goes first as "unknown" so a crash mid-save is stale,
+        // never a wrong file that passes the check.
+        let _ = fs::remove_file(self.dir.join(HNSW_SIDECAR_FILE));
+        let temporary = self.dir.join(format!("{HNSW_FILE}.tmp"));
+        self.hnsw.save(&temporary.to_string_lossy()).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        fs::rename(&temporary, &hnsw_path).map_err(io("rename", &hnsw_path))?;
+        write_json_atomic(&self.dir.join(HNSW_SIDECAR_FILE), &self.state)
+    }
+
+    /// Why the vector leg cannot run, or `None` when it can.
+    pub fn vector_unavailable(&self) -> Option<&str> {
+        self.vector_unavailable.as_deref()
+    }
+
+    /// Number of chunks in the index.
+    pub fn chunk_count(&self) -> Result<u64> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        self.connection.query_row("SELECT count(*) FROM clawfs_chunks", [], |row| row.get(0)).map_err(sqlite(&db_path))
+    }
+
+    /// Number of vectors in the index.
+    pub fn vector_count(&self) -> u64 {
+        self.state.count
+    }
+
+    /// Indexes (or re-indexes) one Markdown document.
+    pub fn index_document(&mut self, path: &str, text: &str) -> Result<IndexReport> {
+        self.index_documents(&[(path, text)])
+    }
+
+    /// Indexes several documents in one transaction. Only chunks whose ID
+    /// changed are deleted, inserted and embedded.
+    pub fn index_documents(&mut self, documents: &[(&str, &str)]) -> Result<IndexReport> {
+        let mut report = IndexReport::default();
+        let mut new_chunks: Vec<Chunk> = Vec::new();
+        let mut stale_keys: Vec<u64> = Vec::new();
+        let db_path = self.dir.join(DATABASE_FILE);
+        for (path, text) in documents {
+            let existing = self.chunk_ids_of(path)?;
+            let fresh = chunk_markdown(path, text);
+            let fresh_ids: HashSet<&str> = fresh.iter().map(|c| c.id.as_str()).collect();
+            for (id, key) in &existing {
+                if !fresh_ids.contains(id.as_str()) {
+                    stale_keys.push(*key);
+                }
+            }
+            for chunk in fresh {
+                if existing.contains_key(&chunk.id) {
+                    report.unchanged += 1;
+                } else {
+                    new_chunks.push(chunk);
+                }
+            }
+        }
+        report.removed = stale_keys.len();
+        report.added = new_chunks.len();
+        if new_chunks.is_empty() && stale_keys.is_empty() {
+            return Ok(report);
+        }
+        // Embed before the transaction: a failing embedder changes nothing.
+        let embeddings = match (&self.embedder, &self.vector_unavailable) {
+            (Some(embedder), None) => {
+                let texts: Vec<&str> = new_chunks.iter().map(|c| c.content.as_str()).collect();
+                Some(embedder.embed(&texts)?)
+            }
+            _ => None,
+        };
+        let mut state = self.state.clone();
+        let mut added_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
+        let transaction = self.connection.transaction().map_err(sqlite(&db_path))?;
+        for key in &stale_keys {
+            let embedding: Option<Vec<u8>> = transaction
+                .query_row("SELECT embedding FROM clawfs_vectors WHERE key = ?1", [key], |row| row.get(0))
+                .optional()
+                .map_err(sqlite(&db_path))?;
+            if let Some(embedding) = embedding {
+                state.count -= 1;
+                state.checksum ^= vector_hash(*key, &embedding);
+            }
+            transaction.execute("DELETE FROM clawfs_chunks WHERE key = ?1", [key]).map_err(sqlite(&db_path))?;
+        }
+        for (position, chunk) in new_chunks.iter().enumerate() {
+            transaction
+                .execute(
+                    "INSERT INTO clawfs_chunks(chunk_id, path, heading, ordinal, content) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![chunk.id, chunk.path, chunk.heading, chunk.ordinal, chunk.content],
+                )
+                .map_err(sqlite(&db_path))?;
+            let key = transaction.last_insert_rowid() as u64;
+            if let Some(embeddings) = &embeddings {
+                let bytes = vector_bytes(&embeddings[position]);
+                transaction
+                    .execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![key, bytes])
+                    .map_err(sqlite(&db_path))?;
+                state.count += 1;
+                state.checksum ^= vector_hash(key, &bytes);
+                added_vectors.push((key, embeddings[position].clone()));
+            }
+        }
+        if let Some(embedder) = self.embedder.as_ref().filter(|_| embeddings.is_some()) {
+            state.dimension = Some(embedder.dimension());
+            state.model_id = Some(embedder.model_id().to_owned());
+        }
+        write_state(&transaction, &state, &db_path)?;
+        transaction.commit().map_err(sqlite(&db_path))?;
+        self.state = state;
+        self.apply_to_hnsw(&stale_keys, &added_vectors)?;
+        Ok(report)
+    }
+
+    /// Removes every chunk of document `path`; returns how many.
+    pub fn remove_document(&mut self, path: &str) -> Result<usize> {
+        let keys: Vec<u64> = self.chunk_ids_of(path)?.into_values().collect();
+        let db_path = self.dir.join(DATABASE_FILE);
+        let mut state = self.state.clone();
+        let transaction = self.connection.transaction().map_err(sqlite(&db_path))?;
+        for key in &keys {
+            let embedding: Option<Vec<u8>> = transaction
+                .query_row("SELECT embedding FROM clawfs_vectors WHERE key = ?1", [key], |row| row.get(0))
+                .optional()
+                .map_err(sqlite(&db_path))?;
+            if let Some(embedding) = embedding {
+                state.count -= 1;
+                state.checksum ^= vector_hash(*key, &embedding);
+            }
+            transaction.execute("DELETE FROM clawfs_chunks WHERE key = ?1", [key]).map_err(sqlite(&db_path))?;
+        }
+        write_state(&transaction, &state, &db_path)?;
+        transaction.commit().map_err(sqlite(&db_path))?;
+        self.state = state;
+        self.apply_to_hnsw(&keys, &[])?;
+        Ok(keys.len())
+    }
+
+    fn apply_to_hnsw(&mut self, removed: &[u64], added: &[(u64, Vec<f32>)]) -> Result<()> {
+        let hnsw_path = self.dir.join(HNSW_FILE);
+        for key in removed {
+            self.hnsw.remove(*key).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        }
+        if self.hnsw.size() + added.len() > self.hnsw.capacity() {
+            // Grow geometrically so a stream of small inserts stays cheap.
+            let wanted = (self.hnsw.size() + added.len()).max(self.hnsw.capacity() * 2).max(64);
+            self.hnsw.reserve(wanted).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        }
+        for (key, vector) in added {
+            self.hnsw.add(*key, vector).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        }
+        self.save_hnsw()
+    }
+
+    fn chunk_ids_of(&self, path: &str) -> Result<HashMap<String, u64>> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT chunk_id, key FROM clawfs_chunks WHERE path = ?1")
+            .map_err(sqlite(&db_path))?;
+        let rows = statement.query_map([path], |row| Ok((row.get(0)?, row.get(1)?))).map_err(sqlite(&db_path))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))
+    }
+
+    /// Runs a hybrid search. Each leg that cannot run says why in the
+    /// response instead of being dropped silently.
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        let candidates = (request.limit * 5).max(50);
+        let (keyword_hits, keyword) = match fts_query(&request.query) {
+            Some(query) => {
+                let hits = self.keyword_leg(&query, candidates)?;
+                let report = LegReport::Ran { candidates: hits.len() };
+                (hits, report)
+            }
+            None => (Vec::new(), LegReport::NotRun { reason: "the query has no searchable words".into() }),
+        };
+        let (vector_hits, vector) = match self.vector_leg(&request.query, candidates) {
+            Ok(hits) => {
+                let report = LegReport::Ran { candidates: hits.len() };
+                (hits, report)
+            }
+            Err(reason) => (Vec::new(), LegReport::NotRun { reason }),
+        };
+        let fused = fuse(&keyword_hits, &vector_hits, request.fusion, request.limit);
+        let results = fused
+            .into_iter()
+            .map(|(key, score, keyword_score, vector_score)| {
+                let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
+                Ok(SearchHit { workspace: self.workspace.clone(), chunk_id, path, heading, ordinal, content, score, keyword_score, vector_score })
+            })
+            .collect::<Result<_>>()?;
+        Ok(SearchResponse { results, keyword, vector, fusion: request.fusion })
+    }
+
+    /// BM25 over the chunks, as (key, score) with higher better.
+    fn keyword_leg(&self, query: &str, limit: usize) -> Result<Vec<(u64, f32)>> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT rowid, bm25(clawfs_chunks_fts) FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH ?1 \
+                 ORDER BY bm25(clawfs_chunks_fts) LIMIT ?2",
+            )
+            .map_err(sqlite(&db_path))?;
+        // SQLite's bm25() is lower-is-better; negate it.
+        let rows = statement
+            .query_map(params![query, limit], |row| Ok((row.get::<_, u64>(0)?, -row.get::<_, f64>(1)? as f32)))
+            .map_err(sqlite(&db_path))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))
+    }
+
+    /// Nearest chunks by cosine similarity, or why the leg cannot run.
+    fn vector_leg(&self, query: &str, limit: usize) -> std::result::Result<Vec<(u64, f32)>, String> {
+        if let Some(reason) = &self.vector_unavailable {
+            return Err(reason.clone());
+        }
+        let embedder = self.embedder.as_ref().ok_or("no embedder is configured")?;
+        let vector = embedder.embed(&[query]).map_err(|error| format!("embedding the query failed: {error}"))?.remove(0);
+        let matches = self.hnsw.search(&vector, limit).map_err(|error| format!("HNSW search failed: {error}"))?;
+        // usearch's cosine distance is 1 - similarity.
+        Ok(matches.keys.into_iter().zip(matches.distances).map(|(key, distance)| (key, 1.0 - distance)).collect())
+    }
+
+    fn chunk(&self, key: u64) -> Result<(String, String, String, u32, String)> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        self.connection
+            .prepare_cached("SELECT chunk_id, path, heading, ordinal, content FROM clawfs_chunks WHERE key = ?1")
+            .and_then(|mut statement| statement.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))))
+            .map_err(sqlite(&db_path))
+    }
+
+    /// Replaces every vector of the workspace in `dir` with `embedder`'s
+    /// and rebuilds the HNSW index; returns the number of chunks embedded.
+    pub(crate) fn reembed(dir: &Path, metadata: &WorkspaceMetadata, embedder: Arc<dyn Embedder>) -> Result<usize> {
+        let db_path = dir.join(DATABASE_FILE);
+        let mut connection = open_connection(&db_path)?;
+        let chunks: Vec<(u64, String)> = {
+            let mut statement = connection.prepare("SELECT key, content FROM clawfs_chunks ORDER BY key").map_err(sqlite(&db_path))?;
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).map_err(sqlite(&db_path))?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))?
+        };
+        let mut state = VectorState { count: 0, checksum: 0, dimension: Some(embedder.dimension()), model_id: Some(embedder.model_id().to_owned()) };
+        let mut vectors = Vec::with_capacity(chunks.len());
+        for batch in chunks.chunks(EMBED_BATCH) {
+            let texts: Vec<&str> = batch.iter().map(|(_, content)| content.as_str()).collect();
+            vectors.extend(batch.iter().map(|(key, _)| *key).zip(embedder.embed(&texts)?));
+        }
+        let transaction = connection.transaction().map_err(sqlite(&db_path))?;
+        transaction.execute("DELETE FROM clawfs_vectors", []).map_err(sqlite(&db_path))?;
+        for (key, vector) in &vectors {
+            let bytes = vector_bytes(vector);
+            transaction.execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![key, bytes]).map_err(sqlite(&db_path))?;
+            state.count += 1;
+            state.checksum ^= vector_hash(*key, &bytes);
+        }
+        write_state(&transaction, &state, &db_path)?;
+        transaction.commit().map_err(sqlite(&db_path))?;
+        for stale in [HNSW_FILE, HNSW_SIDECAR_FILE] {
+            let _ = fs::remove_file(dir.join(stale));
+        }
+        let reindexed = WorkspaceMetadata { vector_dimension: embedder.dimension(), ..metadata.clone() };
+        MemoryIndex::open(dir, &reindexed, Some(embedder))?;
+        Ok(vectors.len())
+    }
+}
+
+/// An FTS5 query matching any word of `text`: each word is quoted so that
+/// user input cannot inject FTS5 syntax (`NEAR`, `*`, column filters).
+fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> =
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| format!("\"{w}\"")).collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}

@@ -1,0 +1,43 @@
+//! ClawFS: where ClawOS agents keep what they know (spec
+//! `clawfs-spec.md`).
+//!
+//! This crate owns the `/clawfs` namespace (spec §1, §8.1), the naming rules
+//! (§2), user workspaces with their `metadata.json`, and the hybrid memory
+//! search of each workspace (§4): FTS5 keyword search and usearch HNSW
+//! vector search fused into one ranking. Workspace databases are AgentFS
+//! databases (`clawos-agentfs`); the search tables live beside AgentFS's in
+//! the same file. Serving it over IPC is `clawos-fs-engine`'s job, the
+//! command line `clawctl`'s.
+//!
+//! Core concepts:
+//! - [`Clawfs`] is an instance: a root and one vector dimension for every
+//!   workspace ([`Config`]). Changing the dimension is [`Clawfs::reindex`],
+//!   never implicit.
+//! - [`MemoryIndex`] is one workspace's search index: documents go in as
+//!   Markdown, are cut into chunks with stable IDs ([`chunk`]), and come out
+//!   of [`MemoryIndex::search`] with their provenance and a report of which
+//!   search legs ran.
+//! - [`Embedder`] turns text into vectors; [`HashingEmbedder`] is the
+//!   offline default, [`OpenAiEmbedder`] calls an embeddings service, and
+//!   [`CachedEmbedder`] keeps either from embedding a text twice.
+
+pub mod chunk;
+pub mod embed;
+mod error;
+mod index;
+pub mod names;
+mod namespace;
+pub mod search;
+mod time;
+mod workspace;
+
+pub use embed::{CachedEmbedder, EmbedError, Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
+pub use error::{Error, Result};
+pub use index::{IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
+pub use namespace::{
+    agent_dir, create_namespace, identity_checksum, initial_identity, DirSpec, NamespaceReport, Owners, AGENT_DIR_GROUP,
+    AGENT_DIR_MODE, AGENT_DIR_OWNER, TOP_LEVEL,
+};
+pub use search::{Fusion, LegReport, SearchHit, SearchRequest, SearchResponse};
+pub use time::{now_rfc3339, today};
+pub use workspace::{write_json_atomic, Clawfs, Config, HnswParams, WorkspaceMetadata, DIMENSION_RANGE};

@@ -1,0 +1,307 @@
+//! The naming rules of ClawFS spec §2: every name that becomes a path
+//! component under `/clawfs` is checked here before it touches the disk, so
+//! a bad name is refused with the rule it breaks instead of becoming a
+//! surprising path (`..`, `/`, upper case, Unicode look-alikes).
+
+/// The agent roster of spec §2.2, in the spec's order.
+pub const AGENTS: [&str; 8] = [
+    "kernel-engine",
+    "ebpf-agent",
+    "security-agent",
+    "core-dev-agent",
+    "wasm-agent",
+    "fs-engine",
+    "observability",
+    "build-engine",
+];
+
+/// Workspace names that the system keeps for itself (spec §2.4). `default`
+/// is created by ClawFS, never by a caller.
+pub const RESERVED_WORKSPACE_NAMES: [&str; 3] = ["default", "system", "vault"];
+
+/// Longest workspace name (spec §2.4).
+pub const MAX_WORKSPACE_NAME_LEN: usize = 64;
+
+/// Longest path component (spec §2.1).
+pub const MAX_COMPONENT_LEN: usize = 255;
+
+/// A name that breaks a rule of spec §2; the message names the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// The name is empty.
+    #[error("{kind} name is empty")]
+    Empty {
+        /// What was being named ("workspace", "snapshot", ...).
+        kind: &'static str,
+    },
+    /// The name is longer than its limit.
+    #[error("{kind} name `{name}` is {len} characters long; the limit is {max}")]
+    TooLong {
+        /// What was being named.
+        kind: &'static str,
+        /// The offending name.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A character outside the allowed set.
+    #[error("{kind} name `{name}` contains {found:?}; only {allowed} are allowed (spec §2)")]
+    BadCharacter {
+        /// What was being named.
+        kind: &'static str,
+        /// The offending name.
+        name: String,
+        /// The first character that is not allowed.
+        found: char,
+        /// The allowed set, in words.
+        allowed: &'static str,
+    },
+    /// A hyphen at either end, or two in a row.
+    #[error("{kind} name `{name}` must not start or end with `-` or contain `--`")]
+    BadHyphen {
+        /// What was being named.
+        kind: &'static str,
+        /// The offending name.
+        name: String,
+    },
+    /// One of [`RESERVED_WORKSPACE_NAMES`].
+    #[error("workspace name `{name}` is reserved (reserved: default, system, vault)")]
+    Reserved {
+        /// The offending name.
+        name: String,
+    },
+    /// Not one of the eight agents of [`AGENTS`].
+    #[error("`{name}` is not a ClawOS agent (agents: {})", AGENTS.join(", "))]
+    UnknownAgent {
+        /// The offending name.
+        name: String,
+    },
+    /// A name that does not have the shape its kind requires.
+    #[error("{kind} name `{name}` does not match `{pattern}`")]
+    BadShape {
+        /// What was being named.
+        kind: &'static str,
+        /// The offending name.
+        name: String,
+        /// The required shape.
+        pattern: &'static str,
+    },
+}
+
+/// Checks a `[a-z0-9-]+` slug: lower-case ASCII letters, digits and single
+/// inner hyphens, at most `max` bytes.
+fn check_slug(kind: &'static str, name: &str, max: usize) -> Result<(), NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty { kind });
+    }
+    if let Some(found) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-')) {
+        return Err(NameError::BadCharacter {
+            kind,
+            name: name.to_owned(),
+            found,
+            allowed: "lower-case ASCII letters, digits and `-`",
+        });
+    }
+    if name.len() > max {
+        return Err(NameError::TooLong { kind, name: name.to_owned(), len: name.len(), max });
+    }
+    if name.starts_with('-') || name.ends_with('-') || name.contains("--") {
+        return Err(NameError::BadHyphen { kind, name: name.to_owned() });
+    }
+    Ok(())
+}
+
+/// A user workspace name (spec §2.4): `[a-z0-9-]+`, at most 64 characters,
+/// not reserved.
+pub fn validate_workspace_name(name: &str) -> Result<(), NameError> {
+    check_slug("workspace", name, MAX_WORKSPACE_NAME_LEN)?;
+    if RESERVED_WORKSPACE_NAMES.contains(&name) {
+        return Err(NameError::Reserved { name: name.to_owned() });
+    }
+    Ok(())
+}
+
+/// A workspace that may be opened: a valid user workspace name, or the
+/// system-created `default`.
+pub fn validate_workspace_to_open(name: &str) -> Result<(), NameError> {
+    if name == "default" {
+        return Ok(());
+    }
+    validate_workspace_name(name)
+}
+
+/// One of the eight agents of spec §2.2.
+pub fn validate_agent_name(name: &str) -> Result<(), NameError> {
+    if AGENTS.contains(&name) {
+        Ok(())
+    } else {
+        Err(NameError::UnknownAgent { name: name.to_owned() })
+    }
+}
+
+/// A tool name (the `{tool-name}` of spec §2.3): a `[a-z0-9-]+` slug.
+pub fn validate_tool_name(name: &str) -> Result<(), NameError> {
+    // The longest file name built from it, `{name}-vX.Y.Z.wasm`, must still
+    // fit in a path component; 200 leaves room for any version.
+    check_slug("tool", name, 200)
+}
+
+/// A tool definition file name, `tool-{tool-name}.json` (spec §2.3).
+/// Returns the tool name.
+pub fn parse_tool_definition_file(file: &str) -> Result<&str, NameError> {
+    let shape = || NameError::BadShape {
+        kind: "tool definition",
+        name: file.to_owned(),
+        pattern: "tool-{tool-name}.json",
+    };
+    let tool = file.strip_prefix("tool-").and_then(|rest| rest.strip_suffix(".json")).ok_or_else(shape)?;
+    validate_tool_name(tool)?;
+    Ok(tool)
+}
+
+/// A tool version, `major.minor.patch` with no leading zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SemVer {
+    /// Incompatible changes.
+    pub major: u64,
+    /// Compatible additions.
+    pub minor: u64,
+    /// Fixes.
+    pub patch: u64,
+}
+
+/// A tool binary file name, `{tool-name}-v{major}.{minor}.{patch}.wasm`
+/// (spec §2.3). Returns the tool name and its version.
+pub fn parse_tool_binary_file(file: &str) -> Result<(&str, SemVer), NameError> {
+    let shape = || NameError::BadShape {
+        kind: "tool binary",
+        name: file.to_owned(),
+        pattern: "{tool-name}-v{major}.{minor}.{patch}.wasm",
+    };
+    let stem = file.strip_suffix(".wasm").ok_or_else(shape)?;
+    let (tool, version) = stem.rsplit_once("-v").ok_or_else(shape)?;
+    let mut parts = version.split('.');
+    let mut number = || -> Result<u64, NameError> {
+        let part = parts.next().ok_or_else(shape)?;
+        // Semantic versioning forbids leading zeros ("01") and signs.
+        let canonical = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
+        if !canonical {
+            return Err(shape());
+        }
+        part.parse().map_err(|_| shape())
+    };
+    let version = SemVer { major: number()?, minor: number()?, patch: number()? };
+    if parts.next().is_some() {
+        return Err(shape());
+    }
+    validate_tool_name(tool)?;
+    Ok((tool, version))
+}
+
+/// A snapshot file name, `snapshot-YYYY-MM-DD.db` (spec §2.5), with a real
+/// calendar date. Returns `(year, month, day)`.
+pub fn parse_snapshot_file(file: &str) -> Result<(u32, u32, u32), NameError> {
+    let shape = || NameError::BadShape { kind: "snapshot", name: file.to_owned(), pattern: "snapshot-YYYY-MM-DD.db" };
+    let date = file.strip_prefix("snapshot-").and_then(|rest| rest.strip_suffix(".db")).ok_or_else(shape)?;
+    let bytes = date.as_bytes();
+    let digits_at = |range: std::ops::Range<usize>| bytes[range].iter().all(u8::is_ascii_digit);
+    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' || !digits_at(0..4) || !digits_at(5..7) || !digits_at(8..10) {
+        return Err(shape());
+    }
+    let field = |range: std::ops::Range<usize>| date[range].parse::<u32>().map_err(|_| shape());
+    let (year, month, day) = (field(0..4)?, field(5..7)?, field(8..10)?);
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+        return Err(shape());
+    }
+    Ok((year, month, day))
+}
+
+fn days_in_month(year: u32, month: u32) -> u32 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn workspace_names_follow_spec_2_4() {
+        for good in ["project-alpha", "a", "x1", "0-day"] {
+            validate_workspace_name(good).unwrap();
+        }
+        assert_eq!(validate_workspace_name(""), Err(NameError::Empty { kind: "workspace" }));
+        assert!(matches!(validate_workspace_name("Project"), Err(NameError::BadCharacter { found: 'P', .. })));
+        assert!(matches!(validate_workspace_name("a_b"), Err(NameError::BadCharacter { found: '_', .. })));
+        assert!(matches!(validate_workspace_name("../vault"), Err(NameError::BadCharacter { found: '.', .. })));
+        assert!(matches!(validate_workspace_name("café"), Err(NameError::BadCharacter { found: 'é', .. })));
+        assert!(matches!(validate_workspace_name("-a"), Err(NameError::BadHyphen { .. })));
+        assert!(matches!(validate_workspace_name(&"a".repeat(65)), Err(NameError::TooLong { len: 65, max: 64, .. })));
+        validate_workspace_name(&"a".repeat(64)).unwrap();
+        for reserved in RESERVED_WORKSPACE_NAMES {
+            assert_eq!(validate_workspace_name(reserved), Err(NameError::Reserved { name: reserved.into() }));
+        }
+        validate_workspace_to_open("default").unwrap();
+        let message = validate_workspace_name("Bad Name").unwrap_err().to_string();
+        assert!(message.contains("lower-case ASCII letters"), "{message}");
+    }
+
+    #[test]
+    fn agent_names_are_the_roster() {
+        for agent in AGENTS {
+            validate_agent_name(agent).unwrap();
+        }
+        assert!(validate_agent_name("root").unwrap_err().to_string().contains("kernel-engine"));
+    }
+
+    #[test]
+    fn tool_files_carry_semver() {
+        assert_eq!(parse_tool_binary_file("web-search-v1.2.3.wasm").unwrap(), ("web-search", SemVer { major: 1, minor: 2, patch: 3 }));
+        assert_eq!(parse_tool_definition_file("tool-web-search.json").unwrap(), "web-search");
+        for bad in ["web-search-v1.2.wasm", "web-search-v01.2.3.wasm", "web-search-1.2.3.wasm", "Web-v1.0.0.wasm", "x-v1.0.0.0.wasm", "x-v1.0.0.wat"] {
+            assert!(parse_tool_binary_file(bad).is_err(), "{bad}");
+        }
+        assert!(parse_tool_definition_file("tool_web.json").is_err());
+    }
+
+    #[test]
+    fn snapshot_names_are_real_dates() {
+        assert_eq!(parse_snapshot_file("snapshot-2024-02-29.db").unwrap(), (2024, 2, 29));
+        for bad in ["snapshot-2023-02-29.db", "snapshot-2024-13-01.db", "snapshot-2024-1-01.db", "snapshot-2024-01-01.sqlite", "backup-2024-01-01.db"] {
+            assert!(parse_snapshot_file(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest! {
+        /// Whatever is accepted is a safe single path component.
+        #[test]
+        fn accepted_workspace_names_are_safe_components(name in "\\PC{0,80}") {
+            if validate_workspace_name(&name).is_ok() {
+                prop_assert!(!name.is_empty() && name.len() <= MAX_WORKSPACE_NAME_LEN);
+                prop_assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
+                prop_assert!(!RESERVED_WORKSPACE_NAMES.contains(&name.as_str()));
+            }
+        }
+
+        /// Every well-formed slug is accepted.
+        #[test]
+        fn well_formed_slugs_are_accepted(name in "[a-z0-9]{1,20}(-[a-z0-9]{1,20}){0,2}") {
+            prop_assume!(!RESERVED_WORKSPACE_NAMES.contains(&name.as_str()));
+            prop_assert!(validate_workspace_name(&name).is_ok());
+        }
+
+        /// Tool binary names round-trip through their parser.
+        #[test]
+        fn tool_binary_names_round_trip(tool in "[a-z][a-z0-9]{0,10}(-[a-z0-9]{1,8}){0,2}", major in 0u64..1000, minor in 0u64..1000, patch in 0u64..1000) {
+            let file = format!("{tool}-v{major}.{minor}.{patch}.wasm");
+            prop_assert_eq!(parse_tool_binary_file(&file).unwrap(), (tool.as_str(), SemVer { major, minor, patch }));
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The `/clawfs` tree of spec §1: the six top-level directories with the
+//! owners and modes of §8.1, and the eight agent directories. Creation is
+//! idempotent, so fs-engine runs it at every start and repairs what is
+//! missing without touching what is there.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::{io, Error, Result};
+use crate::names::AGENTS;
+use crate::time::now_rfc3339;
+
+/// One directory of the namespace with its owner, group and mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirSpec {
+    /// Path relative to the ClawFS root.
+    pub path: &'static str,
+    /// Owning user.
+    pub owner: &'static str,
+    /// Owning group.
+    pub group: &'static str,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// The top-level directories (spec §1.1) with the access control of §8.1.
+///
+/// Three owners differ from the spec's table because each is the one
+/// component that writes there, and a component runs as its own user
+/// (`sysusers.d/clawos.conf`): `tools/` belongs to `clawos-wasm-daemon`
+/// (the spec's "wasm-agent"), `vault/` to `clawos-security-agent` (which
+/// hosts the vault, `tmpfiles.d/clawos-vault.conf`), and `workspaces/` to
+/// `clawos-fs-engine`, the only writer of workspace databases.
+/// `tmpfiles.d/clawos-clawfs.conf` repeats this table for first boot.
+pub const TOP_LEVEL: [DirSpec; 6] = [
+    DirSpec { path: "system", owner: "root", group: "root", mode: 0o555 },
+    DirSpec { path: "agents", owner: "root", group: "clawos-agents", mode: 0o750 },
+    DirSpec { path: "tools", owner: "clawos-wasm-daemon", group: "clawos-agents", mode: 0o755 },
+    DirSpec { path: "workspaces", owner: "clawos-fs-engine", group: "clawos-users", mode: 0o750 },
+    DirSpec { path: "vault", owner: "clawos-security-agent", group: "clawos-security-agent", mode: 0o700 },
+    // Spec §8.1 says 0444, but a directory without x cannot be entered, so
+    // nobody could read the specs; 0555 keeps them read-only and readable.
+    DirSpec { path: "specs", owner: "root", group: "root", mode: 0o555 },
+];
+
+/// Owner of every agent directory: fs-engine writes there on the agent's
+/// behalf and enforces that an agent stays inside its own (RULE-001).
+pub const AGENT_DIR_OWNER: &str = "clawos-fs-engine";
+/// Group of every agent directory (spec §8.1).
+pub const AGENT_DIR_GROUP: &str = "clawos-agents";
+/// Mode of agent directories (spec §1.2).
+pub const AGENT_DIR_MODE: u32 = 0o750;
+
+/// What [`create_namespace`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NamespaceReport {
+    /// Directories and files created by this call, relative to the root.
+    pub created: Vec<String>,
+}
+
+/// Whether [`create_namespace`] sets owners and groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owners {
+    /// chown everything to the table's users and groups (needs root; the
+    /// users and groups must exist).
+    Apply,
+    /// Leave ownership alone: on the appliance systemd-tmpfiles has set it
+    /// at boot (`tmpfiles.d/clawos-clawfs.conf`) and fs-engine, which is not
+    /// root, could not change it anyway; in tests there are no such users.
+    Keep,
+}
+
+/// Creates the namespace under `root`: the top-level directories (with
+/// their modes when this call creates them), and for each agent its
+/// directory, `logs/`, `cache/`, `workspace.db` (an AgentFS database),
+/// `state.json` and `identity.json`. Existing entries are left as they are.
+pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> {
+    let mut report = NamespaceReport::default();
+    fs::create_dir_all(root).map_err(io("create directory", root))?;
+    for spec in TOP_LEVEL {
+        ensure_dir(root, spec.path, spec.mode, &mut report)?;
+        if owners == Owners::Apply {
+            chown(&root.join(spec.path), spec.owner, spec.group)?;
+        }
+    }
+    for agent in AGENTS {
+        let agent_rel = format!("agents/{agent}");
+        ensure_dir(root, &agent_rel, AGENT_DIR_MODE, &mut report)?;
+        for sub in ["logs", "cache"] {
+            ensure_dir(root, &format!("{agent_rel}/{sub}"), AGENT_DIR_MODE, &mut report)?;
+        }
+        let dir = root.join(&agent_rel);
+        let db = dir.join("workspace.db");
+        if !db.exists() {
+            agentfs::AgentFs::open(&db).map_err(|source| Error::AgentFs { path: db.clone(), source })?;
+            report.created.push(format!("{agent_rel}/workspace.db"));
+        }
+        let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
+        write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), &mut report)?;
+        let identity = initial_identity(agent);
+        write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), &mut report)?;
+        if owners == Owners::Apply {
+            for entry in ["", "logs", "cache", "workspace.db", "state.json", "identity.json"] {
+                chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The identity file an agent starts with (spec §5.3), checksummed as §5.5
+/// requires: SHA-256 over the canonical JSON (sorted keys, no spaces)
+/// without the `checksum` field.
+pub fn initial_identity(agent: &str) -> Value {
+    let now = now_rfc3339();
+    let mut identity = json!({
+        "agent_id": agent,
+        "version": 1,
+        "created_at": now,
+        "updated_at": now,
+        "state": { "current_phase": null, "current_task": null, "last_checkpoint": null, "status": "idle" },
+        "memory": { "learned_patterns": [], "heuristics": [] },
+        "history": { "completed_tasks": [], "failed_tasks": [], "total_executions": 0, "success_rate": 0.0 },
+        "performance": { "avg_execution_time_ms": 0, "peak_memory_mb": 0, "last_benchmark": null },
+    });
+    let checksum = identity_checksum(&identity);
+    identity["checksum"] = Value::String(checksum);
+    identity
+}
+
+/// `sha256:<hex>` of `identity` without its `checksum` field. serde_json's
+/// map is ordered by key, so `to_string` is the canonical form.
+pub fn identity_checksum(identity: &Value) -> String {
+    let mut body = identity.clone();
+    if let Some(object) = body.as_object_mut() {
+        object.remove("checksum");
+    }
+    let digest = Sha256::digest(body.to_string().as_bytes());
+    format!("sha256:{}", hex(&digest))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn ensure_dir(root: &Path, rel: &str, mode: u32, report: &mut NamespaceReport) -> Result<()> {
+    let path = root.join(rel);
+    match fs::DirBuilder::new().mode(mode).create(&path) {
+        Ok(()) => {
+            // The umask may have narrowed the mode given to mkdir. Read-only
+            // modes (system/, specs/) are fine: nothing is created inside.
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).map_err(io("chmod", &path))?;
+            report.created.push(rel.to_owned());
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        Err(error) => Err(io("create directory", path)(error)),
+    }
+}
+
+fn write_new_json(path: &Path, value: &Value, rel: &str, report: &mut NamespaceReport) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    crate::workspace::write_json_atomic(path, value)?;
+    report.created.push(rel.to_owned());
+    Ok(())
+}
+
+fn chown(path: &Path, owner: &str, group: &str) -> Result<()> {
+    let uid = lookup_user(owner).ok_or_else(|| Error::NoSuchOwner { kind: "user", name: owner.into(), path: path.into() })?;
+    let gid = lookup_group(group).ok_or_else(|| Error::NoSuchOwner { kind: "group", name: group.into(), path: path.into() })?;
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(io("chown", path))
+}
+
+fn lookup_user(name: &str) -> Option<u32> {
+    let name = CString::new(name).ok()?;
+    // SAFETY: `name` is NUL-terminated; getpwnam returns NULL or a pointer
+    // to static storage that we read before any other passwd call.
+    let entry = unsafe { libc::getpwnam(name.as_ptr()) };
+    // SAFETY: checked non-NULL just before the read.
+    (!entry.is_null()).then(|| unsafe { (*entry).pw_uid })
+}
+
+fn lookup_group(name: &str) -> Option<u32> {
+    let name = CString::new(name).ok()?;
+    // SAFETY: as in lookup_user, for the group database.
+    let entry = unsafe { libc::getgrnam(name.as_ptr()) };
+    // SAFETY: checked non-NULL just before the read.
+    (!entry.is_null()).then(|| unsafe { (*entry).gr_gid })
+}
+
+/// The directory of `agent` under `root`.
+pub fn agent_dir(root: &Path, agent: &str) -> Result<PathBuf> {
+    crate::names::validate_agent_name(agent)?;
+    Ok(root.join("agents").join(agent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn creates_the_spec_tree_with_modes_and_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("clawfs");
+        let report = create_namespace(&root, Owners::Keep).unwrap();
+        for spec in TOP_LEVEL {
+            let mode = fs::metadata(root.join(spec.path)).unwrap().mode() & 0o7777;
+            assert_eq!(mode, spec.mode, "{}", spec.path);
+        }
+        for agent in AGENTS {
+            let agent_dir = root.join("agents").join(agent);
+            assert_eq!(fs::metadata(&agent_dir).unwrap().mode() & 0o7777, AGENT_DIR_MODE);
+            for sub in ["logs", "cache"] {
+                assert!(agent_dir.join(sub).is_dir(), "{agent}/{sub}");
+            }
+            agentfs::AgentFs::open(agent_dir.join("workspace.db")).unwrap();
+            let identity: Value = serde_json::from_slice(&fs::read(agent_dir.join("identity.json")).unwrap()).unwrap();
+            assert_eq!(identity["agent_id"], agent);
+            assert_eq!(identity["checksum"], identity_checksum(&identity));
+            let state: Value = serde_json::from_slice(&fs::read(agent_dir.join("state.json")).unwrap()).unwrap();
+            assert_eq!(state["agent_id"], agent);
+        }
+        assert!(report.created.contains(&"agents/fs-engine/workspace.db".to_owned()));
+
+        // A second run keeps everything, including edited files.
+        fs::write(root.join("agents/fs-engine/state.json"), b"{\"edited\":true}").unwrap();
+        assert!(create_namespace(&root, Owners::Keep).unwrap().created.is_empty());
+        assert_eq!(fs::read(root.join("agents/fs-engine/state.json")).unwrap(), b"{\"edited\":true}");
+    }
+
+    #[test]
+    fn a_changed_identity_fails_its_checksum() {
+        let mut identity = initial_identity("wasm-agent");
+        identity["history"]["total_executions"] = json!(1);
+        assert_ne!(identity["checksum"], identity_checksum(&identity));
+    }
+
+    #[test]
+    fn agent_dirs_refuse_unknown_agents() {
+        assert!(agent_dir(Path::new("/clawfs"), "../vault").is_err());
+        assert_eq!(agent_dir(Path::new("/clawfs"), "fs-engine").unwrap(), Path::new("/clawfs/agents/fs-engine"));
+    }
+}
