@@ -1,18 +1,202 @@
-//! `clawos-ebpf-agent`: Kernel monitoring agent.
+//! `clawos-ebpf-agent`: loads the ClawOS eBPF monitor at boot, keeps its
+//! policy maps in step with `/etc/clawos/ebpf-policy.toml` and the cgroups
+//! that exist, turns kernel records into IPC events through the router
+//! (`ebpf_event` for every record, `anomaly_detected`, `threshold_exceeded`,
+//! `events_lost`), and answers `get_metrics` (the runtime's metrics plus per-program
+//! BPF run count, run time and losses), `get_policy` and `reload_policy`.
 //!
-//! For now the daemon only does what every component does through
-//! `clawos-runtime` (hello, heartbeats, `ping`/`health_check`,
-//! `get_metrics`); its own methods arrive with its own issue. Owns nothing
-//! else yet.
+//! Owns: the anomaly rules and the policy lifecycle. Does not own: the
+//! programs and map formats (`clawos-ebpf-monitor`, `clawos-ebpf-common`).
+//! Fails closed: a policy or rules file that does not parse stops start-up,
+//! and a bad reload leaves the previous policy in force.
 
-use clawos_ipc::ComponentId;
-use clawos_runtime::Component;
+mod rules;
 
-/// The component's own state; empty until it has methods of its own.
-struct Daemon;
+use std::{
+    path::Path,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
-impl Component for Daemon {}
+use clawos_ebpf_monitor::{policy::CGROUP_ROOT, Monitor, Policy, DEFAULT_OBJECT};
+use clawos_ipc::{server::{Connection, MethodError}, ComponentId, ErrorCode, Object, Request};
+use clawos_runtime::{Component, Runtime};
+use rules::{Evaluator, Finding, Rules, DEFAULT_RULES};
+use serde_json::json;
+
+/// How often ring buffers are drained; the buffers hold seconds of events.
+const DRAIN_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the policy is re-resolved against existing cgroups, which is
+/// also the longest a newly created cgroup goes unmonitored.
+const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
+
+struct State {
+    monitor: Monitor,
+    policy: Policy,
+    /// Syscall totals per cgroup at the last rescan, to turn counts into deltas.
+    syscalls: std::collections::HashMap<u64, u64>,
+    /// Losses per program already reported.
+    lost: std::collections::HashMap<&'static str, u64>,
+    events: u64,
+}
+
+struct Daemon {
+    state: Arc<Mutex<State>>,
+    runtime: Runtime,
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The policy entries, without the agent's own cgroup: its map updates are
+/// bpf() calls that would otherwise report themselves.
+fn resolve(policy: &Policy) -> Vec<clawos_ebpf_monitor::ScopeEntry> {
+    let own = clawos_ebpf_monitor::own_cgroup().map(|(_, id)| id).ok();
+    policy.resolve(Path::new(CGROUP_ROOT)).into_iter().filter(|entry| Some(entry.cgroup_id) != own).collect()
+}
+
+impl Daemon {
+    fn start(runtime: &Runtime) -> Result<Self, String> {
+        let policy_path = Path::new(clawos_ebpf_monitor::policy::DEFAULT_POLICY);
+        let policy = Policy::load(policy_path).map_err(|error| format!("{error:#}"))?;
+        let rules = Rules::load(Path::new(DEFAULT_RULES))?;
+        let mut monitor = Monitor::attach(Path::new(DEFAULT_OBJECT)).map_err(|error| error_chain(&error))?;
+        monitor.apply(&resolve(&policy)).map_err(|error| error_chain(&error))?;
+        let state = Arc::new(Mutex::new(State {
+            monitor,
+            policy,
+            syscalls: Default::default(),
+            lost: Default::default(),
+            events: 0,
+        }));
+        let worker = (Arc::clone(&state), runtime.clone());
+        std::thread::Builder::new()
+            .name("ebpf-events".into())
+            .spawn(move || event_loop(&worker.0, &worker.1, Evaluator::new(rules)))
+            .map_err(|error| format!("spawning the event thread: {error}"))?;
+        Ok(Self { state, runtime: runtime.clone() })
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+fn event_loop(state: &Mutex<State>, runtime: &Runtime, mut evaluator: Evaluator) {
+    let started = Instant::now();
+    let mut last_rescan = Instant::now();
+    loop {
+        std::thread::sleep(DRAIN_INTERVAL);
+        let now = started.elapsed();
+        let mut state = lock(state);
+        let mut records = Vec::new();
+        state.monitor.drain(|event| match event {
+            Ok(event) => records.push(event),
+            Err(error) => tracing::warn!(%error, "undecodable eBPF record"),
+        });
+        state.events += records.len() as u64;
+        for event in &records {
+            runtime.publish("ebpf_event", event.to_json());
+            for finding in evaluator.observe(event, now) {
+                publish_finding(runtime, finding);
+            }
+        }
+        if last_rescan.elapsed() >= RESCAN_INTERVAL {
+            last_rescan = Instant::now();
+            let entries = resolve(&state.policy);
+            if let Err(error) = state.monitor.apply(&entries) {
+                tracing::error!(error = error_chain(&error), "updating policy maps");
+            }
+            for (cgroup_id, total) in state.monitor.syscall_counts() {
+                let previous = state.syscalls.insert(cgroup_id, total).unwrap_or(0);
+                for finding in evaluator.count("syscalls", cgroup_id, total.saturating_sub(previous), now) {
+                    publish_finding(runtime, finding);
+                }
+            }
+            for stats in state.monitor.program_stats() {
+                let reported = state.lost.insert(stats.name, stats.lost_events).unwrap_or(0);
+                if stats.lost_events > reported {
+                    let mut data = Object::new();
+                    data.insert("program".into(), json!(stats.name));
+                    data.insert("lost".into(), json!(stats.lost_events - reported));
+                    data.insert("lost_total".into(), json!(stats.lost_events));
+                    runtime.publish("events_lost", data);
+                }
+            }
+        }
+    }
+}
+
+fn publish_finding(runtime: &Runtime, finding: Finding) {
+    let (name, data) = match finding {
+        Finding::Anomaly { rule, cgroup_id, pid, detail } => {
+            ("anomaly_detected", json!({"rule": rule, "cgroup_id": cgroup_id, "pid": pid, "detail": detail}))
+        }
+        Finding::Threshold { rule, cgroup_id, count, threshold, window_seconds } => (
+            "threshold_exceeded",
+            json!({"rule": rule, "cgroup_id": cgroup_id, "count": count, "threshold": threshold, "window_seconds": window_seconds}),
+        ),
+    };
+    if let serde_json::Value::Object(data) = data {
+        runtime.publish(name, data);
+    }
+}
+
+impl Component for Daemon {
+    async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
+        Some(match request.method.as_str() {
+            "get_metrics" => {
+                let mut object = match self.runtime.metrics().and_then(|metrics| clawos_runtime::to_object(&metrics)) {
+                    Ok(object) => object,
+                    Err(error) => return Some(Err(error)),
+                };
+                let state = lock(&self.state);
+                object.insert("programs".into(), json!(state.monitor.program_stats()));
+                object.insert("events_total".into(), json!(state.events));
+                object.insert("monitored_cgroups".into(), json!(resolve(&state.policy).len()));
+                Ok(object)
+            }
+            "get_policy" => {
+                let state = lock(&self.state);
+                let cgroups: Vec<_> = resolve(&state.policy)
+                    .into_iter()
+                    .map(|entry| json!({"path": entry.path, "cgroup_id": entry.cgroup_id, "mode": entry.policy.mode, "rules": entry.policy.rules}))
+                    .collect();
+                let mut object = clawos_runtime::to_object(&state.policy).unwrap_or_default();
+                object.insert("resolved".into(), json!(cgroups));
+                Ok(object)
+            }
+            "reload_policy" => {
+                let path = Path::new(clawos_ebpf_monitor::policy::DEFAULT_POLICY);
+                match Policy::load(path) {
+                    Ok(policy) => {
+                        let mut state = lock(&self.state);
+                        let entries = resolve(&policy);
+                        match state.monitor.apply(&entries) {
+                            Ok(()) => {
+                                state.policy = policy;
+                                let mut object = Object::new();
+                                object.insert("monitored_cgroups".into(), json!(entries.len()));
+                                Ok(object)
+                            }
+                            Err(error) => Err(MethodError::new(ErrorCode::Eio, error_chain(&error))),
+                        }
+                    }
+                    Err(error) => Err(MethodError::new(ErrorCode::Eproto, error_chain(&error))),
+                }
+            }
+            _ => return None,
+        })
+    }
+}
 
 fn main() -> std::process::ExitCode {
-    clawos_runtime::main(ComponentId::EbpfAgent, env!("CARGO_PKG_VERSION"), |_runtime| Ok(Daemon))
+    clawos_runtime::main(ComponentId::EbpfAgent, env!("CARGO_PKG_VERSION"), Daemon::start)
 }
