@@ -7,9 +7,11 @@
 
 mod events;
 mod ipc;
+mod memory;
 mod secret;
 mod status;
 mod vault;
+mod workspace;
 
 use std::process::ExitCode;
 
@@ -37,6 +39,12 @@ enum Command {
     /// Secrets in the vault: set, get, list, rm, history.
     #[command(subcommand)]
     Secret(secret::SecretCommand),
+    /// ClawFS user workspaces: create, list, delete.
+    #[command(subcommand)]
+    Workspace(workspace::WorkspaceCommand),
+    /// Workspace memory: index Markdown files, hybrid search.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +63,8 @@ fn main() -> ExitCode {
             Command::Events(args) => events::run(args).await,
             Command::Vault(command) => vault::run(command).await,
             Command::Secret(command) => secret::run(command).await,
+            Command::Workspace(command) => workspace::run(command).await,
+            Command::Memory(command) => memory::run(command).await,
         }
     });
     match outcome {

@@ -1,18 +1,262 @@
-//! `clawos-fs-engine`: ClawFS filesystem operations.
+//! `clawos-fs-engine`: serves ClawFS over IPC: user workspaces
+//! (`workspace_create`, `workspace_list`, `workspace_delete`) and their
+//! hybrid memory search (`memory_index`, `memory_remove`, `memory_search`).
+//! Methods and parameters: `specs/clawfs/README.md`. Who may call what is
+//! the IPC ACL's job (`ipc-acl.toml`).
 //!
-//! For now the daemon only does what every component does through
-//! `clawos-runtime` (hello, heartbeats, `ping`/`health_check`,
-//! `get_metrics`); its own methods arrive with its own issue. Owns nothing
-//! else yet.
+//! Owns the workspace databases and their HNSW files under
+//! `/clawfs/workspaces`; the storage and search logic is `clawos-clawfs`.
 
-use clawos_ipc::ComponentId;
-use clawos_runtime::Component;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-/// The component's own state; empty until it has methods of its own.
-struct Daemon;
+use clawfs::{Clawfs, Config, Embedder, HashingEmbedder, MemoryIndex, Owners, SearchRequest};
+use clawos_ipc::server::{Connection, MethodError};
+use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
+use clawos_runtime::{Component, Runtime};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
-impl Component for Daemon {}
+/// `[component]` settings of fs-engine's TOML config.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DaemonConfig {
+    /// The ClawFS root. Default `/clawfs`.
+    #[serde(default = "default_clawfs_root")]
+    clawfs_root: PathBuf,
+    /// The instance's one vector dimension (spec §4.3). Default 1536.
+    #[serde(default = "default_vector_dimension")]
+    vector_dimension: usize,
+}
+
+fn default_clawfs_root() -> PathBuf {
+    PathBuf::from("/clawfs")
+}
+
+fn default_vector_dimension() -> usize {
+    1536
+}
+
+/// Open indexes by workspace; opening verifies the HNSW file, so it is
+/// done once per workspace, not per request.
+struct State {
+    clawfs: Clawfs,
+    embedder: Arc<dyn Embedder>,
+    indexes: HashMap<String, MemoryIndex>,
+    /// Whether the namespace has been created (or checked) successfully.
+    namespace_ready: bool,
+    /// Why the last attempt to create the namespace failed.
+    namespace_error: Option<String>,
+}
+
+impl State {
+    /// Creates the namespace if that has not succeeded yet; every ClawFS
+    /// method needs it.
+    fn ensure_namespace(&mut self) -> Result<(), MethodError> {
+        if self.namespace_ready {
+            return Ok(());
+        }
+        // Owners were set by systemd-tmpfiles at boot; fs-engine is not root.
+        match self.clawfs.init(Owners::Keep) {
+            Ok(report) => {
+                if !report.created.is_empty() {
+                    tracing::info!(created = ?report.created, "ClawFS namespace completed");
+                }
+                self.namespace_ready = true;
+                self.namespace_error = None;
+                Ok(())
+            }
+            Err(error) => {
+                let reason = format!("cannot create the ClawFS namespace: {error}");
+                self.namespace_error = Some(reason.clone());
+                Err(MethodError::new(ErrorCode::Eio, reason))
+            }
+        }
+    }
+
+    fn index(&mut self, workspace: &str) -> Result<&mut MemoryIndex, MethodError> {
+        if !self.indexes.contains_key(workspace) {
+            let index = self.clawfs.open_memory(workspace, Some(self.embedder.clone())).map_err(method_error)?;
+            self.indexes.insert(workspace.to_owned(), index);
+        }
+        Ok(self.indexes.get_mut(workspace).expect("inserted above"))
+    }
+}
+
+struct Daemon {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceCreate {
+    name: String,
+    #[serde(default = "default_owner")]
+    owner: String,
+}
+
+fn default_owner() -> String {
+    "user".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceName {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryIndexParams {
+    workspace: String,
+    path: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryRemove {
+    workspace: String,
+    path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemorySearch {
+    workspace: String,
+    #[serde(flatten)]
+    request: SearchRequest,
+}
+
+fn params<T: DeserializeOwned>(request: &Request) -> Result<T, MethodError> {
+    serde_json::from_value(serde_json::Value::Object(request.params.clone()))
+        .map_err(|e| MethodError::bad_params(format!("{}: {e}", request.method)))
+}
+
+fn object(value: impl Serialize) -> Result<Object, MethodError> {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::Object(object)) => Ok(object),
+        Ok(other) => {
+            let mut object = Object::new();
+            object.insert("result".into(), other);
+            Ok(object)
+        }
+        Err(e) => Err(MethodError::new(ErrorCode::Einternal, format!("encoding the response: {e}"))),
+    }
+}
+
+/// Maps a ClawFS error to the IPC code a caller can act on: EPROTO for a
+/// request that cannot succeed as asked (bad name, name taken), ENOENT for
+/// a missing workspace, EIO for storage failures.
+fn method_error(error: clawfs::Error) -> MethodError {
+    let code = match &error {
+        clawfs::Error::Name(_) | clawfs::Error::Config(_) | clawfs::Error::WorkspaceExists(_) => ErrorCode::Eproto,
+        clawfs::Error::NoSuchWorkspace(_) => ErrorCode::Enoent,
+        _ => ErrorCode::Eio,
+    };
+    MethodError::new(code, error.to_string())
+}
+
+impl Daemon {
+    fn start(runtime: &Runtime) -> Result<Daemon, String> {
+        let config: DaemonConfig =
+            runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
+        let clawfs = Clawfs::new(Config { vector_dimension: config.vector_dimension, ..Config::new(&config.clawfs_root) })
+            .map_err(|e| e.to_string())?;
+        // The offline default: no network and no model files needed.
+        let embedder: Arc<dyn Embedder> = Arc::new(clawfs::CachedEmbedder::new(
+            HashingEmbedder::new(config.vector_dimension),
+            std::num::NonZeroUsize::new(4096).expect("non-zero"),
+        ));
+        tracing::info!(model = embedder.model_id(), "memory search embedder");
+        let root_exists = config.clawfs_root.is_dir();
+        let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace_ready: false, namespace_error: None };
+        if root_exists {
+            // A failure here makes the component degraded, not dead: the
+            // runtime's own methods still answer and the next request retries.
+            if let Err(error) = state.ensure_namespace() {
+                tracing::error!("{}", error.message);
+            }
+        } else {
+            // On the appliance /clawfs is always mounted (RequiresMountsFor);
+            // without it there is nothing to serve yet, which is not a fault.
+            tracing::warn!("ClawFS root {} does not exist; ClawFS methods will fail until it does", config.clawfs_root.display());
+        }
+        Ok(Daemon { state: Arc::new(Mutex::new(state)) })
+    }
+
+    /// Runs `work` on the blocking pool: SQLite and HNSW calls block.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut State) -> Result<T, MethodError> + Send + 'static,
+    ) -> Result<T, MethodError> {
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            state.ensure_namespace()?;
+            work(&mut state)
+        })
+        .await
+        .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
+    }
+
+    async fn dispatch(&self, request: Request) -> Result<Object, MethodError> {
+        match request.method.as_str() {
+            "workspace_create" => {
+                let p: WorkspaceCreate = params(&request)?;
+                object(self.blocking(move |s| s.clawfs.create_workspace(&p.name, &p.owner).map_err(method_error)).await?)
+            }
+            "workspace_list" => {
+                let workspaces = self.blocking(|s| s.clawfs.list_workspaces().map_err(method_error)).await?;
+                object(serde_json::json!({ "workspaces": workspaces }))
+            }
+            "workspace_delete" => {
+                let p: WorkspaceName = params(&request)?;
+                self.blocking(move |s| {
+                    // Close the open index first so no handle outlives its files.
+                    s.indexes.remove(&p.name);
+                    s.clawfs.delete_workspace(&p.name).map_err(method_error)
+                })
+                .await?;
+                Ok(Object::new())
+            }
+            "memory_index" => {
+                let p: MemoryIndexParams = params(&request)?;
+                object(self.blocking(move |s| s.index(&p.workspace)?.index_document(&p.path, &p.content).map_err(method_error)).await?)
+            }
+            "memory_remove" => {
+                let p: MemoryRemove = params(&request)?;
+                let removed = self.blocking(move |s| s.index(&p.workspace)?.remove_document(&p.path).map_err(method_error)).await?;
+                object(serde_json::json!({ "removed": removed }))
+            }
+            "memory_search" => {
+                let p: MemorySearch = params(&request)?;
+                object(self.blocking(move |s| s.index(&p.workspace)?.search(&p.request).map_err(method_error)).await?)
+            }
+            other => Err(MethodError::unknown_method(other)),
+        }
+    }
+}
+
+/// The methods this component answers itself.
+const METHODS: [&str; 6] = ["workspace_create", "workspace_list", "workspace_delete", "memory_index", "memory_remove", "memory_search"];
+
+impl Component for Daemon {
+    async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
+        if METHODS.contains(&request.method.as_str()) {
+            Some(self.dispatch(request).await)
+        } else {
+            None
+        }
+    }
+
+    fn degraded_reason(&self) -> Option<String> {
+        // try_lock: a health check must not wait behind a long index call.
+        self.state.try_lock().ok().and_then(|state| state.namespace_error.clone())
+    }
+}
 
 fn main() -> std::process::ExitCode {
-    clawos_runtime::main(ComponentId::FsEngine, env!("CARGO_PKG_VERSION"), |_runtime| Ok(Daemon))
+    clawos_runtime::main(ComponentId::FsEngine, env!("CARGO_PKG_VERSION"), Daemon::start)
 }
