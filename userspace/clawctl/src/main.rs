@@ -8,6 +8,7 @@
 mod events;
 mod ipc;
 mod memory;
+mod policy;
 mod secret;
 mod status;
 mod vault;
@@ -39,6 +40,9 @@ enum Command {
     /// Secrets in the vault: set, get, list, rm, history.
     #[command(subcommand)]
     Secret(secret::SecretCommand),
+    /// The eBPF enforcement policy: show, reload.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// ClawFS user workspaces: create, list, delete.
     #[command(subcommand)]
     Workspace(workspace::WorkspaceCommand),
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
             Command::Secret(command) => secret::run(command).await,
             Command::Workspace(command) => workspace::run(command).await,
             Command::Memory(command) => memory::run(command).await,
+            Command::Policy(command) => policy::run(command).await,
         }
     });
     match outcome {
