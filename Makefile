@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-boot test-vm clean
+.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-vm clean
 all: image
 
 deps:
@@ -39,18 +39,14 @@ qemu:
 
 run: image qemu
 
-test: test-unit test-boot
+test: test-unit test-vm
 
 test-unit: deps
 	cargo test --release --locked --workspace
 
-# Serial-console boot tests: verified root boots, tampered root is refused.
-test-boot: image
-	bash tests/vm/boot-smoke.sh
-
-# The SSH-driven suite (kernel, eBPF, TPM, units, components, vault, tools,
-# reboot persistence). Not yet part of `make test`: sshd is not reachable in
-# the image yet (see image/README.md, "Known gaps").
+# Boot tests: boots the image under QEMU (OVMF, swtpm), checks it over SSH
+# (kernel, eBPF, root, TPM, units, components, vault, tools, eBPF policy),
+# reboots it, and boots a tampered copy that dm-verity must refuse.
 test-vm: image
 	bash tests/vm/run.sh
 

@@ -35,7 +35,10 @@ root_uuid=$(uuid_of "${roothash:0:32}"); verity_uuid=$(uuid_of "${roothash:32:32
 
 # hash_start_block 1: the verity superblock occupies block 0 of the hash device.
 table="clawos-root,,,ro,0 $sectors verity 1 PARTUUID=$root_uuid PARTUUID=$verity_uuid 4096 4096 $blocks 1 sha256 $roothash ${seed:0:64} 1 panic_on_corruption"
-cmdline="console=ttyS0,115200 ro root=/dev/dm-0 rootfstype=erofs dm-mod.waitfor=PARTUUID=$root_uuid,PARTUUID=$verity_uuid dm-mod.create=\"$table\" init=/usr/lib/systemd/systemd lockdown=integrity panic=30"
+# The root is read-only, so /etc/machine-id stays empty and systemd would
+# invent a new one every boot (a new journal directory, a new DHCP client id);
+# systemd.machine_id=firmware takes the box's SMBIOS product UUID instead.
+cmdline="console=ttyS0,115200 ro root=/dev/dm-0 rootfstype=erofs dm-mod.waitfor=PARTUUID=$root_uuid,PARTUUID=$verity_uuid dm-mod.create=\"$table\" init=/usr/lib/systemd/systemd systemd.machine_id=firmware lockdown=integrity panic=30"
 ukify build --linux="$KERNEL/bzImage" --uname="$(cat "$KERNEL/release")" --cmdline="$cmdline" \
   --os-release=@"$TREE/usr/lib/os-release" --stub=/usr/lib/systemd/boot/efi/linuxx64.efi.stub \
   --output=clawos.efi >/dev/null

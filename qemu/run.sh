@@ -32,10 +32,13 @@ mkdir -p "$STATE"; STATE=$(readlink -f "$STATE")  # swtpm --daemon chdirs to /
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.fd
 OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
 
-if ((FRESH)); then rm -rf "$STATE/disk.qcow2" "$STATE/ovmf-vars.fd" "$STATE/tpm"; fi
+if ((FRESH)); then rm -rf "$STATE/disk.qcow2" "$STATE/ovmf-vars.fd" "$STATE/tpm" "$STATE/uuid"; fi
 mkdir -p "$STATE/tpm"
 [[ -f $STATE/disk.qcow2 ]] || qemu-img create -q -f qcow2 -F raw -b "$IMAGE" "$STATE/disk.qcow2" "$DISK_SIZE"
 [[ -f $STATE/ovmf-vars.fd ]] || cp "$OVMF_VARS" "$STATE/ovmf-vars.fd"
+# The SMBIOS product UUID, which the image uses as its machine id: one per
+# VM, like a board's, so it stays the same across reboots.
+[[ -s $STATE/uuid ]] || cat /proc/sys/kernel/random/uuid > "$STATE/uuid"
 
 accel=tcg
 if [[ ${CLAWOS_ACCEL:-} == kvm ]] || { [[ -z ${CLAWOS_ACCEL:-} && -w /dev/kvm ]] && ! systemd-detect-virt -q 2>/dev/null; }; then
@@ -49,7 +52,7 @@ swtpm socket --tpm2 --tpmstate dir="$STATE/tpm" --ctrl type=unixio,path="$STATE/
 for _ in $(seq 50); do [[ -S $STATE/tpm/ctrl ]] && break; sleep 0.1; done
 
 args=(
-  -machine q35 -accel "$accel" -smp 2 -m 2048
+  -machine q35 -accel "$accel" -smp 2 -m 2048 -uuid "$(cat "$STATE/uuid")"
   -drive if=pflash,format=raw,unit=0,readonly=on,file="$OVMF_CODE"
   -drive if=pflash,format=raw,unit=1,file="$STATE/ovmf-vars.fd"
   -chardev socket,id=chrtpm,path="$STATE/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0

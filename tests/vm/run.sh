@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Boot tests of the ClawOS image (part of `make test`). Boots out/clawos.raw
+# Boot tests of the ClawOS image (`make test-vm`, part of `make test`). Boots out/clawos.raw
 # under QEMU with OVMF and swtpm, checks it over SSH, reboots it, and boots a
 # tampered copy that dm-verity must refuse. Prints "N passed, M failed".
 source "$(dirname "$0")/../../scripts/lib.sh"

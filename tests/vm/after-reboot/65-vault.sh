@@ -1,6 +1,6 @@
 # After the reboot the security agent unseals the vault by itself (same
 # measured boot, same PCRs 4 and 12), and the secret stored on boot 1 reads
-# back (compared by its SHA-256, which boot 1 kept in /root).
+# back (compared by its SHA-256, which boot 1 kept in /var/lib/clawos-vm-test).
 check "vault: unsealed by itself after the reboot" vm_ssh '
   for _ in $(seq 30); do
     clawctl vault status --json > /tmp/vault-status.json 2>/dev/null && break
@@ -8,6 +8,6 @@ check "vault: unsealed by itself after the reboot" vm_ssh '
   done
   jq -e ".protection == \"tpm2\" and .state == \"unsealed\" and .degraded_reason == null" /tmp/vault-status.json'
 check "vault: the secret stored before the reboot reads back" vm_ssh '
-  test "$(clawctl secret get vm-test-canary | sha256sum)" = "$(cat /root/vault-canary.sha256)"'
+  test "$(clawctl secret get vm-test-canary | sha256sum)" = "$(cat /var/lib/clawos-vm-test/vault-canary.sha256)"'
 check "vault: the security agent reports healthy" vm_ssh '
   clawctl ipc call security-agent health_check | jq -e ".status == \"ok\""'

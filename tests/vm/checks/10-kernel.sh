@@ -1,14 +1,17 @@
 # The running kernel is the one this build made, with the ClawOS options.
 check "kernel: running release is ours ($(cat "$OUT/kernel/release"))" \
   vm_ssh "test \"\$(uname -r)\" = '$(cat "$OUT/kernel/release")'"
-check "kernel: /proc/config.gz carries every option of kernel/clawos.config" bash -c '
-  running=$(vm_ssh "zcat /proc/config.gz") || exit 1
-  missing=0
+# The running config is fetched here: `check` runs its command in this shell.
+config_carries_fragment() {
+  local running line missing=0
+  running=$(vm_ssh "zcat /proc/config.gz") || return 1
   while IFS= read -r line; do
     [[ $line =~ ^CONFIG_ ]] || continue
     grep -qxF "$line" <<<"$running" || { echo "missing: $line"; missing=1; }
   done < "$REPO/kernel/clawos.config"
-  exit $missing'
+  return $missing
+}
+check "kernel: /proc/config.gz carries every option of kernel/clawos.config" config_carries_fragment
 check "kernel: BTF is exposed at /sys/kernel/btf/vmlinux" vm_ssh 'test -s /sys/kernel/btf/vmlinux'
 check "kernel: the BPF LSM is active" vm_ssh 'grep -qw bpf /sys/kernel/security/lsm'
 check "kernel: the image records where its kernel source came from" \

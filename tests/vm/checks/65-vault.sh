@@ -2,7 +2,8 @@
 # through clawctl, a secret stored and read back, and neither the value nor
 # the recovery key in plaintext anywhere on the data partition or in the
 # journal. The random test value is kept in /run (tmpfs, gone at reboot);
-# only its SHA-256 is kept on disk, for tests/vm/after-reboot/65-vault.sh.
+# only its SHA-256 is kept on disk (/var/lib/clawos-vm-test on the data
+# partition), for tests/vm/after-reboot/65-vault.sh.
 check "vault: a fresh image has no vault yet and the security agent is healthy" vm_ssh '
   clawctl vault status --json | jq -e ".state == \"not-initialized\" and .degraded_reason == null" &&
     clawctl ipc call security-agent health_check | jq -e ".status == \"ok\""'
@@ -18,7 +19,8 @@ check "vault: a secret set through clawctl reads back" vm_ssh '
   printf "clawos-vault-canary-%s" "$(od -An -N16 -tx1 /dev/urandom | tr -d " \n")" > /run/vault-test/canary
   clawctl secret set vm-test-canary < /run/vault-test/canary || exit 1
   clawctl secret get vm-test-canary | cmp - /run/vault-test/canary || exit 1
-  sha256sum < /run/vault-test/canary > /root/vault-canary.sha256'
+  install -d -m 0700 /var/lib/clawos-vm-test
+  sha256sum < /run/vault-test/canary > /var/lib/clawos-vm-test/vault-canary.sha256'
 check "vault: the secret file is the spec format (AES-256-GCM JSON)" vm_ssh '
   jq -e ".secret_id == \"vm-test-canary\" and .algorithm == \"AES-256-GCM\" and .version == 1" \
     /clawfs/vault/secrets/vm-test-canary.enc'

@@ -12,12 +12,12 @@ ebpf_in_cgroup='in_cgroup() { d=/sys/fs/cgroup/clawos-ebpf-check/$1; mkdir -p "$
   sh -c "echo \$\$ > $d/cgroup.procs; $2"; }'
 
 check "ebpf: enforce mode denies an open outside the cgroup's grants with EPERM" \
-  vm_ssh "$ebpf_in_cgroup"'; out=$(in_cgroup enforce "read x < /etc/hostname" 2>&1); echo "$out";
-          echo "$out" | grep -q "Operation not permitted" && in_cgroup enforce "read x < /dev/null"'
+  vm_ssh "$ebpf_in_cgroup"'; out=$(in_cgroup enforce ": < /etc/hostname" 2>&1); echo "$out";
+          echo "$out" | grep -q "Operation not permitted" && in_cgroup enforce ": < /dev/null"'
 
 check "ebpf: audit mode lets the same open through" \
-  vm_ssh "$ebpf_in_cgroup"'; in_cgroup audit "read x < /etc/hostname"'
+  vm_ssh "$ebpf_in_cgroup"'; in_cgroup audit ": < /etc/hostname"'
 
 check "ebpf: an open of /etc/shadow in a monitored cgroup shows up in clawctl events" \
   vm_ssh "$ebpf_in_cgroup"'; (timeout 15 clawctl events --name anomaly_detected --count 1 > /tmp/ebpf-events &);
-          sleep 1; in_cgroup audit "read x < /etc/shadow"; sleep 3; grep -q "/etc/shadow" /tmp/ebpf-events'
+          sleep 1; in_cgroup audit ": < /etc/shadow"; sleep 3; grep -q "/etc/shadow" /tmp/ebpf-events'

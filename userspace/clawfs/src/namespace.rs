@@ -53,8 +53,15 @@ pub const TOP_LEVEL: [DirSpec; 6] = [
 pub const AGENT_DIR_OWNER: &str = "clawos-fs-engine";
 /// Group of every agent directory (spec §8.1).
 pub const AGENT_DIR_GROUP: &str = "clawos-agents";
-/// Mode of agent directories (spec §1.2).
-pub const AGENT_DIR_MODE: u32 = 0o750;
+/// Mode of agent directories. Spec §1.2 says 0750 for an agent that owns
+/// its directory; ClawOS agents are not Unix users, so the directory belongs
+/// to fs-engine and the group lets the wasm-daemon append the tool-call audit
+/// trail to `workspace.db`. On the appliance systemd-tmpfiles also sets the
+/// setgid bit, so files made inside keep the group; fs-engine runs with
+/// `RestrictSUIDSGID=` and cannot.
+pub const AGENT_DIR_MODE: u32 = 0o770;
+/// Mode of an agent's `workspace.db` (SQLite gives its -wal/-shm the same).
+pub const AGENT_DB_MODE: u32 = 0o660;
 
 /// What [`create_namespace`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -98,6 +105,7 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
         let db = dir.join("workspace.db");
         if !db.exists() {
             agentfs::AgentFs::open(&db).map_err(|source| Error::AgentFs { path: db.clone(), source })?;
+            fs::set_permissions(&db, fs::Permissions::from_mode(AGENT_DB_MODE)).map_err(io("chmod", &db))?;
             report.created.push(format!("{agent_rel}/workspace.db"));
         }
         let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
@@ -222,6 +230,7 @@ mod tests {
                 assert!(agent_dir.join(sub).is_dir(), "{agent}/{sub}");
             }
             agentfs::AgentFs::open(agent_dir.join("workspace.db")).unwrap();
+            assert_eq!(fs::metadata(agent_dir.join("workspace.db")).unwrap().mode() & 0o777, AGENT_DB_MODE);
             let identity: Value = serde_json::from_slice(&fs::read(agent_dir.join("identity.json")).unwrap()).unwrap();
             assert_eq!(identity["agent_id"], agent);
             assert_eq!(identity["checksum"], identity_checksum(&identity));

@@ -86,9 +86,6 @@ pub enum MonitorError {
         #[source]
         source: aya::maps::MapError,
     },
-    /// BPF run time statistics could not be enabled.
-    #[error("enabling BPF run time statistics")]
-    Stats(#[source] aya::sys::SyscallError),
 }
 
 /// Run count and time of one program since it was loaded (kernel BPF stats).
@@ -111,9 +108,10 @@ pub struct Monitor {
     connect_grants: LpmTrie<MapData, NetGrantKey, u32>,
     syscall_counts: PerCpuHashMap<MapData, u64, SyscallCount>,
     lost_events: PerCpuArray<MapData, u64>,
-    // Keeps kernel.bpf_stats_enabled on while held; the kernel turns it off
-    // again when the last holder closes it.
-    _stats: OwnedFd,
+    // Keeps kernel.bpf_stats_enabled on while held, when we may take it
+    // (CAP_SYS_ADMIN). The appliance's ebpf-agent may not; there the
+    // sysctl is set at boot (usr/lib/sysctl.d/50-clawos-bpf.conf) instead.
+    _stats: Option<OwnedFd>,
 }
 
 fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
@@ -133,7 +131,7 @@ impl Monitor {
             .btf(Some(&btf))
             .load_file(path)
             .map_err(|source| MonitorError::Load { path: path.to_owned(), source })?;
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(MonitorError::Stats)?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         for (name, attach) in &PROGRAMS {
             let name: &'static str = name;
             let program = ebpf.program_mut(name).ok_or(MonitorError::Missing { kind: "program", name })?;

@@ -93,6 +93,30 @@ pub(crate) struct MasterKeyFile {
 }
 
 impl MasterKeyFile {
+    /// The vault and generation this file's wraps are bound to.
+    pub(crate) fn scope(&self) -> WrapScope<'_> {
+        WrapScope {
+            vault_id: &self.vault_id,
+            generation: self.generation,
+        }
+    }
+
+    /// Associated data for a wrap of generation `generation`'s master key by `purpose`.
+    pub(crate) fn aad(&self, purpose: &str, generation: u32) -> Vec<u8> {
+        self.scope().aad(purpose, generation)
+    }
+}
+
+/// What every wrap in master-key.enc is bound to: this vault, and the
+/// generation of the file that holds it. Separate from [`MasterKeyFile`] so a
+/// file's wraps can be computed before the file itself is assembled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WrapScope<'a> {
+    pub vault_id: &'a str,
+    pub generation: u32,
+}
+
+impl WrapScope<'_> {
     /// Associated data for a wrap of generation `generation`'s master key by `purpose`.
     pub(crate) fn aad(&self, purpose: &str, generation: u32) -> Vec<u8> {
         format!(

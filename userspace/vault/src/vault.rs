@@ -14,8 +14,8 @@ use crate::crypto::{
 };
 use crate::error::{io, Result, VaultError};
 use crate::format::{
-    secret_binding, ArchivedMaster, MasterKeyFile, MasterProtection, SecretFile, WrappedKey,
-    KEY_ID_PREFIX, MASTER_FORMAT,
+    secret_binding, ArchivedMaster, MasterKeyFile, MasterProtection, SecretFile, WrapScope,
+    WrappedKey, KEY_ID_PREFIX, MASTER_FORMAT,
 };
 use crate::fsutil::{create_private_dir, exchange, sync_dir, write_atomic};
 use crate::keyring::KeyCache;
@@ -156,14 +156,14 @@ struct Escrow {
 }
 
 impl Escrow {
-    fn seal(&self, file: &MasterKeyFile, master: &Key256) -> Ciphertext {
+    fn seal(&self, scope: WrapScope<'_>, master: &Key256) -> Ciphertext {
         let mut plain = Zeroizing::new(Vec::with_capacity(3 * KEY_LEN));
         plain.extend_from_slice(self.integrity.as_bytes());
         plain.extend_from_slice(self.recovery_kek.as_bytes());
         if let Some(kek) = &self.passphrase_kek {
             plain.extend_from_slice(kek.as_bytes());
         }
-        encrypt(master, &file.aad("escrow", file.generation), &plain)
+        encrypt(master, &scope.aad("escrow", scope.generation), &plain)
     }
 
     fn open(file: &MasterKeyFile, master: &Key256) -> Result<Self> {
@@ -251,7 +251,7 @@ fn write_master_file(config: &VaultConfig, file: &MasterKeyFile) -> Result<()> {
 }
 
 fn wrap_with_kek(
-    file: &MasterKeyFile,
+    scope: WrapScope<'_>,
     purpose: &str,
     kek: &Key256,
     salt: &[u8],
@@ -259,7 +259,11 @@ fn wrap_with_kek(
 ) -> WrappedKey {
     WrappedKey {
         kdf: KdfParams::new(salt),
-        ciphertext: encrypt(kek, &file.aad(purpose, file.generation), master.as_bytes()),
+        ciphertext: encrypt(
+            kek,
+            &scope.aad(purpose, scope.generation),
+            master.as_bytes(),
+        ),
     }
 }
 
@@ -336,42 +340,23 @@ impl Vault {
         let master = Key256::random();
         let recovery_key = RecoveryKey::generate();
         let recovery_salt: [u8; SALT_LEN] = random_bytes();
-        let mut file = MasterKeyFile {
-            format: MASTER_FORMAT.to_owned(),
-            vault_id: crate::hex(&random_bytes::<16>()),
+        let vault_id = crate::hex(&random_bytes::<16>());
+        let scope = WrapScope {
+            vault_id: &vault_id,
             generation: 1,
-            created_at: crate::now_rfc3339(),
-            protection: MasterProtection::Passphrase(WrappedKey {
-                kdf: KdfParams::new(&[]),
-                ciphertext: placeholder_ciphertext(),
-            }),
-            recovery: WrappedKey {
-                kdf: KdfParams::new(&[]),
-                ciphertext: placeholder_ciphertext(),
-            },
-            escrow: placeholder_ciphertext(),
-            archive: Vec::new(),
         };
         let recovery_kek = pbkdf2_sha256(recovery_key.as_bytes(), &recovery_salt);
-        file.recovery = wrap_with_kek(&file, "recovery", &recovery_kek, &recovery_salt, &master);
-        let passphrase_kek = match protection {
-            InitProtection::Tpm => {
-                file.protection = MasterProtection::Tpm2(
-                    Tpm::connect(&config.tcti)?.seal(&master, &config.pcrs)?,
-                );
-                None
-            }
+        let recovery = wrap_with_kek(scope, "recovery", &recovery_kek, &recovery_salt, &master);
+        let (protection, passphrase_kek) = match protection {
+            InitProtection::Tpm => (
+                MasterProtection::Tpm2(Tpm::connect(&config.tcti)?.seal(&master, &config.pcrs)?),
+                None,
+            ),
             InitProtection::Passphrase(passphrase) => {
                 let salt: [u8; SALT_LEN] = random_bytes();
                 let kek = pbkdf2_sha256(passphrase.as_bytes(), &salt);
-                file.protection = MasterProtection::Passphrase(wrap_with_kek(
-                    &file,
-                    "passphrase",
-                    &kek,
-                    &salt,
-                    &master,
-                ));
-                Some(kek)
+                let wrapped = wrap_with_kek(scope, "passphrase", &kek, &salt, &master);
+                (MasterProtection::Passphrase(wrapped), Some(kek))
             }
         };
         let escrow = Escrow {
@@ -379,7 +364,16 @@ impl Vault {
             recovery_kek,
             passphrase_kek,
         };
-        file.escrow = escrow.seal(&file, &master);
+        let file = MasterKeyFile {
+            format: MASTER_FORMAT.to_owned(),
+            escrow: escrow.seal(scope, &master),
+            vault_id,
+            generation: 1,
+            created_at: crate::now_rfc3339(),
+            protection,
+            recovery,
+            archive: Vec::new(),
+        };
         write_master_file(&config, &file)?;
         let mut vault = Self::assemble(config, file, master, escrow)?;
         vault.record(caller, Capability::VaultAdmin, "init", None, "allowed")?;
@@ -1126,6 +1120,10 @@ impl Vault {
     ) -> Result<MasterKeyFile> {
         let mut file = self.file.clone();
         file.generation = new_generation;
+        let scope = WrapScope {
+            vault_id: &self.file.vault_id,
+            generation: new_generation,
+        };
         let path = self.config.master_key_path();
         let salt_of = |wrapped: &WrappedKey| {
             wrapped
@@ -1147,7 +1145,7 @@ impl Vault {
                     .as_ref()
                     .ok_or(VaultError::MasterKeyMismatch)?;
                 MasterProtection::Passphrase(wrap_with_kek(
-                    &file,
+                    scope,
                     "passphrase",
                     kek,
                     &salt_of(wrapped)?,
@@ -1156,13 +1154,13 @@ impl Vault {
             }
         };
         file.recovery = wrap_with_kek(
-            &file,
+            scope,
             "recovery",
             &self.escrow.recovery_kek,
             &salt_of(&self.file.recovery)?,
             new_master,
         );
-        file.escrow = self.escrow.seal(&file, new_master);
+        file.escrow = self.escrow.seal(scope, new_master);
         let now = now_unix();
         let mut archive: Vec<ArchivedMaster> = Vec::new();
         let kept = self
@@ -1289,14 +1287,6 @@ fn derived_key_prefix(master: &Key256) -> String {
 
 fn master_cache_name(generation: u32) -> String {
     format!("master:g{generation}:")
-}
-
-fn placeholder_ciphertext() -> Ciphertext {
-    Ciphertext {
-        encrypted_value: String::new(),
-        iv: String::new(),
-        auth_tag: String::new(),
-    }
 }
 
 fn to_json(file: &SecretFile) -> Vec<u8> {
