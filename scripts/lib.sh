@@ -11,5 +11,9 @@ log()  { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }
 warn() { printf '\033[1;33m!!! %s\033[0m\n' "$*" >&2; }
 die()  { printf '\033[1;31mxxx %s\033[0m\n' "$*" >&2; exit 1; }
 
-# hash_inputs FILE... : a short digest over file contents (names included).
-hash_inputs() { for f in "$@"; do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -c1-16; }
+# hash_inputs FILE... : a short digest over file contents and their names
+# relative to the repository, so every checkout of the same tree shares it.
+hash_inputs() {
+  local f
+  for f in "$@"; do f=$(realpath "$f"); printf '%s\n' "${f#"$REPO"/}"; cat "$f"; done | sha256sum | cut -c1-16
+}
