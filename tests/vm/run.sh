@@ -8,7 +8,7 @@ IMAGE="$OUT/clawos.raw"
 VMS="$OUT/vm"
 BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-420}
 source "$OUT/image/sealed.env"
-trap '[[ -n $VM_PID ]] && kill "$VM_PID" 2>/dev/null; true' EXIT
+trap vm_kill EXIT
 
 log "boot 1: fresh VM"
 vm_start "$IMAGE" "$VMS/main" --fresh
