@@ -3,9 +3,11 @@
 # mode and only reports in audit mode. The check cgroups are named in
 # /etc/clawos/ebpf-policy.toml; the agent picks new cgroups up within 1 s.
 
+# Run counts need kernel.bpf_stats_enabled, set at boot by sysctl.d because
+# the agent lacks CAP_SYS_ADMIN.
 check "ebpf: ebpf-agent is active with all programs attached and counted" \
   vm_ssh 'systemctl is-active --quiet clawos-ebpf-agent &&
-          clawctl ipc call ebpf-agent get_metrics | grep -q "\"name\": *\"file_open\""'
+          clawctl ipc call ebpf-agent get_metrics | jq -e "any(.programs[]; .name == \"file_open\" and .run_count > 0)"'
 
 # Runs $2 in a fresh cgroup clawos-ebpf-check/$1 once the agent has it in scope.
 ebpf_in_cgroup='in_cgroup() { d=/sys/fs/cgroup/clawos-ebpf-check/$1; mkdir -p "$d"; sleep 2;
