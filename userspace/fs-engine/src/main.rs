@@ -44,17 +44,22 @@ struct State {
     clawfs: Clawfs,
     embedder: Arc<dyn Embedder>,
     indexes: HashMap<String, MemoryIndex>,
-    /// Whether the namespace has been created (or checked) successfully.
-    namespace_ready: bool,
-    /// Why the last attempt to create the namespace failed.
-    namespace_error: Option<String>,
+    namespace: Namespace,
+}
+
+/// Whether the ClawFS namespace has been created (or checked).
+enum Namespace {
+    NotTried,
+    Ready,
+    /// The last attempt failed, for this reason.
+    Failed(String),
 }
 
 impl State {
     /// Creates the namespace if that has not succeeded yet; every ClawFS
     /// method needs it.
     fn ensure_namespace(&mut self) -> Result<(), MethodError> {
-        if self.namespace_ready {
+        if matches!(self.namespace, Namespace::Ready) {
             return Ok(());
         }
         // Owners were set by systemd-tmpfiles at boot; fs-engine is not root.
@@ -63,13 +68,12 @@ impl State {
                 if !report.created.is_empty() {
                     tracing::info!(created = ?report.created, "ClawFS namespace completed");
                 }
-                self.namespace_ready = true;
-                self.namespace_error = None;
+                self.namespace = Namespace::Ready;
                 Ok(())
             }
             Err(error) => {
                 let reason = format!("cannot create the ClawFS namespace: {error}");
-                self.namespace_error = Some(reason.clone());
+                self.namespace = Namespace::Failed(reason.clone());
                 Err(MethodError::new(ErrorCode::Eio, reason))
             }
         }
@@ -171,7 +175,7 @@ impl Daemon {
         ));
         tracing::info!(model = embedder.model_id(), "memory search embedder");
         let root_exists = config.clawfs_root.is_dir();
-        let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace_ready: false, namespace_error: None };
+        let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace: Namespace::NotTried };
         if root_exists {
             // A failure here makes the component degraded, not dead: the
             // runtime's own methods still answer and the next request retries.
@@ -253,7 +257,10 @@ impl Component for Daemon {
 
     fn degraded_reason(&self) -> Option<String> {
         // try_lock: a health check must not wait behind a long index call.
-        self.state.try_lock().ok().and_then(|state| state.namespace_error.clone())
+        match &self.state.try_lock().ok()?.namespace {
+            Namespace::Failed(reason) => Some(reason.clone()),
+            Namespace::NotTried | Namespace::Ready => None,
+        }
     }
 }
 
