@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Boot tests of the ClawOS image (`make test-vm`, part of `make test`). Boots out/clawos.raw
-# under QEMU with OVMF and swtpm, checks it over SSH, reboots it, and boots a
-# tampered copy that dm-verity must refuse. Prints "N passed, M failed".
+# under QEMU with OVMF and swtpm, checks it over SSH, reboots it, boots it
+# with a changed kernel command line (the vault must stay sealed until the
+# recovery key opens it), and boots a tampered copy that dm-verity must
+# refuse. Prints "N passed, M failed".
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
 IMAGE="$OUT/clawos.raw"
@@ -27,12 +29,48 @@ if vm_wait_ready "$BOOT_TIMEOUT"; then
   for t in "$REPO"/tests/vm/after-reboot/*.sh; do
     source "$t"
   done
+  UNSEAL_MS=$(vm_ssh "journalctl -b -u clawos-security-agent -o cat" | sed -n 's/.*unsealed in \([0-9]*\) ms.*/\1/p' | tail -n 1) || true
   vm_poweroff
 else
   FAILED=$((FAILED + 1)); echo "  FAIL second boot"
 fi
 
-log "boot 3: tampered root filesystem (one flipped byte)"
+log "boot 3: same data and TPM, a UKI with a changed kernel command line"
+# The VM's disk as it is now (data partition included), with the UKI's
+# embedded command line patched in place on the ESP: same length, so the PE
+# layout is untouched, but the firmware's PCR 4 measurement differs.
+changed="$VMS/changed"; rm -rf "$changed"; mkdir -p "$changed"
+cp -a "$VMS/main/tpm" "$VMS/main/ovmf-vars.fd" "$VMS/main/uuid" "$changed/"
+qemu-img convert -O raw "$VMS/main/disk.qcow2" "$changed/clawos.raw"
+python3 - "$changed/clawos.raw" "$cmdline" "$(( root_offset_mib * 1048576 ))" <<'PY'
+import sys
+path, cmdline, esp_end = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
+with open(path, "r+b") as f:
+    esp = f.read(esp_end)
+    at = esp.find(cmdline)
+    if at < 0 or esp.find(cmdline, at + 1) >= 0:
+        sys.exit("the sealed command line is not on the ESP exactly once")
+    f.seek(at)
+    f.write(cmdline.replace(b" panic=30", b" panic=31"))
+PY
+vm_start "$changed/clawos.raw" "$changed"
+if vm_wait_ready "$BOOT_TIMEOUT"; then
+  source "$REPO/tests/vm/changed-cmdline/65-vault.sh"
+  vm_poweroff
+  log "boot 4: the changed UKI again, after the reseal"
+  vm_start "$changed/clawos.raw" "$changed"
+  if vm_wait_ready "$BOOT_TIMEOUT"; then
+    source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"
+    vm_poweroff
+  else
+    FAILED=$((FAILED + 1)); echo "  FAIL boot after the reseal"
+  fi
+else
+  FAILED=$((FAILED + 1)); echo "  FAIL boot with the changed command line"
+fi
+rm -rf "$changed"
+
+log "boot 5: tampered root filesystem (one flipped byte)"
 cp --sparse=always "$IMAGE" "$VMS/tampered.raw"
 # A byte of the erofs superblock's UUID field: erofs itself would never notice
 # it, so only dm-verity can stop this boot.
@@ -56,5 +94,6 @@ FLOOR_S=$(bash "$REPO/tests/vm/floor.sh")
 
 echo
 echo "image $(du -m --apparent-size "$IMAGE" | cut -f1) MiB; ready after ${READY_FIRST}s (first boot), ${READY_SECOND:-?}s (second); floor ${FLOOR_S}s; ratio $(echo "scale=1; ${READY_SECOND:-$READY_FIRST} / $FLOOR_S" | bc)"
+echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms"
 echo "vm: $PASSED passed, $FAILED failed"
 (( FAILED == 0 ))

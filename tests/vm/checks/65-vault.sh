@@ -7,10 +7,16 @@
 check "vault: a fresh image has no vault yet and the security agent is healthy" vm_ssh '
   clawctl vault status --json | jq -e ".state == \"not-initialized\" and .degraded_reason == null" &&
     clawctl ipc call security-agent health_check | jq -e ".status == \"ok\""'
-check "vault: init seals the master key with the TPM and shows a recovery key once" vm_ssh '
-  install -d -m 0700 /run/vault-test
-  clawctl vault init > /run/vault-test/recovery-key || exit 1
-  grep -qxE "([0-9a-f]{4}-){15}[0-9a-f]{4}" /run/vault-test/recovery-key'
+# The operator keeps the recovery key off the box: the changed-command-line
+# boot (tests/vm/changed-cmdline/) needs it, as a real operator would.
+vault_init() {
+  vm_ssh 'install -d -m 0700 /run/vault-test
+          clawctl vault init > /run/vault-test/recovery-key && cat /run/vault-test/recovery-key' \
+    > "$VMS/recovery-key" || return 1
+  chmod 0600 "$VMS/recovery-key"
+  grep -qxE "([0-9a-f]{4}-){15}[0-9a-f]{4}" "$VMS/recovery-key"
+}
+check "vault: init seals the master key with the TPM and shows a recovery key once" vault_init
 check "vault: status says sealed by the TPM to PCRs 4,12 and unsealed" vm_ssh '
   clawctl vault status --json | jq -e ".protection == \"tpm2\" and .pcrs == [4,12] and .state == \"unsealed\""'
 check "vault: the vault directory is 0700 and owned by the security agent" vm_ssh '

@@ -13,6 +13,7 @@
 //! them. Values travel as base64 in `value_base64` because secrets are bytes.
 
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -152,8 +153,9 @@ impl VaultService {
             .name("vault".into())
             .spawn(move || {
                 let mut host = VaultHost { settings, state: VaultState::Closed(ClosedReason::NotInitialized) };
+                let started = Instant::now();
                 host.try_open();
-                host.log_state();
+                host.log_state(started.elapsed());
                 let _ = opened.send(host.degraded_reason());
                 for job in queue {
                     job(&mut host);
@@ -196,9 +198,11 @@ impl VaultService {
 }
 
 impl VaultHost {
-    fn log_state(&self) {
+    /// Logs how the first open at start went; `took` is the unseal time
+    /// (TPM unseal and key checks) the boot tests report.
+    fn log_state(&self, took: Duration) {
         match &self.state {
-            VaultState::Open(_) => tracing::info!("vault open"),
+            VaultState::Open(_) => tracing::info!("vault open: unsealed in {} ms", took.as_millis()),
             VaultState::Closed(ClosedReason::NotInitialized) => {
                 tracing::info!("no vault yet; waiting for `clawctl vault init`")
             }
