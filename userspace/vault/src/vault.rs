@@ -634,7 +634,10 @@ impl Vault {
             return Ok(key);
         }
         let key = pbkdf2_sha256(master.as_bytes(), binding.as_bytes());
-        self.cache.put(&name, &key)?;
+        // Caching is an optimization: a full keyring quota (kernel.keys.maxkeys
+        // and maxbytes, 200 keys and 20,000 bytes per non-root user unless
+        // raised) must cost the next read a KDF, not fail this one.
+        let _ = self.cache.put(&name, &key);
         Ok(key)
     }
 
@@ -1066,7 +1069,10 @@ impl Vault {
             fs::remove_dir_all(staging).map_err(io("remove", staging.to_owned()))?;
         }
         create_private_dir(staging).map_err(io("create", staging.to_owned()))?;
-        for (relative, old) in files {
+        // Two 600,000-round KDFs per version (old key, new key) dominate a
+        // rotation, so the re-encryption runs on every core; writing and
+        // verifying stay sequential.
+        let reencrypted = on_every_core(files, |(relative, old)| {
             let old_path = self.config.secrets_dir().join(relative);
             let value = self.decrypt_secret(old, &old_path)?;
             let mut new = self.encrypt_secret(
@@ -1078,6 +1084,10 @@ impl Vault {
                 &value,
             )?;
             new.updated_at.clone_from(&old.updated_at);
+            Ok::<_, VaultError>((value, new))
+        });
+        for ((relative, old), result) in files.iter().zip(reencrypted) {
+            let (value, new) = result?;
             let path = staging.join(relative);
             if let Some(parent) = path.parent() {
                 create_private_dir(parent).map_err(io("create", parent.to_owned()))?;
@@ -1280,6 +1290,23 @@ impl Vault {
 /// Keyring name prefix of the keys derived from `master`: a fingerprint of
 /// the key itself, so a generation number reused after a rolled-back
 /// rotation can never pick up keys derived from the discarded master.
+/// `work` applied to every item, the items split across the machine's cores;
+/// results in item order.
+fn on_every_core<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let chunk = items.len().div_ceil(cores).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(|| part.iter().map(&work).collect::<Vec<R>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a rotation worker panicked"))
+            .collect()
+    })
+}
+
 fn derived_key_prefix(master: &Key256) -> String {
     let fingerprint = crypto::hmac_sha256(master, &[b"clawos-vault-keyring-name"]);
     format!("k{}:", crate::hex(&fingerprint[..8]))
