@@ -1,5 +1,6 @@
 //! Throughput of the library on a real database file: 1 MiB whole-file
-//! write and read, and small-file creation (create + write + close).
+//! write and read, and small-file creation (create + write + close), one
+//! transaction per file and batched (group commit).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,6 +31,20 @@ fn small_files(c: &mut Criterion) {
         b.iter(|| {
             let n = next.fetch_add(1, Ordering::Relaxed);
             fs.write_file(&format!("/small/f{n}"), &[b'x'; 100]).unwrap();
+        })
+    });
+    // Group commit: 100 creates share one transaction (AgentFs::batch).
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("create_write_100B_batched_by_100", |b| {
+        b.iter(|| {
+            fs.batch(|fs| {
+                for _ in 0..100 {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    fs.write_file(&format!("/small/f{n}"), &[b'x'; 100])?;
+                }
+                Ok(())
+            })
+            .unwrap();
         })
     });
     group.finish();

@@ -72,6 +72,10 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// SQLite rolled back the transaction of an [`crate::AgentFs::batch`]
+    /// after `cause`: nothing of the batch was kept (the cause's errno).
+    #[error("the batch was rolled back, nothing of it was kept: {cause}")]
+    BatchRolledBack { cause: String, errno: i32 },
     /// Any other SQLite failure (EIO).
     #[error("sqlite: {0}")]
     Sqlite(#[source] rusqlite::Error),
@@ -99,6 +103,7 @@ impl Error {
             Error::NoSuchAttribute { .. } => libc::ENODATA,
             Error::NoSpace => libc::ENOSPC,
             Error::Busy => libc::EBUSY,
+            Error::BatchRolledBack { errno, .. } => *errno,
             Error::Host { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Corrupt { .. } | Error::Sqlite(_) => libc::EIO,
         }

@@ -278,3 +278,84 @@ fn schema_copy_in_specs_matches_the_crate() {
     let spec = include_str!("../../../specs/agentfs/schema.sql");
     assert_eq!(spec, format!("{}{}", agentfs::SCHEMA_SQL, agentfs::AUDIT_TRIGGERS_SQL));
 }
+
+#[test]
+fn a_batch_commits_all_its_operations_at_once() {
+    let mut ws = Workspace::new();
+    ws.batch(|fs| {
+        for n in 0..50 {
+            fs.write_file(&format!("/batch/f{n}"), format!("file {n}").as_bytes())?;
+        }
+        // Inside the batch the handle sees its own uncommitted writes.
+        assert_eq!(fs.read_file("/batch/f7")?, b"file 7");
+        Ok(())
+    })
+    .unwrap();
+    // Another connection sees all fifty files.
+    let mut other = agentfs::AgentFs::open(&ws.path).unwrap();
+    assert_eq!(other.readdir("/batch").unwrap().len(), 50);
+    assert_eq!(other.read_file("/batch/f49").unwrap(), b"file 49");
+}
+
+#[test]
+fn a_failed_operation_in_a_batch_leaves_nothing_and_the_rest_commits() {
+    let mut ws = Workspace::new();
+    ws.mkdir("/d", 0o755).unwrap();
+    ws.batch(|fs| {
+        fs.write_file("/d/kept", b"kept")?;
+        // Errors the batch handles and goes on from: each operation's
+        // savepoint leaves nothing of it behind.
+        assert_eq!(fs.mkdir("/d", 0o755).unwrap_err().errno(), libc::EEXIST);
+        fs.mkdir("/d/full", 0o755)?;
+        fs.write_file("/d/full/x", b"x")?;
+        fs.mkdir("/d/src", 0o755)?;
+        assert_eq!(fs.rename("/d/src", "/d/full").unwrap_err().errno(), libc::ENOTEMPTY);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(ws.read_file("/d/kept").unwrap(), b"kept");
+    assert!(ws.exists("/d/src").unwrap());
+    assert_eq!(ws.read_file("/d/full/x").unwrap(), b"x");
+}
+
+#[test]
+fn a_full_disk_in_a_batch_rolls_back_all_of_it_and_later_operations_fail() {
+    let mut ws = Workspace::new();
+    ws.write_file("/before", b"before").unwrap();
+    let pages: u32 = ws.connection().query_row("PRAGMA page_count", [], |row| row.get(0)).unwrap();
+    // Room for a few pages: a 1 MiB write runs out half way.
+    ws.connection().execute_batch(&format!("PRAGMA max_page_count = {}", pages + 16)).unwrap();
+    let result = ws.batch(|fs| {
+        fs.write_file("/first", b"first")?;
+        assert_eq!(fs.write_file("/huge", &vec![7u8; 1 << 20]).unwrap_err().errno(), libc::ENOSPC);
+        // SQLite has rolled the whole batch back: going on must not commit
+        // this write on its own.
+        assert_eq!(fs.write_file("/after", b"after").unwrap_err().errno(), libc::ENOSPC);
+        Ok(())
+    });
+    assert_eq!(result.unwrap_err().errno(), libc::ENOSPC);
+    ws.connection().execute_batch("PRAGMA max_page_count = 4294967294").unwrap();
+    for gone in ["/first", "/huge", "/after"] {
+        assert!(!ws.exists(gone).unwrap(), "{gone} survived a rolled-back batch");
+    }
+    assert_eq!(ws.read_file("/before").unwrap(), b"before");
+    ws.write_file("/usable", b"again").unwrap();
+}
+
+#[test]
+fn a_batch_that_returns_an_error_keeps_nothing() {
+    let mut ws = Workspace::new();
+    ws.write_file("/before", b"before").unwrap();
+    let result: agentfs::Result<()> = ws.batch(|fs| {
+        fs.write_file("/during", b"during")?;
+        fs.unlink("/before")?;
+        fs.read_file("/missing").map(drop)
+    });
+    assert_eq!(result.unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(ws.read_file("/before").unwrap(), b"before");
+    assert!(!ws.exists("/during").unwrap());
+    // The handle is usable again, and a nested batch is refused with EINVAL.
+    let nested = ws.batch(|fs| fs.batch(|_| Ok(())));
+    assert_eq!(nested.unwrap_err().errno(), libc::EINVAL);
+    ws.write_file("/after", b"after").unwrap();
+}
