@@ -289,6 +289,12 @@ fn set_size(conn: &Connection, ino: i64, size: u64, time: i64) -> Result<()> {
     Ok(())
 }
 
+/// The largest file size (EFBIG past it). AgentFS stores every chunk up to
+/// the end (all but the last are exactly `chunk_size` bytes, so there are no
+/// holes): a `truncate` to a petabyte would try to write a petabyte of
+/// zeros. 64 GiB is far past any agent's file, and a size a disk can hold.
+pub const MAX_FILE_SIZE: u64 = 64 << 30;
+
 /// Writes `data` at `offset`, zero-filling any gap after the old end, and
 /// rewrites only the chunks the write (or gap) touches.
 pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset: u64, data: &[u8]) -> Result<u64> {
@@ -300,8 +306,8 @@ pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset:
     }
     let end = offset
         .checked_add(data.len() as u64)
-        .filter(|end| *end <= i64::MAX as u64)
-        .ok_or_else(|| Error::invalid("write past the largest file size"))?;
+        .filter(|end| *end <= MAX_FILE_SIZE)
+        .ok_or(Error::FileTooLarge)?;
     let new_size = size.max(end);
     let start = offset.min(size);
     for index in start / chunk_size..=(end - 1) / chunk_size {
@@ -333,8 +339,8 @@ pub(crate) fn replace_content(conn: &Connection, chunk_size: u64, ino: i64, data
 
 /// Sets the size of `ino`, dropping chunks past the end or zero-filling up to it.
 pub(crate) fn truncate(conn: &Connection, chunk_size: u64, ino: i64, new_size: u64) -> Result<()> {
-    if new_size > i64::MAX as u64 {
-        return Err(Error::invalid("truncate past the largest file size"));
+    if new_size > MAX_FILE_SIZE {
+        return Err(Error::FileTooLarge);
     }
     let size: u64 = conn
         .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?

@@ -46,6 +46,9 @@ pub enum Error {
     /// The extended attribute does not exist (ENODATA).
     #[error("{name}: no such extended attribute")]
     NoSuchAttribute { name: String },
+    /// A write or truncate past [`crate::MAX_FILE_SIZE`] (EFBIG).
+    #[error("file too large: the limit is {} bytes", crate::MAX_FILE_SIZE)]
+    FileTooLarge,
     /// The disk holding the database is full (ENOSPC).
     #[error("no space left on device")]
     NoSpace,
@@ -102,6 +105,7 @@ impl Error {
             Error::CrossDevice { .. } => libc::EXDEV,
             Error::NoSuchAttribute { .. } => libc::ENODATA,
             Error::NoSpace => libc::ENOSPC,
+            Error::FileTooLarge => libc::EFBIG,
             Error::Busy => libc::EBUSY,
             Error::BatchRolledBack { errno, .. } => *errno,
             Error::Host { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),

@@ -29,7 +29,7 @@ mod types;
 mod workspace;
 
 pub use base::BaseSource;
-pub use db::{AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, SCHEMA_SQL};
+pub use db::{AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, MAX_FILE_SIZE, SCHEMA_SQL};
 pub use error::{Error, Result};
 pub use kv::KvEntry;
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};

@@ -359,3 +359,18 @@ fn a_batch_that_returns_an_error_keeps_nothing() {
     assert_eq!(nested.unwrap_err().errno(), libc::EINVAL);
     ws.write_file("/after", b"after").unwrap();
 }
+
+#[test]
+fn sizes_past_the_file_size_limit_are_efbig_at_once() {
+    let mut ws = Workspace::new();
+    ws.write_file("/f", b"data").unwrap();
+    // pjdfstest truncate/12.t: a petabyte. Chunks are dense, so without the
+    // limit this would write zeros until the disk is full.
+    let started = std::time::Instant::now();
+    assert_eq!(errno(ws.truncate("/f", 999_999_999_999_999)), libc::EFBIG);
+    assert_eq!(errno(ws.write("/f", agentfs::MAX_FILE_SIZE, b"x")), libc::EFBIG);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(ws.read_file("/f").unwrap(), b"data");
+    ws.truncate("/f", 3 << 20).unwrap();
+    assert_eq!(ws.stat("/f").unwrap().size, 3 << 20);
+}

@@ -2,10 +2,11 @@
 //!
 //! Owns: the command line. It talks to components over IPC as the
 //! `operator` principal (it must run as an operator UID, root by default,
-//! see `/etc/clawos/ipc-acl.toml`). One module per subcommand; other
-//! subcommands (fs) are added next to these.
+//! see `/etc/clawos/ipc-acl.toml`), except `fs`, which opens workspace
+//! databases directly. One module per subcommand.
 
 mod events;
+mod fs;
 mod ipc;
 mod memory;
 mod policy;
@@ -49,6 +50,9 @@ enum Command {
     /// Workspace memory: index Markdown files, hybrid search.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// AgentFS workspace databases: consistency check, FUSE mount.
+    #[command(subcommand)]
+    Fs(fs::FsCommand),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,8 @@ fn main() -> ExitCode {
             Command::Workspace(command) => workspace::run(command).await,
             Command::Memory(command) => memory::run(command).await,
             Command::Policy(command) => policy::run(command).await,
+            // Blocking (a mount serves until unmounted); nothing else runs here.
+            Command::Fs(command) => fs::run(command),
         }
     });
     match outcome {
