@@ -47,6 +47,12 @@ impl WorkspaceFs {
         WorkspaceFs { fs, db_dir, paths: InodePaths::new(), listings: HashMap::new(), next_handle: 1 }
     }
 
+    /// New files belong to the process that creates them, as on any POSIX
+    /// filesystem (not to the user who mounted the workspace).
+    fn create_as(&mut self, req: &Request<'_>) {
+        self.fs.set_owner(req.uid(), req.gid());
+    }
+
     fn path(&self, ino: u64) -> Result<String, c_int> {
         self.paths.path(ino).map(str::to_owned).ok_or(libc::ENOENT)
     }
@@ -225,7 +231,7 @@ impl Filesystem for WorkspaceFs {
 
     fn mknod(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         mode: u32,
@@ -233,6 +239,7 @@ impl Filesystem for WorkspaceFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.create_as(req);
         // The kernel has already applied the umask to `mode` (no FUSE_DONT_MASK).
         match self.child_path(parent, name) {
             Ok(path) => {
@@ -243,7 +250,8 @@ impl Filesystem for WorkspaceFs {
         }
     }
 
-    fn mkdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.create_as(req);
         match self.child_path(parent, name) {
             Ok(path) => {
                 let stat = self.fs.mkdir(&path, mode);
@@ -277,7 +285,8 @@ impl Filesystem for WorkspaceFs {
         }
     }
 
-    fn symlink(&mut self, _req: &Request<'_>, parent: u64, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(&mut self, req: &Request<'_>, parent: u64, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.create_as(req);
         let Some(target) = target.to_str() else { return reply.error(libc::EINVAL) };
         match self.child_path(parent, link_name) {
             Ok(path) => {
@@ -525,7 +534,7 @@ impl Filesystem for WorkspaceFs {
 
     fn create(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         mode: u32,
@@ -533,6 +542,7 @@ impl Filesystem for WorkspaceFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.create_as(req);
         let created = self.child_path(parent, name).and_then(|path| {
             let stat = self.fs.create(&path, mode).map_err(|err| err.errno())?;
             Ok((path, stat))

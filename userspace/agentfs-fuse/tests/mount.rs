@@ -197,3 +197,39 @@ fn sigterm_unmounts_with_every_write_committed() {
     }
     assert_eq!(fs.read_file("/open").unwrap(), b"before and after");
 }
+
+#[test]
+fn files_belong_to_the_user_who_creates_them() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let _ = writeln!(std::io::stderr(), "SKIPPED files_belong_to_the_user_who_creates_them: needs root to switch users");
+        return;
+    }
+    let Some(mut mnt) = Mounted::start_shared("files_belong_to_the_user_who_creates_them") else { return };
+    fs::create_dir(mnt.path("shared")).unwrap();
+    fs::set_permissions(mnt.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
+    let status = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65533", "--clear-groups", "sh", "-c"])
+        .arg("touch shared/file && mkdir shared/dir && ln -s file shared/link && mkfifo shared/fifo")
+        .current_dir(&mnt.mountpoint)
+        .status()
+        .expect("run setpriv");
+    assert!(status.success(), "creating files as 65534 failed: {status}");
+    for name in ["shared/file", "shared/dir", "shared/link", "shared/fifo"] {
+        let meta = fs::symlink_metadata(mnt.path(name)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65533), "{name}");
+    }
+    // And the kernel's permission checks follow: root's 0600 file stays
+    // closed to that user.
+    fs::write(mnt.path("shared/private"), b"root only").unwrap();
+    fs::set_permissions(mnt.path("shared/private"), fs::Permissions::from_mode(0o600)).unwrap();
+    let read = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65533", "--clear-groups", "cat", "shared/private"])
+        .current_dir(&mnt.mountpoint)
+        .output()
+        .expect("run setpriv");
+    assert!(!read.status.success() && read.stdout.is_empty());
+    mnt.terminate();
+    assert!(mnt.wait().success());
+    assert_clean(&mnt.db);
+}

@@ -47,6 +47,16 @@ impl Mounted {
     /// Mounts a fresh workspace, over `base` if given; `None` (after printing
     /// SKIPPED) when this machine cannot mount FUSE filesystems.
     pub fn start(test: &str, base: Option<&Path>) -> Option<Mounted> {
+        Mounted::start_with(test, base, false)
+    }
+
+    /// [`Mounted::start`] for several users: `--allow-other`, and the
+    /// temporary directory open to everyone so they can reach the mount.
+    pub fn start_shared(test: &str) -> Option<Mounted> {
+        Mounted::start_with(test, None, true)
+    }
+
+    fn start_with(test: &str, base: Option<&Path>, shared: bool) -> Option<Mounted> {
         if let Some(reason) = fuse_unusable() {
             // Written to the stderr handle directly: cargo test captures only
             // the print macros, and a skip must not look like a pass.
@@ -60,6 +70,11 @@ impl Mounted {
         std::fs::create_dir(&mountpoint).expect("mountpoint");
         let mut command = Command::new(env!("CARGO_BIN_EXE_clawos-agentfs-mount"));
         command.arg(&db).arg(&mountpoint).stdout(Stdio::null()).stderr(Stdio::piped());
+        if shared {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir_path, std::fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
+            command.arg("--allow-other");
+        }
         if let Some(base) = base {
             command.arg("--base").arg(base);
         }
