@@ -2,7 +2,7 @@
 //! storage library, so each is one SQLite transaction and a reply is sent
 //! only after that transaction committed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -22,6 +22,13 @@ use crate::inodes::InodePaths;
 /// the cache is kept short rather than unbounded.
 const TTL: Duration = Duration::from_secs(1);
 
+/// Where a file goes when its last name is removed while it is still open:
+/// POSIX keeps an unlinked file readable and writable through the handles
+/// already open, so its inode must outlive its name. The mount moves the
+/// name here instead, hides the directory, and removes the entry when the
+/// last handle closes (and at the next mount, after a crash).
+const ORPHANS: &str = "/.agentfs-orphans";
+
 /// One directory listing, taken whole at opendir so that a long directory
 /// read in many readdir calls is listed once, not once per call.
 struct Listing {
@@ -36,6 +43,10 @@ pub(crate) struct WorkspaceFs {
     paths: InodePaths,
     listings: HashMap<u64, Listing>,
     next_handle: u64,
+    /// Open handles per inode, for the orphans below.
+    open_handles: HashMap<u64, u32>,
+    /// Inodes whose last name is gone but which are still open, kept under [`ORPHANS`].
+    orphans: HashSet<u64>,
 }
 
 impl WorkspaceFs {
@@ -44,7 +55,49 @@ impl WorkspaceFs {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        WorkspaceFs { fs, db_dir, paths: InodePaths::new(), listings: HashMap::new(), next_handle: 1 }
+        let mut workspace = WorkspaceFs {
+            fs,
+            db_dir,
+            paths: InodePaths::new(),
+            listings: HashMap::new(),
+            next_handle: 1,
+            open_handles: HashMap::new(),
+            orphans: HashSet::new(),
+        };
+        workspace.remove_stale_orphans();
+        workspace
+    }
+
+    /// Orphans a crash left behind: nothing can have them open any more.
+    fn remove_stale_orphans(&mut self) {
+        let Ok(entries) = self.fs.readdir(ORPHANS) else { return };
+        for entry in entries {
+            // Best effort: a leftover orphan only costs its space until the next mount.
+            let _ = self.fs.unlink(&format!("{ORPHANS}/{}", entry.name));
+        }
+        let _ = self.fs.rmdir(ORPHANS);
+    }
+
+    /// If `path` names the last link of a file that is still open, moves it
+    /// under [`ORPHANS`] and returns true; the caller then must not unlink it.
+    fn orphan_if_open(&mut self, path: &str) -> Result<bool, c_int> {
+        let stat = match self.fs.lstat(path) {
+            Ok(stat) => stat,
+            Err(err) if err.errno() == libc::ENOENT => return Ok(false),
+            Err(err) => return Err(err.errno()),
+        };
+        if stat.is_dir() || stat.nlink > 1 || self.open_handles.get(&stat.ino).copied().unwrap_or(0) == 0 {
+            return Ok(false);
+        }
+        if !self.fs.exists(ORPHANS).map_err(|err| err.errno())? {
+            self.fs.set_owner(0, 0);
+            self.fs.mkdir(ORPHANS, 0o700).map_err(|err| err.errno())?;
+        }
+        let hidden = format!("{ORPHANS}/{}", stat.ino);
+        self.fs.rename(path, &hidden).map_err(|err| err.errno())?;
+        self.paths.rename(path, &hidden);
+        self.orphans.insert(stat.ino);
+        Ok(true)
     }
 
     /// New files belong to the process that creates them, as on any POSIX
@@ -87,7 +140,11 @@ impl WorkspaceFs {
     fn attr_of(&mut self, ino: u64) -> Result<FileAttr, c_int> {
         let path = self.path(ino)?;
         let stat = self.fs.lstat(&path).map_err(|err| err.errno())?;
-        self.attr(&path, stat)
+        let mut attr = self.attr(&path, stat)?;
+        if self.orphans.contains(&ino) {
+            attr.nlink = 0;
+        }
+        Ok(attr)
     }
 
     fn set_attr(&mut self, ino: u64, attr: &SetAttr) -> Result<FileAttr, c_int> {
@@ -105,7 +162,12 @@ impl WorkspaceFs {
         };
         let parent_ino = self.fs.lstat(parent).map_err(|err| err.errno())?.ino;
         let mut listing = vec![(ino, FileType::Directory, ".".to_owned()), (parent_ino, FileType::Directory, "..".to_owned())];
-        listing.extend(entries.into_iter().map(|entry| (entry.ino, kind(entry.file_type), entry.name)));
+        listing.extend(
+            entries
+                .into_iter()
+                .filter(|entry| path != "/" || entry.name != ORPHANS[1..])
+                .map(|entry| (entry.ino, kind(entry.file_type), entry.name)),
+        );
         Ok(Listing { entries: listing })
     }
 
@@ -176,6 +238,7 @@ fn file_attr(stat: &Stat, chunk_size: u64) -> FileAttr {
 impl Filesystem for WorkspaceFs {
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let path = match self.child_path(parent, name) {
+            Ok(path) if path == ORPHANS => return reply.error(libc::ENOENT),
             Ok(path) => path,
             Err(errno) => return reply.error(errno),
         };
@@ -263,6 +326,9 @@ impl Filesystem for WorkspaceFs {
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let result = self.child_path(parent, name).and_then(|path| {
+            if self.orphan_if_open(&path)? {
+                return Ok(());
+            }
             self.fs.unlink(&path).map_err(|err| err.errno())?;
             self.paths.remove(&path);
             Ok(())
@@ -318,6 +384,13 @@ impl Filesystem for WorkspaceFs {
             if flags & libc::RENAME_NOREPLACE != 0 && self.fs.exists(&to).map_err(|err| err.errno())? {
                 return Err(libc::EEXIST);
             }
+            // A replaced file that is still open lives on as an orphan.
+            // (Its name must be checked first: renaming a file over itself
+            // or over one of its own hard links leaves everything as it is.)
+            let same_file = matches!((self.fs.lstat(&from), self.fs.lstat(&to)), (Ok(a), Ok(b)) if a.ino == b.ino);
+            if !same_file {
+                self.orphan_if_open(&to)?;
+            }
             self.fs.rename(&from, &to).map_err(|err| err.errno())?;
             self.paths.rename(&from, &to);
             Ok(())
@@ -340,11 +413,46 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        // Files are addressed by inode on every request; a handle carries nothing.
+        // Files are addressed by inode on every request; a handle carries
+        // nothing, but the count keeps an unlinked open file alive.
         match self.attr_of(ino) {
-            Ok(_) => reply.opened(0, 0),
+            Ok(_) => {
+                *self.open_handles.entry(ino).or_default() += 1;
+                reply.opened(0, 0);
+            }
             Err(errno) => reply.error(errno),
         }
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let remaining = self.open_handles.get_mut(&ino).map(|count| {
+            *count = count.saturating_sub(1);
+            *count
+        });
+        if remaining == Some(0) {
+            self.open_handles.remove(&ino);
+            if self.orphans.remove(&ino) {
+                let hidden = format!("{ORPHANS}/{ino}");
+                if let Err(err) = self.fs.unlink(&hidden) {
+                    return reply.error(err.errno());
+                }
+                self.paths.remove(&hidden);
+                if self.orphans.is_empty() {
+                    // Best effort: an empty leftover is removed at the next mount.
+                    let _ = self.fs.rmdir(ORPHANS);
+                }
+            }
+        }
+        reply.ok();
     }
 
     fn read(
@@ -551,6 +659,7 @@ impl Filesystem for WorkspaceFs {
             Ok((path, stat)) => {
                 let attr = file_attr(&stat, self.fs.chunk_size());
                 self.paths.add(stat.ino, path);
+                *self.open_handles.entry(stat.ino).or_default() += 1;
                 reply.created(&TTL, &attr, 0, 0, 0);
             }
             Err(errno) => reply.error(errno),

@@ -233,3 +233,41 @@ fn files_belong_to_the_user_who_creates_them() {
     assert!(mnt.wait().success());
     assert_clean(&mnt.db);
 }
+
+#[test]
+fn an_unlinked_or_replaced_file_stays_usable_while_open() {
+    let Some(mut mnt) = Mounted::start("an_unlinked_or_replaced_file_stays_usable_while_open", None) else { return };
+    fs::write(mnt.path("temp"), b"scratch").unwrap();
+    let mut file = fs::OpenOptions::new().read(true).write(true).open(mnt.path("temp")).unwrap();
+    fs::remove_file(mnt.path("temp")).unwrap();
+    assert_eq!(fs::metadata(mnt.path("temp")).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(file.metadata().unwrap().nlink(), 0);
+    file.seek(SeekFrom::End(0)).unwrap();
+    file.write_all(b" and more").unwrap();
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).unwrap();
+    file.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "scratch and more");
+    // The hiding place is not visible.
+    let names: Vec<_> = fs::read_dir(&mnt.mountpoint).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(names.is_empty(), "{names:?}");
+
+    // A file replaced by rename keeps serving the handle opened before.
+    fs::write(mnt.path("config"), b"old").unwrap();
+    fs::write(mnt.path("config.new"), b"new").unwrap();
+    let mut old = fs::File::open(mnt.path("config")).unwrap();
+    fs::rename(mnt.path("config.new"), mnt.path("config")).unwrap();
+    let mut content = String::new();
+    old.read_to_string(&mut content).unwrap();
+    assert_eq!(content, "old");
+    assert_eq!(fs::read(mnt.path("config")).unwrap(), b"new");
+    drop((file, old));
+
+    mnt.terminate();
+    assert!(mnt.wait().success());
+    // The last close removed both orphans: only `config` is left.
+    let mut fs = AgentFs::open(&mnt.db).unwrap();
+    let left: Vec<String> = fs.readdir("/").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(left, ["config"]);
+    assert_clean(&mnt.db);
+}
