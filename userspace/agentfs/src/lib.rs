@@ -11,7 +11,9 @@
 //!
 //! Core concepts:
 //! - [`AgentFs`] is an open workspace. Each method is one SQLite
-//!   transaction, so an error leaves the database as it was.
+//!   transaction, so an error leaves the database as it was;
+//!   [`AgentFs::batch`] groups many into one commit (each still atomic),
+//!   because a commit, not the SQL, is what a small operation costs.
 //! - Paths are absolute and `/`-separated; symlinks are followed in the
 //!   middle of a path and, for the non-`l` calls, at its end.
 //! - Errors are [`Error`], each with a POSIX [`Error::errno`].
