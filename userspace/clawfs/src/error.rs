@@ -89,6 +89,22 @@ pub enum Error {
         /// usearch's reason.
         message: String,
     },
+    /// The workspace has no snapshot of that name.
+    #[error("workspace `{workspace}` has no snapshot `{file}`")]
+    NoSuchSnapshot {
+        /// The workspace.
+        workspace: String,
+        /// The snapshot file asked for.
+        file: String,
+    },
+    /// A snapshot the AgentFS checker finds inconsistent: never kept, never restored.
+    #[error("snapshot {path} is inconsistent, refused: {report}")]
+    InconsistentSnapshot {
+        /// The snapshot file.
+        path: PathBuf,
+        /// The checker's report.
+        report: String,
+    },
     /// An embedder failed.
     #[error("embedder: {0}")]
     Embed(#[from] crate::embed::EmbedError),

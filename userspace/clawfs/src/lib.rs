@@ -20,6 +20,8 @@
 //! - [`Embedder`] turns text into vectors; [`HashingEmbedder`] is the
 //!   offline default, [`OpenAiEmbedder`] calls an embeddings service, and
 //!   [`CachedEmbedder`] keeps either from embedding a text twice.
+//! - [`Clawfs::create_snapshot`] and its siblings keep consistent daily
+//!   copies of a workspace ([`Snapshot`]) and restore them.
 
 pub mod chunk;
 pub mod embed;
@@ -28,11 +30,13 @@ mod index;
 pub mod names;
 mod namespace;
 pub mod search;
+mod snapshot;
 mod time;
 mod workspace;
 
 pub use embed::{CachedEmbedder, EmbedError, Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
 pub use error::{Error, Result};
+pub use snapshot::Snapshot;
 pub use index::{IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 pub use namespace::{
     agent_dir, create_namespace, identity_checksum, initial_identity, DirSpec, NamespaceReport, Owners, AGENT_DIR_GROUP,

@@ -276,7 +276,11 @@ pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> Result<()> {
     file.write_all(&bytes).map_err(io("write", &temporary))?;
     file.sync_all().map_err(io("fsync", &temporary))?;
     fs::rename(&temporary, path).map_err(io("rename", path))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// fsync(2) of a directory, so renames and removals in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(io("fsync directory", dir))
 }
 

@@ -1,0 +1,175 @@
+//! Workspace snapshots (spec §1.2 workspaces, §2.5): full, consistent copies
+//! of a workspace database as `snapshots/snapshot-YYYY-MM-DD.db`, one per
+//! day (a second snapshot the same day replaces the first), with the HNSW
+//! index beside them. Taken online with `VACUUM INTO`, which copies one
+//! read transaction, so a writer working meanwhile never tears a snapshot.
+//!
+//! Restoring swaps the file in atomically. It must run with no connection
+//! to the workspace open (fs-engine closes its index first): the live
+//! database's write-ahead log is checkpointed and removed before the swap,
+//! because replayed onto the restored file it would corrupt it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use crate::error::{io, Error, Result};
+use crate::index::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
+use crate::names::parse_snapshot_file;
+use crate::time::today;
+use crate::workspace::{sync_dir, Clawfs};
+
+/// One snapshot of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// `snapshot-YYYY-MM-DD.db`.
+    pub file: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// The index files kept with a snapshot: `<snapshot>.hnsw` and `<snapshot>.hnsw.json`.
+fn index_copies(snapshot: &Path) -> [(PathBuf, &'static str); 2] {
+    let with = |suffix: &str| PathBuf::from(format!("{}{suffix}", snapshot.display()));
+    [(with(".hnsw"), HNSW_FILE), (with(".hnsw.json"), HNSW_SIDECAR_FILE)]
+}
+
+fn sqlite(path: &Path) -> impl FnOnce(rusqlite::Error) -> Error + '_ {
+    move |source| Error::Sqlite { path: path.to_owned(), source }
+}
+
+/// Refuses a database the AgentFS checker finds inconsistent.
+fn require_consistent(path: &Path) -> Result<()> {
+    let report = agentfs::check::check_database(path).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(Error::InconsistentSnapshot { path: path.to_owned(), report: report.to_string() })
+    }
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(io("remove", path)(error)),
+        _ => Ok(()),
+    }
+}
+
+impl Clawfs {
+    fn snapshots_dir(&self, workspace: &str) -> Result<PathBuf> {
+        self.workspace(workspace)?;
+        Ok(self.workspace_dir(workspace)?.join("snapshots"))
+    }
+
+    /// Takes today's snapshot of `workspace`, replacing one taken earlier
+    /// today, and checks it with the AgentFS checker before keeping it.
+    pub fn create_snapshot(&self, workspace: &str) -> Result<Snapshot> {
+        let snapshots = self.snapshots_dir(workspace)?;
+        fs::create_dir_all(&snapshots).map_err(io("create directory", &snapshots))?;
+        let file = format!("snapshot-{}.db", today());
+        let target = snapshots.join(&file);
+        let partial = snapshots.join(format!(".{file}.partial"));
+        remove_if_present(&partial)?;
+        let source = self.workspace_dir(workspace)?.join(DATABASE_FILE);
+        let conn = Connection::open(&source).map_err(sqlite(&source))?;
+        conn.execute("VACUUM INTO ?1", [partial.to_string_lossy()]).map_err(sqlite(&source))?;
+        drop(conn);
+        let kept = require_consistent(&partial).and_then(|()| {
+            fs::File::open(&partial).and_then(|f| f.sync_all()).map_err(io("sync", &partial))?;
+            fs::rename(&partial, &target).map_err(io("rename", &partial))
+        });
+        if let Err(error) = kept {
+            let _ = fs::remove_file(&partial);
+            return Err(error);
+        }
+        // The index as it is on disk; should it lag the database, opening
+        // the restored workspace detects that and rebuilds it.
+        let live = self.workspace_dir(workspace)?;
+        for (copy, name) in index_copies(&target) {
+            match fs::copy(live.join(name), &copy) {
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => remove_if_present(&copy)?,
+                Err(error) => return Err(io("copy", live.join(name))(error)),
+            }
+        }
+        sync_dir(&snapshots)?;
+        let bytes = fs::metadata(&target).map_err(io("stat", &target))?.len();
+        Ok(Snapshot { file, bytes })
+    }
+
+    /// The snapshots of `workspace`, oldest first.
+    pub fn list_snapshots(&self, workspace: &str) -> Result<Vec<Snapshot>> {
+        let snapshots = self.snapshots_dir(workspace)?;
+        let entries = match fs::read_dir(&snapshots) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(io("list", snapshots)(error)),
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io("list", &snapshots))?;
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if parse_snapshot_file(&file).is_ok() {
+                let bytes = entry.metadata().map_err(io("stat", entry.path()))?.len();
+                found.push(Snapshot { file, bytes });
+            }
+        }
+        // The names are dates, so their order is the time order.
+        found.sort_by(|a, b| a.file.cmp(&b.file));
+        Ok(found)
+    }
+
+    /// Replaces `workspace`'s database and index with snapshot `file`,
+    /// after checking the snapshot is consistent. No connection to the
+    /// workspace may be open.
+    pub fn restore_snapshot(&self, workspace: &str, file: &str) -> Result<()> {
+        parse_snapshot_file(file)?;
+        let snapshot = self.snapshots_dir(workspace)?.join(file);
+        if !snapshot.exists() {
+            return Err(Error::NoSuchSnapshot { workspace: workspace.to_owned(), file: file.to_owned() });
+        }
+        require_consistent(&snapshot)?;
+        let dir = self.workspace_dir(workspace)?;
+        let live = dir.join(DATABASE_FILE);
+        let incoming = dir.join(format!(".{DATABASE_FILE}.restoring"));
+        fs::copy(&snapshot, &incoming).map_err(io("copy", &snapshot))?;
+        fs::File::open(&incoming).and_then(|f| f.sync_all()).map_err(io("sync", &incoming))?;
+        // Fold the live write-ahead log into the old file, then drop it, so
+        // it can never be replayed onto the restored one.
+        let conn = Connection::open(&live).map_err(sqlite(&live))?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(sqlite(&live))?;
+        drop(conn);
+        for suffix in ["-wal", "-shm"] {
+            remove_if_present(&PathBuf::from(format!("{}{suffix}", live.display())))?;
+        }
+        fs::rename(&incoming, &live).map_err(io("rename", &incoming))?;
+        for (copy, name) in index_copies(&snapshot) {
+            let target = dir.join(name);
+            if copy.exists() {
+                fs::copy(&copy, &target).map_err(io("copy", &copy))?;
+            } else {
+                // No index kept: the next open rebuilds it from the database.
+                remove_if_present(&target)?;
+            }
+        }
+        sync_dir(&dir)
+    }
+
+    /// Deletes all but the newest `keep` snapshots of `workspace`; returns
+    /// the deleted file names.
+    pub fn prune_snapshots(&self, workspace: &str, keep: usize) -> Result<Vec<String>> {
+        let snapshots = self.snapshots_dir(workspace)?;
+        let all = self.list_snapshots(workspace)?;
+        let doomed = &all[..all.len().saturating_sub(keep)];
+        for snapshot in doomed {
+            let path = snapshots.join(&snapshot.file);
+            for (copy, _) in index_copies(&path) {
+                remove_if_present(&copy)?;
+            }
+            remove_if_present(&path)?;
+        }
+        sync_dir(&snapshots)?;
+        Ok(doomed.iter().map(|s| s.file.clone()).collect())
+    }
+}
