@@ -18,7 +18,7 @@ use crate::error::{io, Error, Result};
 use crate::index::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 use crate::names::parse_snapshot_file;
 use crate::time::today;
-use crate::workspace::{sync_dir, Clawfs};
+use crate::workspace::{dir_entries, sync_dir, Clawfs};
 
 /// One snapshot of a workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,15 +100,8 @@ impl Clawfs {
 
     /// The snapshots of `workspace`, oldest first.
     pub fn list_snapshots(&self, workspace: &str) -> Result<Vec<Snapshot>> {
-        let snapshots = self.snapshots_dir(workspace)?;
-        let entries = match fs::read_dir(&snapshots) {
-            Ok(entries) => entries,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(io("list", snapshots)(error)),
-        };
         let mut found = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(io("list", &snapshots))?;
+        for entry in dir_entries(&self.snapshots_dir(workspace)?)? {
             let file = entry.file_name().to_string_lossy().into_owned();
             if parse_snapshot_file(&file).is_ok() {
                 let bytes = entry.metadata().map_err(io("stat", entry.path()))?.len();

@@ -193,15 +193,8 @@ impl Clawfs {
     /// Every workspace, sorted by name. Directories without a readable
     /// `metadata.json` are errors, not silently skipped.
     pub fn list_workspaces(&self) -> Result<Vec<WorkspaceMetadata>> {
-        let parent = self.workspaces_dir();
-        let entries = match fs::read_dir(&parent) {
-            Ok(entries) => entries,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(io("list", parent)(error)),
-        };
         let mut workspaces = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(io("list", &parent))?;
+        for entry in dir_entries(&self.workspaces_dir())? {
             if entry.file_type().map_err(io("stat", entry.path()))?.is_dir() {
                 workspaces.push(read_metadata(&entry.path())?);
             }
@@ -277,6 +270,15 @@ pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> Result<()> {
     file.sync_all().map_err(io("fsync", &temporary))?;
     fs::rename(&temporary, path).map_err(io("rename", path))?;
     sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// The entries of `dir`; none if it does not exist (yet).
+pub(crate) fn dir_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.collect::<std::io::Result<_>>().map_err(io("list", dir)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(error) => Err(io("list", dir)(error)),
+    }
 }
 
 /// fsync(2) of a directory, so renames and removals in it are durable.
