@@ -1,20 +1,21 @@
-//! The FUSE request handlers: each kernel request becomes one call of the
-//! storage library, so each is one SQLite transaction and a reply is sent
-//! only after that transaction committed.
+//! The FUSE request handlers: each kernel request becomes one or a few
+//! calls of the storage library, each atomic (its own transaction, or a
+//! savepoint of the group commit's batch, see [`crate::commit`]).
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentfs::{AgentFs, FileType as AgentFileType, SetAttr, Stat, MAX_NAME_LEN, PERMISSION_BITS};
+use agentfs::{FileType as AgentFileType, SetAttr, Stat, MAX_NAME_LEN, PERMISSION_BITS};
 use fuser::{
-    FileAttr, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    consts, FileAttr, KernelConfig, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use libc::c_int;
 
+use crate::commit::{statvfs, Shared, Workspace};
 use crate::inodes::InodePaths;
 
 /// How long the kernel may cache attributes and names. The mount is the only
@@ -29,15 +30,19 @@ const TTL: Duration = Duration::from_secs(1);
 /// last handle closes (and at the next mount, after a crash).
 const ORPHANS: &str = "/.agentfs-orphans";
 
-/// One directory listing, taken whole at opendir so that a long directory
-/// read in many readdir calls is listed once, not once per call.
+/// One directory listing, taken whole at opendir (one query for the names
+/// and attributes of all entries) so that a long directory read in many
+/// readdir calls is listed once, not once per call.
 struct Listing {
-    entries: Vec<(u64, FileType, String)>,
+    /// The directory's path, under which READDIRPLUS makes its entries known.
+    dir: String,
+    /// `.`, `..`, then the entries by name.
+    entries: Vec<(String, FileAttr)>,
 }
 
 /// A mounted workspace.
 pub(crate) struct WorkspaceFs {
-    fs: AgentFs,
+    workspace: Workspace,
     /// The directory holding the database, whose free space statfs reports.
     db_dir: PathBuf,
     paths: InodePaths,
@@ -50,13 +55,9 @@ pub(crate) struct WorkspaceFs {
 }
 
 impl WorkspaceFs {
-    pub(crate) fn new(fs: AgentFs, db: &Path) -> WorkspaceFs {
-        let db_dir = match db.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut workspace = WorkspaceFs {
-            fs,
+    pub(crate) fn new(workspace: Workspace, db_dir: PathBuf) -> WorkspaceFs {
+        let mut mounted = WorkspaceFs {
+            workspace,
             db_dir,
             paths: InodePaths::new(),
             listings: HashMap::new(),
@@ -64,24 +65,29 @@ impl WorkspaceFs {
             open_handles: HashMap::new(),
             orphans: HashSet::new(),
         };
-        workspace.remove_stale_orphans();
-        workspace
+        mounted.remove_stale_orphans();
+        mounted
+    }
+
+    /// The workspace, locked for one library call (see [`Workspace::lock`]).
+    fn fs(&self) -> MutexGuard<'_, Shared> {
+        self.workspace.lock()
     }
 
     /// Orphans a crash left behind: nothing can have them open any more.
     fn remove_stale_orphans(&mut self) {
-        let Ok(entries) = self.fs.readdir(ORPHANS) else { return };
+        let Ok(entries) = self.fs().readdir(ORPHANS) else { return };
         for entry in entries {
             // Best effort: a leftover orphan only costs its space until the next mount.
-            let _ = self.fs.unlink(&format!("{ORPHANS}/{}", entry.name));
+            let _ = self.fs().unlink(&format!("{ORPHANS}/{}", entry.name));
         }
-        let _ = self.fs.rmdir(ORPHANS);
+        let _ = self.fs().rmdir(ORPHANS);
     }
 
     /// If `path` names the last link of a file that is still open, moves it
     /// under [`ORPHANS`] and returns true; the caller then must not unlink it.
     fn orphan_if_open(&mut self, path: &str) -> Result<bool, c_int> {
-        let stat = match self.fs.lstat(path) {
+        let stat = match self.fs().lstat(path) {
             Ok(stat) => stat,
             Err(err) if err.errno() == libc::ENOENT => return Ok(false),
             Err(err) => return Err(err.errno()),
@@ -89,12 +95,12 @@ impl WorkspaceFs {
         if stat.is_dir() || stat.nlink > 1 || self.open_handles.get(&stat.ino).copied().unwrap_or(0) == 0 {
             return Ok(false);
         }
-        if !self.fs.exists(ORPHANS).map_err(|err| err.errno())? {
-            self.fs.set_owner(0, 0);
-            self.fs.mkdir(ORPHANS, 0o700).map_err(|err| err.errno())?;
+        if !self.fs().exists(ORPHANS).map_err(|err| err.errno())? {
+            self.fs().set_owner(0, 0);
+            self.fs().mkdir(ORPHANS, 0o700).map_err(|err| err.errno())?;
         }
         let hidden = format!("{ORPHANS}/{}", stat.ino);
-        self.fs.rename(path, &hidden).map_err(|err| err.errno())?;
+        self.fs().rename(path, &hidden).map_err(|err| err.errno())?;
         self.paths.rename(path, &hidden);
         self.orphans.insert(stat.ino);
         Ok(true)
@@ -103,7 +109,7 @@ impl WorkspaceFs {
     /// New files belong to the process that creates them, as on any POSIX
     /// filesystem (not to the user who mounted the workspace).
     fn create_as(&mut self, req: &Request<'_>) {
-        self.fs.set_owner(req.uid(), req.gid());
+        self.fs().set_owner(req.uid(), req.gid());
     }
 
     fn path(&self, ino: u64) -> Result<String, c_int> {
@@ -112,8 +118,7 @@ impl WorkspaceFs {
 
     fn child_path(&self, parent: u64, name: &OsStr) -> Result<String, c_int> {
         let name = name.to_str().ok_or(libc::EINVAL)?;
-        let dir = self.path(parent)?;
-        Ok(if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") })
+        Ok(join(&self.path(parent)?, name))
     }
 
     /// The attributes the kernel gets for `stat` of the inode at `path`.
@@ -121,9 +126,9 @@ impl WorkspaceFs {
         if stat.is_symlink() {
             // lstat(2) reports a symlink's size as its target's length;
             // AgentFS keeps symlink inodes at size 0 (they have no chunks).
-            stat.size = self.fs.readlink(path).map_err(|err| err.errno())?.len() as u64;
+            stat.size = self.fs().readlink(path).map_err(|err| err.errno())?.len() as u64;
         }
-        Ok(file_attr(&stat, self.fs.chunk_size()))
+        Ok(file_attr(&stat, self.fs().chunk_size()))
     }
 
     /// Replies to a request that made or found the name `path`, remembering it.
@@ -139,7 +144,7 @@ impl WorkspaceFs {
 
     fn attr_of(&mut self, ino: u64) -> Result<FileAttr, c_int> {
         let path = self.path(ino)?;
-        let stat = self.fs.lstat(&path).map_err(|err| err.errno())?;
+        let stat = self.fs().lstat(&path).map_err(|err| err.errno())?;
         let mut attr = self.attr(&path, stat)?;
         if self.orphans.contains(&ino) {
             attr.nlink = 0;
@@ -149,26 +154,27 @@ impl WorkspaceFs {
 
     fn set_attr(&mut self, ino: u64, attr: &SetAttr) -> Result<FileAttr, c_int> {
         let path = self.path(ino)?;
-        let stat = self.fs.set_attr_nofollow(&path, attr).map_err(|err| err.errno())?;
+        let stat = self.fs().set_attr_nofollow(&path, attr).map_err(|err| err.errno())?;
         self.attr(&path, stat)
     }
 
     fn list(&mut self, ino: u64) -> Result<Listing, c_int> {
-        let path = self.path(ino)?;
-        let entries = self.fs.readdir(&path).map_err(|err| err.errno())?;
-        let parent = match path.rfind('/') {
+        let dir = self.path(ino)?;
+        let children = self.fs().readdir_plus(&dir).map_err(|err| err.errno())?;
+        let parent = match dir.rfind('/') {
             Some(0) | None => "/",
-            Some(idx) => &path[..idx],
+            Some(idx) => &dir[..idx],
         };
-        let parent_ino = self.fs.lstat(parent).map_err(|err| err.errno())?.ino;
-        let mut listing = vec![(ino, FileType::Directory, ".".to_owned()), (parent_ino, FileType::Directory, "..".to_owned())];
-        listing.extend(
-            entries
-                .into_iter()
-                .filter(|entry| path != "/" || entry.name != ORPHANS[1..])
-                .map(|entry| (entry.ino, kind(entry.file_type), entry.name)),
-        );
-        Ok(Listing { entries: listing })
+        let parent_stat = self.fs().lstat(parent).map_err(|err| err.errno())?;
+        let mut entries = vec![(".".to_owned(), self.attr_of(ino)?), ("..".to_owned(), self.attr(parent, parent_stat)?)];
+        for (name, stat) in children {
+            if dir == "/" && name == ORPHANS[1..] {
+                continue;
+            }
+            let attr = self.attr(&join(&dir, &name), stat)?;
+            entries.push((name, attr));
+        }
+        Ok(Listing { dir, entries })
     }
 
     fn xattr_reply(value: &[u8], size: u32, reply: ReplyXattr) {
@@ -179,6 +185,15 @@ impl WorkspaceFs {
         } else {
             reply.data(value);
         }
+    }
+}
+
+/// The path of `name` in the directory `dir`.
+fn join(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
     }
 }
 
@@ -236,13 +251,19 @@ fn file_attr(stat: &Stat, chunk_size: u64) -> FileAttr {
 }
 
 impl Filesystem for WorkspaceFs {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
+        // Kernels without READDIRPLUS send plain READDIR and LOOKUPs.
+        let _ = config.add_capabilities(consts::FUSE_DO_READDIRPLUS);
+        Ok(())
+    }
+
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let path = match self.child_path(parent, name) {
             Ok(path) if path == ORPHANS => return reply.error(libc::ENOENT),
             Ok(path) => path,
             Err(errno) => return reply.error(errno),
         };
-        let stat = self.fs.lstat(&path);
+        let stat = self.fs().lstat(&path);
         self.entry(path, stat, reply);
     }
 
@@ -271,6 +292,9 @@ impl Filesystem for WorkspaceFs {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         let attr = SetAttr {
             permissions: mode.map(|mode| mode & PERMISSION_BITS),
             uid,
@@ -286,7 +310,7 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        match self.path(ino).and_then(|path| self.fs.readlink(&path).map_err(|err| err.errno())) {
+        match self.path(ino).and_then(|path| self.fs().readlink(&path).map_err(|err| err.errno())) {
             Ok(target) => reply.data(target.as_bytes()),
             Err(errno) => reply.error(errno),
         }
@@ -302,11 +326,14 @@ impl Filesystem for WorkspaceFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         self.create_as(req);
         // The kernel has already applied the umask to `mode` (no FUSE_DONT_MASK).
         match self.child_path(parent, name) {
             Ok(path) => {
-                let stat = self.fs.mknod(&path, mode, rdev.into());
+                let stat = self.fs().mknod(&path, mode, rdev.into());
                 self.entry(path, stat, reply);
             }
             Err(errno) => reply.error(errno),
@@ -314,10 +341,13 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         self.create_as(req);
         match self.child_path(parent, name) {
             Ok(path) => {
-                let stat = self.fs.mkdir(&path, mode);
+                let stat = self.fs().mkdir(&path, mode);
                 self.entry(path, stat, reply);
             }
             Err(errno) => reply.error(errno),
@@ -325,11 +355,14 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         let result = self.child_path(parent, name).and_then(|path| {
             if self.orphan_if_open(&path)? {
                 return Ok(());
             }
-            self.fs.unlink(&path).map_err(|err| err.errno())?;
+            self.fs().unlink(&path).map_err(|err| err.errno())?;
             self.paths.remove(&path);
             Ok(())
         });
@@ -340,8 +373,11 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         let result = self.child_path(parent, name).and_then(|path| {
-            self.fs.rmdir(&path).map_err(|err| err.errno())?;
+            self.fs().rmdir(&path).map_err(|err| err.errno())?;
             self.paths.remove(&path);
             Ok(())
         });
@@ -352,11 +388,14 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn symlink(&mut self, req: &Request<'_>, parent: u64, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         self.create_as(req);
         let Some(target) = target.to_str() else { return reply.error(libc::EINVAL) };
         match self.child_path(parent, link_name) {
             Ok(path) => {
-                let stat = self.fs.symlink(&path, target);
+                let stat = self.fs().symlink(&path, target);
                 self.entry(path, stat, reply);
             }
             Err(errno) => reply.error(errno),
@@ -373,6 +412,9 @@ impl Filesystem for WorkspaceFs {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         let result = (|| {
             let from = self.child_path(parent, name)?;
             let to = self.child_path(newparent, newname)?;
@@ -381,17 +423,19 @@ impl Filesystem for WorkspaceFs {
             }
             // The session handles one request at a time, so nothing of this
             // mount can create `to` between the check and the rename.
-            if flags & libc::RENAME_NOREPLACE != 0 && self.fs.exists(&to).map_err(|err| err.errno())? {
+            if flags & libc::RENAME_NOREPLACE != 0 && self.fs().exists(&to).map_err(|err| err.errno())? {
                 return Err(libc::EEXIST);
             }
             // A replaced file that is still open lives on as an orphan.
             // (Its name must be checked first: renaming a file over itself
             // or over one of its own hard links leaves everything as it is.)
-            let same_file = matches!((self.fs.lstat(&from), self.fs.lstat(&to)), (Ok(a), Ok(b)) if a.ino == b.ino);
+            let from_stat = self.fs().lstat(&from);
+            let to_stat = self.fs().lstat(&to);
+            let same_file = matches!((from_stat, to_stat), (Ok(a), Ok(b)) if a.ino == b.ino);
             if !same_file {
                 self.orphan_if_open(&to)?;
             }
-            self.fs.rename(&from, &to).map_err(|err| err.errno())?;
+            self.fs().rename(&from, &to).map_err(|err| err.errno())?;
             self.paths.rename(&from, &to);
             Ok(())
         })();
@@ -402,10 +446,13 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         let paths = self.path(ino).and_then(|existing| Ok((existing, self.child_path(newparent, newname)?)));
         match paths {
             Ok((existing, path)) => {
-                let stat = self.fs.link(&existing, &path);
+                let stat = self.fs().link(&existing, &path);
                 self.entry(path, stat, reply);
             }
             Err(errno) => reply.error(errno),
@@ -442,13 +489,13 @@ impl Filesystem for WorkspaceFs {
             self.open_handles.remove(&ino);
             if self.orphans.remove(&ino) {
                 let hidden = format!("{ORPHANS}/{ino}");
-                if let Err(err) = self.fs.unlink(&hidden) {
+                if let Err(err) = self.fs().unlink(&hidden) {
                     return reply.error(err.errno());
                 }
                 self.paths.remove(&hidden);
                 if self.orphans.is_empty() {
                     // Best effort: an empty leftover is removed at the next mount.
-                    let _ = self.fs.rmdir(ORPHANS);
+                    let _ = self.fs().rmdir(ORPHANS);
                 }
             }
         }
@@ -467,7 +514,7 @@ impl Filesystem for WorkspaceFs {
         reply: ReplyData,
     ) {
         let Ok(offset) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
-        match self.path(ino).and_then(|path| self.fs.read(&path, offset, size.into()).map_err(|err| err.errno())) {
+        match self.path(ino).and_then(|path| self.fs().read(&path, offset, size.into()).map_err(|err| err.errno())) {
             Ok(data) => reply.data(&data),
             Err(errno) => reply.error(errno),
         }
@@ -485,22 +532,20 @@ impl Filesystem for WorkspaceFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        if let Err(errno) = self.workspace.will_write(data.len() as u64) {
+            return reply.error(errno);
+        }
         let Ok(offset) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
-        match self.path(ino).and_then(|path| self.fs.write(&path, offset, data).map_err(|err| err.errno())) {
+        match self.path(ino).and_then(|path| self.fs().write(&path, offset, data).map_err(|err| err.errno())) {
             Ok(_) => reply.written(data.len() as u32),
             Err(errno) => reply.error(errno),
         }
     }
 
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
-        // Every write committed before it was acknowledged: nothing is buffered.
-        reply.ok();
-    }
-
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        match self.fs.sync() {
+        match self.workspace.sync() {
             Ok(()) => reply.ok(),
-            Err(err) => reply.error(err.errno()),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -519,10 +564,28 @@ impl Filesystem for WorkspaceFs {
     fn readdir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
         let Some(listing) = self.listings.get(&fh) else { return reply.error(libc::EBADF) };
         let skip = usize::try_from(offset).unwrap_or(0);
-        for (index, (ino, kind, name)) in listing.entries.iter().enumerate().skip(skip) {
+        for (index, (name, attr)) in listing.entries.iter().enumerate().skip(skip) {
             // The offset given with an entry is where the next readdir resumes.
-            if reply.add(*ino, index as i64 + 1, *kind, name) {
+            if reply.add(attr.ino, index as i64 + 1, attr.kind, name) {
                 break;
+            }
+        }
+        reply.ok();
+    }
+
+    /// READDIR and LOOKUP in one: `ls -l`, `find` and `du` then stat the
+    /// entries from the kernel's cache instead of one request each.
+    fn readdirplus(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectoryPlus) {
+        let Some(listing) = self.listings.get(&fh) else { return reply.error(libc::EBADF) };
+        let skip = usize::try_from(offset).unwrap_or(0);
+        for (index, (name, attr)) in listing.entries.iter().enumerate().skip(skip) {
+            if reply.add(attr.ino, index as i64 + 1, name, &TTL, attr, 0) {
+                break;
+            }
+            // The kernel now knows the entry (not `.` and `..`, which it
+            // does not look up) and will address it by inode number.
+            if index >= 2 {
+                self.paths.add(attr.ino, join(&listing.dir, name));
             }
         }
         reply.ok();
@@ -539,13 +602,10 @@ impl Filesystem for WorkspaceFs {
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         // The workspace grows into whatever the disk under the database has.
-        let Ok(dir) = CString::new(self.db_dir.as_os_str().as_bytes()) else { return reply.error(libc::EINVAL) };
-        // SAFETY: an all-zero statvfs is a valid value of the plain C struct.
-        let mut host: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `dir` is a NUL-terminated path and `host` a writable statvfs.
-        if unsafe { libc::statvfs(dir.as_ptr(), &mut host) } != 0 {
-            return reply.error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
-        }
+        let host = match statvfs(&self.db_dir) {
+            Ok(host) => host,
+            Err(err) => return reply.error(err.raw_os_error().unwrap_or(libc::EIO)),
+        };
         reply.statfs(
             host.f_blocks,
             host.f_bfree,
@@ -568,11 +628,14 @@ impl Filesystem for WorkspaceFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if let Err(errno) = self.workspace.will_write(value.len() as u64) {
+            return reply.error(errno);
+        }
         let result = (|| {
             let path = self.path(ino)?;
             let name = name.to_str().ok_or(libc::EINVAL)?;
             if flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) != 0 {
-                let exists = match self.fs.get_xattr(&path, name) {
+                let exists = match self.fs().get_xattr(&path, name) {
                     Ok(_) => true,
                     Err(agentfs::Error::NoSuchAttribute { .. }) => false,
                     Err(err) => return Err(err.errno()),
@@ -584,7 +647,7 @@ impl Filesystem for WorkspaceFs {
                     return Err(libc::ENODATA);
                 }
             }
-            self.fs.set_xattr(&path, name, value).map_err(|err| err.errno())
+            self.fs().set_xattr(&path, name, value).map_err(|err| err.errno())
         })();
         match result {
             Ok(()) => reply.ok(),
@@ -596,7 +659,7 @@ impl Filesystem for WorkspaceFs {
         let value = (|| {
             let path = self.path(ino)?;
             let name = name.to_str().ok_or(libc::ENODATA)?;
-            self.fs.get_xattr(&path, name).map_err(|err| err.errno())
+            self.fs().get_xattr(&path, name).map_err(|err| err.errno())
         })();
         match value {
             Ok(value) => Self::xattr_reply(&value, size, reply),
@@ -605,7 +668,7 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        match self.path(ino).and_then(|path| self.fs.list_xattr(&path).map_err(|err| err.errno())) {
+        match self.path(ino).and_then(|path| self.fs().list_xattr(&path).map_err(|err| err.errno())) {
             Ok(names) => {
                 // listxattr(2) returns the names back to back, each NUL-terminated.
                 let mut packed = Vec::new();
@@ -620,10 +683,13 @@ impl Filesystem for WorkspaceFs {
     }
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         let result = (|| {
             let path = self.path(ino)?;
             let name = name.to_str().ok_or(libc::ENODATA)?;
-            self.fs.remove_xattr(&path, name).map_err(|err| err.errno())
+            self.fs().remove_xattr(&path, name).map_err(|err| err.errno())
         })();
         match result {
             Ok(()) => reply.ok(),
@@ -650,14 +716,17 @@ impl Filesystem for WorkspaceFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        if let Err(errno) = self.workspace.will_write(0) {
+            return reply.error(errno);
+        }
         self.create_as(req);
         let created = self.child_path(parent, name).and_then(|path| {
-            let stat = self.fs.create(&path, mode).map_err(|err| err.errno())?;
+            let stat = self.fs().create(&path, mode).map_err(|err| err.errno())?;
             Ok((path, stat))
         });
         match created {
             Ok((path, stat)) => {
-                let attr = file_attr(&stat, self.fs.chunk_size());
+                let attr = file_attr(&stat, self.fs().chunk_size());
                 self.paths.add(stat.ino, path);
                 *self.open_handles.entry(stat.ino).or_default() += 1;
                 reply.created(&TTL, &attr, 0, 0, 0);

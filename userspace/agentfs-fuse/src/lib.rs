@@ -2,9 +2,10 @@
 //!
 //! [`mount`] serves one workspace database at a directory until the
 //! filesystem is unmounted or the process gets SIGTERM or SIGINT, which
-//! unmount it. Every request is one transaction of the storage library
-//! (`clawos-agentfs`), committed before the kernel gets its reply, so
-//! whatever a process saw succeed is in the database however the mount ends.
+//! unmount it. Requests are served by the storage library
+//! (`clawos-agentfs`), each atomically, and committed in groups: within
+//! [`CommitPolicy::interval`] (10 ms by default), at fsync, and at unmount
+//! (see [`commit`] for the durability this gives and why).
 //!
 //! - Files, directories, hard links, symlinks, special files (mknod) and
 //!   extended attributes (the library's `clawos_xattr` extension table).
@@ -15,6 +16,7 @@
 //!   open to users other than its owner only with
 //!   [`MountOptions::allow_other`].
 
+pub mod commit;
 mod filesystem;
 mod inodes;
 
@@ -29,6 +31,8 @@ use fuser::{MountOption, Session, SessionUnmounter};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+pub use crate::commit::CommitPolicy;
+use crate::commit::Workspace;
 use crate::filesystem::WorkspaceFs;
 
 /// Why a mount could not be set up or ended abnormally.
@@ -73,6 +77,8 @@ pub struct MountOptions {
     /// Lets users other than the mounting one use the mount (FUSE
     /// `allow_other`; for a non-root mounter `/etc/fuse.conf` must allow it).
     pub allow_other: bool,
+    /// When changes are committed to the database.
+    pub commit: CommitPolicy,
 }
 
 /// Mounts the workspace `db` at `mountpoint`, over `base` if given, and
@@ -86,7 +92,8 @@ pub fn mount(db: &Path, mountpoint: &Path, base: Option<&Path>) -> Result<(), Er
 /// SIGTERM and SIGINT detach the mount at once (a lazy unmount, so a busy
 /// mountpoint cannot keep it alive); processes that still have files open
 /// are served until they close them, then this returns and the database is
-/// closed, checkpointing its write-ahead log.
+/// closed, checkpointing its write-ahead log. Every change is committed
+/// before this returns.
 pub fn mount_with(db: &Path, mountpoint: &Path, options: &MountOptions) -> Result<(), Error> {
     let open = OpenOptions { base: options.base.clone().map(BaseSource::detect), ..OpenOptions::default() };
     let fs = AgentFs::open_with(db, &open).map_err(|source| Error::Open { path: db.to_path_buf(), source })?;
@@ -110,8 +117,14 @@ pub fn mount_with(db: &Path, mountpoint: &Path, options: &MountOptions) -> Resul
     if options.allow_other {
         mount_options.push(MountOption::AllowOther);
     }
+    let db_dir = match db.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let workspace = Workspace::new(fs, db_dir.clone(), options.commit);
+    let committer = workspace.spawn_committer();
     let mut session =
-        Session::new(WorkspaceFs::new(fs, db), mountpoint, &mount_options).map_err(mount_error)?;
+        Session::new(WorkspaceFs::new(workspace, db_dir), mountpoint, &mount_options).map_err(mount_error)?;
     let unmounter = session.unmount_callable();
     let watcher = thread::spawn(move || {
         if signals.forever().next().is_some() {
@@ -123,7 +136,9 @@ pub fn mount_with(db: &Path, mountpoint: &Path, options: &MountOptions) -> Resul
     signal_handle.close();
     // The watcher only ever unmounts; a panic there has nothing to report.
     let _ = watcher.join();
-    // Dropping the session drops the workspace, closing the database.
+    committer.stop();
+    // Dropping the session drops the workspace: the last batch is
+    // committed and the database closed.
     drop(session);
     served.map_err(|source| Error::Serve { mountpoint: mountpoint.to_path_buf(), source })
 }

@@ -1,14 +1,16 @@
-//! `clawos-agentfs-mount <db> <mountpoint> [--base <dir-or-db>] [--allow-other]`:
+//! `clawos-agentfs-mount <db> <mountpoint> [--base <dir-or-db>] [--allow-other] [--commit-interval-ms N]`:
 //! serves a workspace through FUSE until unmounted or sent SIGTERM/SIGINT.
 //! `clawctl fs mount` does the same through the library; this binary is
 //! for systemd units and for the tests, which need a process to signal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use agentfs_fuse::{mount_with, MountOptions};
 
-const USAGE: &str = "usage: clawos-agentfs-mount <db> <mountpoint> [--base <dir-or-db>] [--allow-other]";
+const USAGE: &str =
+    "usage: clawos-agentfs-mount <db> <mountpoint> [--base <dir-or-db>] [--allow-other] [--commit-interval-ms N]";
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<(PathBuf, PathBuf, MountOptions), String> {
     let mut positional = Vec::new();
@@ -17,6 +19,10 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<(PathBuf, PathBuf, Mo
         match arg.as_str() {
             "--base" => options.base = Some(args.next().ok_or("--base needs a path")?.into()),
             "--allow-other" => options.allow_other = true,
+            "--commit-interval-ms" => {
+                let millis = args.next().and_then(|n| n.parse().ok()).ok_or("--commit-interval-ms needs a number")?;
+                options.commit.interval = Duration::from_millis(millis);
+            }
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
             _ => positional.push(PathBuf::from(arg)),
         }

@@ -271,3 +271,31 @@ fn an_unlinked_or_replaced_file_stays_usable_while_open() {
     assert_eq!(left, ["config"]);
     assert_clean(&mnt.db);
 }
+
+#[test]
+fn a_killed_mount_keeps_what_was_fsynced_and_what_settled_for_a_commit_interval() {
+    let Some(mut mnt) = Mounted::start("a_killed_mount_keeps_what_was_fsynced_and_what_settled_for_a_commit_interval", None)
+    else {
+        return;
+    };
+    // Settled: written, then left alone for many commit intervals.
+    fs::create_dir(mnt.path("dir")).unwrap();
+    for i in 0..200 {
+        fs::write(mnt.path(&format!("dir/f{i}")), format!("settled {i}")).unwrap();
+    }
+    std::thread::sleep(agentfs_fuse::commit::DEFAULT_COMMIT_INTERVAL * 20);
+    // Synced: fsync returns only once the write is in the database, so it
+    // must survive the kill that follows at once.
+    let mut synced = fs::File::create(mnt.path("synced")).unwrap();
+    synced.write_all(b"made durable by fsync").unwrap();
+    synced.sync_all().unwrap();
+    mnt.kill();
+    drop(synced);
+
+    assert_clean(&mnt.db);
+    let mut fs = AgentFs::open(&mnt.db).unwrap();
+    for i in 0..200 {
+        assert_eq!(fs.read_file(&format!("/dir/f{i}")).unwrap(), format!("settled {i}").as_bytes());
+    }
+    assert_eq!(fs.read_file("/synced").unwrap(), b"made durable by fsync");
+}

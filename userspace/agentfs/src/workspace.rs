@@ -147,13 +147,22 @@ impl AgentFs {
                 Err(Error::BatchRolledBack { cause: cause.clone(), errno: *errno })
             }
             BatchState::Open => {
-                let outcome = self.conn.savepoint().map_err(Error::from).and_then(|mut savepoint| {
-                    // Dropping a savepoint rolls it back; only an explicit release keeps it.
-                    savepoint.set_drop_behavior(rusqlite::DropBehavior::Rollback);
-                    let out = run(&savepoint)?;
-                    savepoint.commit()?;
-                    Ok(out)
-                });
+                // Prepared once and cached: a savepoint per operation is the
+                // batch's per-operation cost, so it is not parsed every time.
+                let outcome = self.conn.prepare_cached("SAVEPOINT agentfs_op").and_then(|mut begin| begin.execute([]))
+                    .map_err(Error::from)
+                    .and_then(|_| match run(&self.conn) {
+                        Ok(out) => {
+                            self.conn.prepare_cached("RELEASE agentfs_op")?.execute([])?;
+                            Ok(out)
+                        }
+                        Err(error) => {
+                            // Undo this operation only. If SQLite already rolled
+                            // the whole transaction back, there is nothing to undo.
+                            let _ = self.conn.execute_batch("ROLLBACK TO agentfs_op; RELEASE agentfs_op");
+                            Err(error)
+                        }
+                    });
                 if let Err(error) = &outcome {
                     if self.conn.is_autocommit() {
                         self.batch = BatchState::RolledBack { cause: error.to_string(), errno: error.errno() };
@@ -179,25 +188,52 @@ impl AgentFs {
     /// per-operation commits bound small-file creation to a few thousand a
     /// second; sharing the commit lifts that bound.
     pub fn batch<T>(&mut self, ops: impl FnOnce(&mut AgentFs) -> Result<T>) -> Result<T> {
+        self.begin_batch()?;
+        match ops(self) {
+            Ok(out) => self.commit_batch().map(|()| out),
+            // A rollback SQLite did by itself is the error to report: it
+            // is why nothing was kept, whatever `ops` made of it.
+            Err(error) => Err(self.end_batch(false).err().unwrap_or(error)),
+        }
+    }
+
+    /// Opens a batch that stays open across calls until
+    /// [`AgentFs::commit_batch`]: the same group commit as [`AgentFs::batch`]
+    /// for callers whose operations arrive one at a time (the FUSE mount).
+    pub fn begin_batch(&mut self) -> Result<()> {
         if self.batch != BatchState::None {
             return Err(Error::invalid("a batch is already open on this handle"));
         }
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         self.batch = BatchState::Open;
-        let outcome = ops(self);
-        let committed = match std::mem::replace(&mut self.batch, BatchState::None) {
+        Ok(())
+    }
+
+    /// Whether a batch is open (it may have been rolled back by SQLite).
+    pub fn in_batch(&self) -> bool {
+        self.batch != BatchState::None
+    }
+
+    /// Commits the open batch. If SQLite rolled it back by itself, or the
+    /// commit fails, nothing of it is kept and the error says why; either
+    /// way the handle is back to one transaction per operation.
+    pub fn commit_batch(&mut self) -> Result<()> {
+        self.end_batch(true)
+    }
+
+    fn end_batch(&mut self, keep: bool) -> Result<()> {
+        let ended = match std::mem::replace(&mut self.batch, BatchState::None) {
+            BatchState::None => return Err(Error::invalid("no batch is open on this handle")),
             BatchState::RolledBack { cause, errno } => Err(Error::BatchRolledBack { cause, errno }),
-            _ => outcome.and_then(|out| {
-                self.conn.execute_batch("COMMIT")?;
-                Ok(out)
-            }),
+            BatchState::Open if keep => self.conn.execute_batch("COMMIT").map_err(Error::from),
+            BatchState::Open => Ok(()),
         };
-        if committed.is_err() && !self.conn.is_autocommit() {
+        if !self.conn.is_autocommit() {
             // The first error is the one to report; should the rollback fail
             // too, SQLite rolls back when the connection closes.
             let _ = self.conn.execute_batch("ROLLBACK");
         }
-        committed
+        ended
     }
 
     /// stat(2): metadata of `path`, following a final symlink.
@@ -352,18 +388,23 @@ impl AgentFs {
     /// Entries of the directory at `path`, merged across overlay layers and
     /// sorted by name; `.` and `..` are not listed.
     pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        Ok(self
+            .readdir_plus(path)?
+            .into_iter()
+            .map(|(name, stat)| DirEntry { name, ino: stat.ino, file_type: stat.file_type() })
+            .collect())
+    }
+
+    /// [`AgentFs::readdir`] with each entry's full `lstat`, read in the same
+    /// transaction (what FUSE READDIRPLUS and `ls -l` need, without a path
+    /// resolution per entry).
+    pub fn readdir_plus(&mut self, path: &str) -> Result<Vec<(String, Stat)>> {
         self.read_tx(|cx| {
             let (real, node) = cx.resolve(path, true)?;
             if !cx.stat(&node)?.is_dir() {
                 return Err(Error::NotADirectory { path: real });
             }
-            cx.merged_children(&real, &node)?
-                .into_iter()
-                .map(|(name, child)| {
-                    let stat = cx.stat(&child)?;
-                    Ok(DirEntry { name, ino: stat.ino, file_type: stat.file_type() })
-                })
-                .collect()
+            cx.merged_children(&real, &node)?.into_iter().map(|(name, child)| Ok((name, cx.stat(&child)?))).collect()
         })
     }
 

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -38,6 +39,10 @@ pub struct MountArgs {
     /// Let other users use the mount (FUSE allow_other).
     #[arg(long)]
     allow_other: bool,
+    /// Commit changes to the database at least this often (fsync always
+    /// commits at once); 0 commits every request on its own.
+    #[arg(long, default_value_t = agentfs_fuse::commit::DEFAULT_COMMIT_INTERVAL.as_millis() as u64)]
+    commit_interval_ms: u64,
 }
 
 pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
@@ -58,7 +63,11 @@ pub fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
             Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         FsCommand::Mount(args) => {
-            let options = agentfs_fuse::MountOptions { base: args.base, allow_other: args.allow_other };
+            let options = agentfs_fuse::MountOptions {
+                base: args.base,
+                allow_other: args.allow_other,
+                commit: agentfs_fuse::CommitPolicy { interval: Duration::from_millis(args.commit_interval_ms) },
+            };
             agentfs_fuse::mount_with(&args.db, &args.dir, &options)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -103,6 +103,12 @@ impl Mounted {
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill: {}", std::io::Error::last_os_error());
     }
 
+    /// Kills the mount process outright (SIGKILL: no unmount, no last commit).
+    pub fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL the mount");
+        self.child.wait().expect("reap the mount");
+    }
+
     /// Waits for the mount process to exit and returns its status.
     pub fn wait(&mut self) -> ExitStatus {
         let started = Instant::now();
