@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-vm clean
+.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-ebpf-vm test-vm clean
 all: image
 
 deps:
@@ -39,10 +39,15 @@ qemu:
 
 run: image qemu
 
-test: test-unit test-vm
+test: test-unit test-ebpf-vm test-vm
 
 test-unit: deps
 	cargo test --release --locked --workspace
+
+# The eBPF monitor's scenarios and benchmarks: the ClawOS kernel booted on a
+# small initramfs with the test harness as /init (seconds, not minutes).
+test-ebpf-vm: kernel ebpf
+	bash tests/ebpf-vm/run.sh
 
 # Boot tests: boots the image under QEMU (OVMF, swtpm), checks it over SSH
 # (kernel, eBPF, root, TPM, units, components, vault, tools, eBPF policy),

@@ -29,6 +29,11 @@ impl InodePaths {
         self.by_ino.get(&ino).and_then(|paths| paths.first()).map(String::as_str)
     }
 
+    /// The inode the kernel knows `path` as, if it has been told.
+    pub(crate) fn ino(&self, path: &str) -> Option<u64> {
+        self.by_path.get(path).copied()
+    }
+
     /// Records that `path` names `ino`, dropping whatever it named before.
     pub(crate) fn add(&mut self, ino: u64, path: String) {
         if let Some(old) = self.by_path.insert(path.clone(), ino) {

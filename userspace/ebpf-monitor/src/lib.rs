@@ -92,6 +92,9 @@ pub enum MonitorError {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ProgramStats {
     pub name: &'static str,
+    /// The kernel's program id: the same for as long as the program stays
+    /// loaded (policy updates only touch maps).
+    pub id: u32,
     pub run_count: u64,
     pub run_time_ns: u64,
     /// Records lost because the program's ring buffer was full.
@@ -126,9 +129,20 @@ impl Monitor {
     /// Loads the object at `path` and attaches every program. The scope map
     /// starts empty: nothing is monitored until [`Monitor::apply`].
     pub fn attach(path: &Path) -> Result<Self, MonitorError> {
+        Self::attach_with_ring_sizes(path, &[])
+    }
+
+    /// [`Monitor::attach`] with some ring buffers resized: (name from
+    /// [`RING_BUFFERS`], bytes: a power of two and a multiple of the page
+    /// size). The tests use it to prove that overflow is counted, not hidden.
+    pub fn attach_with_ring_sizes(path: &Path, ring_sizes: &[(&str, u32)]) -> Result<Self, MonitorError> {
         let btf = Btf::from_sys_fs().map_err(MonitorError::Btf)?;
-        let mut ebpf = EbpfLoader::new()
-            .btf(Some(&btf))
+        let mut loader = EbpfLoader::new();
+        loader.btf(Some(&btf));
+        for &(name, bytes) in ring_sizes {
+            loader.set_max_entries(name, bytes);
+        }
+        let mut ebpf = loader
             .load_file(path)
             .map_err(|source| MonitorError::Load { path: path.to_owned(), source })?;
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
@@ -252,6 +266,7 @@ impl Monitor {
                     .map_or(0, |per_cpu| per_cpu.iter().sum());
                 ProgramStats {
                     name,
+                    id: info.as_ref().map_or(0, |info| info.id()),
                     run_count: info.as_ref().map_or(0, |info| info.run_count()),
                     run_time_ns: info.map_or(0, |info| u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX)),
                     lost_events,
