@@ -361,6 +361,26 @@ fn a_batch_that_returns_an_error_keeps_nothing() {
 }
 
 #[test]
+fn an_operation_failing_half_way_in_an_open_batch_is_undone_alone() {
+    let mut ws = Workspace::new();
+    ws.begin_batch().unwrap();
+    assert_eq!(ws.begin_batch().unwrap_err().errno(), libc::EINVAL, "a second batch on one handle");
+    ws.write_file("/kept", b"kept").unwrap();
+    // The create writes the inode and the name, then fails writing data.
+    ws.connection()
+        .execute_batch("CREATE TEMP TRIGGER inject BEFORE INSERT ON fs_data BEGIN SELECT RAISE(FAIL, 'disk'); END;")
+        .unwrap();
+    assert!(ws.write_file("/half", b"data").is_err());
+    ws.connection().execute_batch("DROP TRIGGER temp.inject").unwrap();
+    assert!(!ws.exists("/half").unwrap(), "the failed operation left part of itself behind");
+    assert!(ws.in_batch());
+    ws.commit_batch().unwrap();
+    assert!(!ws.in_batch());
+    assert_eq!(ws.commit_batch().unwrap_err().errno(), libc::EINVAL, "no batch left to commit");
+    assert_eq!(ws.read_file("/kept").unwrap(), b"kept");
+}
+
+#[test]
 fn sizes_past_the_file_size_limit_are_efbig_at_once() {
     let mut ws = Workspace::new();
     ws.write_file("/f", b"data").unwrap();

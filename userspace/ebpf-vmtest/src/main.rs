@@ -38,14 +38,16 @@ const OUTSIDE: &str = "vmtest/outside";
 const BENCH: &str = "vmtest/bench";
 
 /// The policy under test, in the policy file's own format. `vmtest/outside`
-/// is deliberately absent: nothing there may be reported.
+/// is deliberately absent: nothing there may be reported. `/proc/` is
+/// granted because every new program reads its own /proc/<pid>/maps at
+/// startup (glibc, for the main thread's stack bounds).
 const POLICY: &str = r#"
 [[cgroup]]
 path = "vmtest/audit"
 mode = "audit"
 deny_exec = true
 deny_privileged = true
-open_grants = ["/init", "/granted/"]
+open_grants = ["/init", "/granted/", "/proc/"]
 connect_grants = ["127.0.0.2"]
 
 [[cgroup]]
@@ -53,7 +55,7 @@ path = "vmtest/enforce"
 mode = "enforce"
 deny_exec = true
 deny_privileged = true
-open_grants = ["/init", "/granted/"]
+open_grants = ["/init", "/granted/", "/proc/"]
 connect_grants = ["127.0.0.2"]
 
 [[cgroup]]
@@ -325,8 +327,9 @@ fn exec_scenario(monitor: &mut Monitor) -> Outcome {
     ensure(run.code == 0, || format!("audit-mode exec failed with errno {}", run.code))?;
     let events = drain(monitor).remove(&run.pid).unwrap_or_default();
     // The kernel opens the binary, asks the LSM (audited: exec is denied
-    // to this cgroup, but it is in audit mode), runs it, and it exits.
-    expect_kinds(&events, &[(EventKind::FileOpen, 1), (EventKind::ExecCheck, 1), (EventKind::Exec, 1), (EventKind::Exit, 1)])?;
+    // to this cgroup, but it is in audit mode), runs it; the new program
+    // reads its /proc/<pid>/maps at startup, and exits.
+    expect_kinds(&events, &[(EventKind::FileOpen, 2), (EventKind::ExecCheck, 1), (EventKind::Exec, 1), (EventKind::Exit, 1)])?;
     for event in &events {
         expect_header(event, &run, AUDIT)?;
     }
@@ -334,8 +337,14 @@ fn exec_scenario(monitor: &mut Monitor) -> Outcome {
     ensure(exec.path().as_deref() == Some(SELF), || format!("exec filename {:?}", exec.path()))?;
     let check = only(&events, EventKind::ExecCheck)?;
     ensure(check.decision() == Decision::Audited && check.path().as_deref() == Some(SELF), || format!("exec check {:?} {:?}", check.decision(), check.path()))?;
-    let open = only(&events, EventKind::FileOpen)?;
-    ensure(open.decision() == Decision::Allowed, || "opening the granted /init was not allowed".into())?;
+    let mut opened: Vec<String> = events.iter().filter(|event| event.kind() == EventKind::FileOpen).filter_map(Event::path).collect();
+    opened.sort();
+    let maps = format!("/proc/{}/maps", run.pid);
+    ensure(opened == [SELF.to_owned(), maps.clone()], || format!("opens {opened:?}, wanted {SELF} and {maps}"))?;
+    ensure(
+        events.iter().filter(|event| event.kind() == EventKind::FileOpen).all(|event| event.decision() == Decision::Allowed),
+        || "granted opens were not allowed".into(),
+    )?;
     match only(&events, EventKind::Exit)? {
         Event::Exit(exit) => ensure(exit.exit_code == 0, || format!("exit code {}", exit.exit_code))?,
         _ => unreachable!("only() matched the kind"),
