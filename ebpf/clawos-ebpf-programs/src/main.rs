@@ -286,14 +286,15 @@ pub fn file_open(ctx: LsmContext) -> i32 {
     };
     // A path that does not resolve or does not fit the grant buffer matches
     // no grant: unknown means forbidden.
-    let granted = if path_len > 0 {
-        // SAFETY: `key` is this CPU's scratch slot, initialized above.
-        unsafe { OPEN_GRANTS.get(&*key) }.is_some()
-    } else {
-        // SAFETY: as above; the record then carries an empty path.
+    if path_len <= 0 {
+        // SAFETY: `key` is this CPU's scratch slot; the record then carries an empty path.
         unsafe { (*key).data.path[0] = 0 };
-        false
-    };
+    }
+    // The trie walk is the costly part, and only a cgroup with open grants needs it.
+    let granted = policy.rules & RULE_RESTRICT_OPEN != 0
+        && path_len > 0
+        // SAFETY: `key` is this CPU's scratch slot, initialized above.
+        && unsafe { OPEN_GRANTS.get(&*key) }.is_some();
     let decision = decide(&policy, RULE_RESTRICT_OPEN, granted);
     emit_file_open(file, key, cgroup_id, decision);
     verdict(decision)
@@ -350,8 +351,10 @@ pub fn socket_connect(ctx: LsmContext) -> i32 {
     let Some((cgroup_id, policy)) = scope() else { return 0 };
     // SAFETY: argument 1 of the hook is the address.
     let Some((family, port, addr)) = inet_address(unsafe { ctx.arg(1) }) else { return 0 };
-    let key = Key::new(((8 + 16) * 8) as u32, NetGrantKey { cgroup_id: cgroup_id.to_ne_bytes(), addr });
-    let granted = CONNECT_GRANTS.get(&key).is_some();
+    let granted = policy.rules & RULE_RESTRICT_CONNECT != 0 && {
+        let key = Key::new(((8 + 16) * 8) as u32, NetGrantKey { cgroup_id: cgroup_id.to_ne_bytes(), addr });
+        CONNECT_GRANTS.get(&key).is_some()
+    };
     let decision = decide(&policy, RULE_RESTRICT_CONNECT, granted);
     emit_socket(EventKind::Connect, ProgramId::SocketConnect, cgroup_id, decision, family, port, addr);
     verdict(decision)
