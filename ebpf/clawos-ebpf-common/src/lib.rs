@@ -257,6 +257,22 @@ pub struct NetGrantKey {
 /// Maps `sys_enter` per cgroup: syscalls entered. A per-CPU hash value.
 pub type SyscallCount = u64;
 
+/// Key of `RECENT_OPENS`: a file (the kernel address of its inode) opened
+/// in a cgroup.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecentOpenKey {
+    pub cgroup_id: u64,
+    pub inode: u64,
+}
+
+/// In a cgroup without open grants (watched, nothing to decide), opens of
+/// the same file within this window are reported once and counted in
+/// `COALESCED_OPENS`: a process reopening one file in a loop costs a map
+/// lookup per open instead of a path walk and a record. Cgroups with open
+/// grants get every open checked and reported.
+pub const OPEN_REPORT_WINDOW_NS: u64 = 1_000_000_000;
+
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 56);
 const _: () = assert!(core::mem::size_of::<ExecEvent>() == 312);
 const _: () = assert!(core::mem::size_of::<ExitEvent>() == 64);
@@ -268,6 +284,7 @@ const _: () = assert!(core::mem::size_of::<CgroupPolicy>() == 8);
 const _: () = assert!(core::mem::size_of::<PathGrantKey>() == 256);
 const _: () = assert!(core::mem::align_of::<PathGrantKey>() == 1);
 const _: () = assert!(core::mem::size_of::<NetGrantKey>() == 24);
+const _: () = assert!(core::mem::size_of::<RecentOpenKey>() == 16);
 
 #[cfg(feature = "user")]
 mod user {
@@ -283,6 +300,7 @@ mod user {
     unsafe impl aya::Pod for super::CgroupPolicy {}
     unsafe impl aya::Pod for super::PathGrantKey {}
     unsafe impl aya::Pod for super::NetGrantKey {}
+    unsafe impl aya::Pod for super::RecentOpenKey {}
 }
 
 /// The bytes of a NUL-terminated fixed buffer up to its first NUL.

@@ -24,14 +24,14 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes,
     },
     macros::{lsm, map, raw_tracepoint, tracepoint},
-    maps::{lpm_trie::Key, HashMap, LpmTrie, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{lpm_trie::Key, HashMap, LpmTrie, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{LsmContext, RawTracePointContext, TracePointContext},
     EbpfContext,
 };
 use clawos_ebpf_common::{
     CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
-    NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, SocketEvent, SyscallCount, EVENT_FORMAT_VERSION,
-    GRANT_PATH_LEN, MODE_ENFORCE, PROGRAM_COUNT, RULE_DENY_EXEC, RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT,
+    NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
+    EVENT_FORMAT_VERSION, GRANT_PATH_LEN, MODE_ENFORCE, OPEN_REPORT_WINDOW_NS, PROGRAM_COUNT, RULE_DENY_EXEC, RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT,
     RULE_RESTRICT_OPEN,
 };
 
@@ -57,6 +57,15 @@ static SYSCALL_COUNTS: PerCpuHashMap<u64, SyscallCount> = PerCpuHashMap::with_ma
 /// indexed by [`ProgramId`].
 #[map]
 static LOST_EVENTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(PROGRAM_COUNT, 0);
+
+/// When each (cgroup, file) of a watch-only cgroup was last reported (see
+/// [`OPEN_REPORT_WINDOW_NS`]); least recently used entries make room.
+#[map]
+static RECENT_OPENS: LruHashMap<RecentOpenKey, u64> = LruHashMap::with_max_entries(16384, 0);
+
+/// Opens not reported because the same file was reported within the window.
+#[map]
+static COALESCED_OPENS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 /// Scratch for the open-grant lookup key: 260 bytes do not fit next to the
 /// rest of the program's frame in the 512-byte BPF stack.
@@ -91,6 +100,8 @@ const AF_INET6: u16 = 10;
 const FILENAME_LOC_OFFSET: usize = 8;
 /// `offsetof(struct file, f_flags)`.
 const FILE_F_FLAGS: usize = 48;
+/// `offsetof(struct file, f_inode)`.
+const FILE_F_INODE: usize = 40;
 /// `offsetof(struct file, f_path)`.
 const FILE_F_PATH: usize = 64;
 /// `offsetof(struct linux_binprm, filename)`.
@@ -271,6 +282,9 @@ fn emit_exec_check(bprm: *const u8, cgroup_id: u64, decision: Decision) {
 #[lsm(hook = "file_open")]
 pub fn file_open(ctx: LsmContext) -> i32 {
     let Some((cgroup_id, policy)) = scope() else { return 0 };
+    if policy.rules & RULE_RESTRICT_OPEN == 0 && recently_reported(&ctx, cgroup_id) {
+        return 0;
+    }
     let Some(key) = PATH_KEY_SCRATCH.get_ptr_mut(0) else { return 0 };
     // SAFETY: argument 0 of the hook is the file being opened; `f_path` is
     // embedded in it, which makes the pointer a `struct path` BTF pointer the
@@ -298,6 +312,33 @@ pub fn file_open(ctx: LsmContext) -> i32 {
     let decision = decide(&policy, RULE_RESTRICT_OPEN, granted);
     emit_file_open(file, key, cgroup_id, decision);
     verdict(decision)
+}
+
+/// For a watch-only cgroup: whether this file was reported within the
+/// window (then the open is only counted); otherwise records it as reported now.
+#[inline(always)]
+fn recently_reported(ctx: &LsmContext, cgroup_id: u64) -> bool {
+    // SAFETY: argument 0 of the hook is the file; the probe read fails safely.
+    let inode = unsafe {
+        let file: *const u8 = ctx.arg(0);
+        bpf_probe_read_kernel(file.add(FILE_F_INODE) as *const u64).unwrap_or(0)
+    };
+    let key = RecentOpenKey { cgroup_id, inode };
+    // SAFETY: helper without pointer arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    // SAFETY: the value is plain data copied out at once.
+    if let Some(&last) = unsafe { RECENT_OPENS.get(&key) } {
+        if now.wrapping_sub(last) < OPEN_REPORT_WINDOW_NS {
+            if let Some(count) = COALESCED_OPENS.get_ptr_mut(0) {
+                // SAFETY: per-CPU value, only this CPU writes it while the program runs.
+                unsafe { *count += 1 };
+            }
+            return true;
+        }
+    }
+    // A failed insert only means this open is reported and the next one too.
+    let _ = RECENT_OPENS.insert(&key, &now, 0);
+    false
 }
 
 #[inline(always)]

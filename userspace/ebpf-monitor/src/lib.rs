@@ -99,6 +99,9 @@ pub struct ProgramStats {
     pub run_time_ns: u64,
     /// Records lost because the program's ring buffer was full.
     pub lost_events: u64,
+    /// Opens not reported because the same file was reported in the same
+    /// watch-only cgroup within `OPEN_REPORT_WINDOW_NS` (file_open only).
+    pub coalesced_events: u64,
 }
 
 /// All programs attached and their maps, for as long as this value lives
@@ -111,6 +114,7 @@ pub struct Monitor {
     connect_grants: LpmTrie<MapData, NetGrantKey, u32>,
     syscall_counts: PerCpuHashMap<MapData, u64, SyscallCount>,
     lost_events: PerCpuArray<MapData, u64>,
+    coalesced_opens: PerCpuArray<MapData, u64>,
     // Keeps kernel.bpf_stats_enabled on while held, when we may take it
     // (CAP_SYS_ADMIN). The appliance's ebpf-agent may not; there the
     // sysctl is set at boot (usr/lib/sysctl.d/50-clawos-bpf.conf) instead.
@@ -178,6 +182,7 @@ impl Monitor {
             connect_grants: take(&mut ebpf, "CONNECT_GRANTS")?,
             syscall_counts: take(&mut ebpf, "SYSCALL_COUNTS")?,
             lost_events: take(&mut ebpf, "LOST_EVENTS")?,
+            coalesced_opens: take(&mut ebpf, "COALESCED_OPENS")?,
             rings,
             ebpf,
             _stats: stats,
@@ -252,6 +257,10 @@ impl Monitor {
             .collect()
     }
 
+    fn coalesced_opens(&self) -> u64 {
+        self.coalesced_opens.get(&0, 0).map_or(0, |per_cpu| per_cpu.iter().sum())
+    }
+
     /// Per-program run statistics and losses.
     pub fn program_stats(&self) -> Vec<ProgramStats> {
         PROGRAMS
@@ -270,6 +279,7 @@ impl Monitor {
                     run_count: info.as_ref().map_or(0, |info| info.run_count()),
                     run_time_ns: info.map_or(0, |info| u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX)),
                     lost_events,
+                    coalesced_events: if *name == "file_open" { self.coalesced_opens() } else { 0 },
                 }
             })
             .collect()
