@@ -54,6 +54,38 @@ pub enum Error {
     /// A configuration value outside its documented range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// An identity file failed verification (spec §5.5); `backup` names the
+    /// newest backup that verifies, for `clawctl identity restore`.
+    #[error("identity file of `{agent}` is corrupt: {reason}{}", match backup {
+        Some(name) => format!("; the last good backup is {name}"),
+        None => "; no good backup is kept".to_owned(),
+    })]
+    IdentityCorrupt {
+        /// The agent.
+        agent: String,
+        /// What failed.
+        reason: String,
+        /// The newest backup that verifies, if any.
+        backup: Option<String>,
+    },
+    /// An identity file of a schema version newer than this build.
+    #[error("identity file of `{agent}` has schema version {version}; this ClawOS knows up to {supported}")]
+    IdentityTooNew {
+        /// The agent.
+        agent: String,
+        /// The file's version.
+        version: u64,
+        /// The newest this build reads.
+        supported: u64,
+    },
+    /// No identity backup of that name.
+    #[error("agent `{agent}` has no identity backup named {name}")]
+    NoSuchIdentityBackup {
+        /// The agent.
+        agent: String,
+        /// The name asked for.
+        name: String,
+    },
     /// A JSON file could not be read or written.
     #[error("{path}: {source}")]
     Json {

@@ -22,10 +22,14 @@
 //!   [`CachedEmbedder`] keeps either from embedding a text twice.
 //! - [`Clawfs::create_snapshot`] and its siblings keep consistent daily
 //!   copies of a workspace ([`Snapshot`]) and restore them.
+//! - [`Clawfs::read_identity`] and [`Clawfs::update_identity`] verify and
+//!   atomically rewrite an agent's identity file ([`Identity`]), with
+//!   backups and schema migrations.
 
 pub mod chunk;
 pub mod embed;
 mod error;
+mod identity;
 mod index;
 pub mod names;
 mod namespace;
@@ -36,6 +40,10 @@ mod workspace;
 
 pub use embed::{CachedEmbedder, EmbedError, Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
 pub use error::{Error, Result};
+pub use identity::{
+    Heuristic, History, Identity, IdentityBackup, LearnedPattern, Memory, Performance, State, IDENTITY_BACKUPS_KEPT,
+    IDENTITY_VERSION,
+};
 pub use snapshot::Snapshot;
 pub use index::{IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 pub use namespace::{
