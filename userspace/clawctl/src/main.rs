@@ -7,6 +7,7 @@
 
 mod events;
 mod fs;
+mod identity;
 mod ipc;
 mod memory;
 mod policy;
@@ -50,6 +51,9 @@ enum Command {
     /// Workspace memory: index Markdown files, hybrid search.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// Agents' identity files: show, record a task, backups, restore.
+    #[command(subcommand)]
+    Identity(identity::IdentityCommand),
     /// AgentFS workspace databases: consistency check, FUSE mount.
     #[command(subcommand)]
     Fs(fs::FsCommand),
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
             Command::Secret(command) => secret::run(command).await,
             Command::Workspace(command) => workspace::run(command).await,
             Command::Memory(command) => memory::run(command).await,
+            Command::Identity(command) => identity::run(command).await,
             Command::Policy(command) => policy::run(command).await,
             // Blocking (a mount serves until unmounted); nothing else runs here.
             Command::Fs(command) => fs::run(command),

@@ -127,6 +127,47 @@ struct MemoryRemove {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AgentName {
+    agent: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityRestore {
+    agent: String,
+    backup: String,
+}
+
+/// One finished task, as the agent loop reports it (spec §5.4: identity
+/// files are updated after each task completion).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityRecordTask {
+    agent: String,
+    task: String,
+    success: bool,
+    duration_ms: u64,
+}
+
+impl IdentityRecordTask {
+    fn apply(&self, identity: &mut clawfs::Identity) {
+        let history = &mut identity.history;
+        let before = history.total_executions;
+        let succeeded = (history.success_rate * before as f64).round() + f64::from(u8::from(self.success));
+        history.total_executions += 1;
+        history.success_rate = succeeded / history.total_executions as f64;
+        if self.success {
+            history.completed_tasks.push(self.task.clone());
+        } else {
+            history.failed_tasks.push(self.task.clone());
+        }
+        let performance = &mut identity.performance;
+        performance.avg_execution_time_ms = (performance.avg_execution_time_ms * before + self.duration_ms) / history.total_executions;
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct MemorySearch {
     workspace: String,
     #[serde(flatten)]
@@ -156,7 +197,7 @@ fn object(value: impl Serialize) -> Result<Object, MethodError> {
 fn method_error(error: clawfs::Error) -> MethodError {
     let code = match &error {
         clawfs::Error::Name(_) | clawfs::Error::Config(_) | clawfs::Error::WorkspaceExists(_) => ErrorCode::Eproto,
-        clawfs::Error::NoSuchWorkspace(_) => ErrorCode::Enoent,
+        clawfs::Error::NoSuchWorkspace(_) | clawfs::Error::NoSuchIdentityBackup { .. } => ErrorCode::Enoent,
         _ => ErrorCode::Eio,
     };
     MethodError::new(code, error.to_string())
@@ -238,13 +279,41 @@ impl Daemon {
                 let p: MemorySearch = params(&request)?;
                 object(self.blocking(move |s| s.index(&p.workspace)?.search(&p.request).map_err(method_error)).await?)
             }
+            "identity_get" => {
+                let p: AgentName = params(&request)?;
+                object(self.blocking(move |s| s.clawfs.read_identity(&p.agent).map_err(method_error)).await?)
+            }
+            "identity_record_task" => {
+                let p: IdentityRecordTask = params(&request)?;
+                object(self.blocking(move |s| s.clawfs.update_identity(&p.agent, |identity| p.apply(identity)).map_err(method_error)).await?)
+            }
+            "identity_backups" => {
+                let p: AgentName = params(&request)?;
+                let backups = self.blocking(move |s| s.clawfs.identity_backups(&p.agent).map_err(method_error)).await?;
+                object(serde_json::json!({ "backups": backups.iter().map(|backup| &backup.name).collect::<Vec<_>>() }))
+            }
+            "identity_restore" => {
+                let p: IdentityRestore = params(&request)?;
+                object(self.blocking(move |s| s.clawfs.restore_identity(&p.agent, &p.backup).map_err(method_error)).await?)
+            }
             other => Err(MethodError::unknown_method(other)),
         }
     }
 }
 
 /// The methods this component answers itself.
-const METHODS: [&str; 6] = ["workspace_create", "workspace_list", "workspace_delete", "memory_index", "memory_remove", "memory_search"];
+const METHODS: [&str; 10] = [
+    "workspace_create",
+    "workspace_list",
+    "workspace_delete",
+    "memory_index",
+    "memory_remove",
+    "memory_search",
+    "identity_get",
+    "identity_record_task",
+    "identity_backups",
+    "identity_restore",
+];
 
 impl Component for Daemon {
     async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
