@@ -20,8 +20,14 @@ vault_init() {
 check "vault: init seals the master key with the TPM and shows a recovery key once" vault_init
 check "vault: status says sealed by the TPM to PCRs 4,12 and unsealed" vm_ssh '
   clawctl vault status --json | jq -e ".protection == \"tpm2\" and .pcrs == [4,12] and .state == \"unsealed\""'
-check "vault: the vault directory is 0700 and owned by the security agent" vm_ssh '
-  test "$(stat -c "%a %U" /clawfs/vault)" = "700 clawos-security-agent"'
+# The one ACL entry lets fs-engine pass through to vault/identity-backups
+# (its own 0700 subtree); it can neither list the vault nor read a secret.
+check "vault: the vault directory is the security agent's, closed to others, fs-engine may only pass through" vm_ssh '
+  test "$(stat -c "%U %G" /clawfs/vault)" = "clawos-security-agent clawos-security-agent" &&
+  test "$(ls -ld /clawfs/vault | cut -c1-11)" = "drwx--x---+" &&
+  ! setpriv --reuid=clawos-fs-engine --regid=clawos-fs-engine --clear-groups ls /clawfs/vault >/dev/null 2>&1 &&
+  ! setpriv --reuid=nobody --regid=nogroup --clear-groups stat /clawfs/vault/identity-backups >/dev/null 2>&1 &&
+  setpriv --reuid=clawos-fs-engine --regid=clawos-fs-engine --clear-groups stat /clawfs/vault/identity-backups >/dev/null'
 check "vault: a secret set through clawctl reads back" vm_ssh '
   printf "clawos-vault-canary-%s" "$(od -An -N16 -tx1 /dev/urandom | tr -d " \n")" > /run/vault-test/canary
   clawctl secret set vm-test-canary < /run/vault-test/canary || exit 1
