@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-ebpf-vm test-vm clean
+.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-ebpf-vm test-vm bench-ebpf clean
 all: image
 
 deps:
@@ -48,6 +48,10 @@ test-unit: deps
 # small initramfs with the test harness as /init (seconds, not minutes).
 test-ebpf-vm: kernel ebpf
 	bash tests/ebpf-vm/run.sh
+
+# The same VM with the monitor's overhead, event-rate and per-program numbers.
+bench-ebpf: kernel ebpf
+	bash tests/ebpf-vm/run.sh --bench
 
 # Boot tests: boots the image under QEMU (OVMF, swtpm), checks it over SSH
 # (kernel, eBPF, root, TPM, units, components, vault, tools, eBPF policy),

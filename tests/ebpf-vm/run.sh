@@ -5,7 +5,10 @@
 # every scenario against the real programs in the real kernel and prints
 # `VMTEST PASS|FAIL <scenario>` and `VMTEST BENCH ...` lines on the serial
 # console, then powers off. Fails unless every scenario passed.
+#   usage: run.sh [--bench]   (--bench adds the overhead and rate benchmarks)
 source "$(dirname "$0")/../../scripts/lib.sh"
+append="console=ttyS0 rdinit=/init panic=-1 quiet"
+[[ ${1:-} == --bench ]] && append+=" clawos.vmtest=bench"
 kernel="$OUT/kernel/bzImage"
 object="$OUT/ebpf/clawos-monitor.bpf.o"
 [[ -f $kernel ]] || die "no kernel at $kernel: run make kernel"
@@ -28,7 +31,7 @@ started=$(date +%s)
 # panic=-1 turns a kernel panic into a reboot, which -no-reboot ends.
 timeout 600 qemu-system-x86_64 -machine q35 -accel tcg -smp 2 -m 1024 -no-reboot -display none \
   -kernel "$kernel" -initrd "$dir/initramfs.gz" \
-  -append "console=ttyS0 rdinit=/init panic=-1 quiet" \
+  -append "$append" \
   -serial "file:$dir/serial.log" -monitor none || warn "qemu exited with $?"
 log "ebpf-vm: VM ran $(( $(date +%s) - started )) s"
 
