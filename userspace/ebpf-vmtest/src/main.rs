@@ -618,7 +618,8 @@ impl Draining {
             let mut events = 0;
             while !flag.load(Ordering::Relaxed) {
                 monitor.drain(|_| events += 1);
-                std::thread::sleep(Duration::from_millis(1));
+                // The interval clawos-ebpf-agent drains at.
+                std::thread::sleep(Duration::from_millis(10));
             }
             monitor.drain(|_| events += 1);
             (monitor, events)
@@ -639,13 +640,13 @@ fn benchmarks() -> Result<(), String> {
     let workloads: [(&str, &str, Vec<&str>, u64); 4] = [
         ("open/read/close (watched)", BENCH, vec!["opens", GRANTED_FILE, "5000"], 5_000),
         ("open/read/close (checked against grants)", AUDIT, vec!["opens", GRANTED_FILE, "5000"], 5_000),
-        ("exec", BENCH, vec!["execs", "-", "50"], 50),
+        ("exec", BENCH, vec!["execs", "-", "100"], 100),
         ("connect", BENCH, vec!["connects", &connect, "300"], 300),
     ];
     // Rounds alternate between no monitor and the monitor attached with its
     // rings drained, and each keeps its best time, so load from elsewhere on
     // the host skews a round, not the comparison.
-    const ROUNDS: usize = 3;
+    const ROUNDS: usize = 5;
     let mut without = vec![Duration::MAX; workloads.len()];
     let mut with = vec![Duration::MAX; workloads.len()];
     let mut monitor = None;

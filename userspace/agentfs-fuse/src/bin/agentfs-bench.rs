@@ -6,8 +6,13 @@
 //! tree. Prints absolute times and each one's ratio to the host. Every
 //! column is run `--rounds` times, interleaved, and the best time of each
 //! workload kept, so a burst of load from elsewhere on a shared machine
-//! skews one round rather than the ratio. Must run as root (it mounts FUSE
-//! in a temporary directory).
+//! skews one round rather than the ratio. `--cpu N` runs the FUSE column
+//! (its workloads and the FUSE server thread) on one CPU: in a virtual
+//! machine, waking a thread on another vCPU costs an inter-processor
+//! interrupt and a VM exit per FUSE request, which measures the hypervisor
+//! rather than the mount. The other columns are never pinned. Must run as root (it mounts FUSE in a temporary
+//! directory). `--dir D` puts everything under D (default /var/tmp), so
+//! `--dir /dev/shm` compares against tmpfs.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -25,6 +30,9 @@ struct Sizes {
     files: usize,
     big_mib: usize,
     rounds: usize,
+    cpu: Option<usize>,
+    /// Where the scratch directories go (and so which host filesystem).
+    scratch: PathBuf,
 }
 
 /// One column of the table: how long each workload took.
@@ -161,6 +169,27 @@ fn library(db: &Path, sizes: &Sizes, batched: bool) -> Timings {
     timings
 }
 
+/// Runs `work` with this thread, and the threads it starts, on `cpu` only
+/// (on every CPU it had before when `cpu` is `None`), then restores it.
+fn pinned<T>(cpu: Option<usize>, work: impl FnOnce() -> T) -> T {
+    let Some(cpu) = cpu else { return work() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: all-zero cpu_set_t values are empty sets; CPU_SET writes
+    // inside one; sched_getaffinity/setaffinity access `size` bytes of them.
+    let before = unsafe {
+        let mut before: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, size, &mut before), 0, "reading the CPU affinity");
+        let mut only: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut only);
+        assert_eq!(libc::sched_setaffinity(0, size, &only), 0, "pinning to CPU {cpu}");
+        before
+    };
+    let out = work();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &before) }, 0, "restoring the CPU affinity");
+    out
+}
+
 /// Mounts `db` at `mountpoint` on a thread, runs `work`, unmounts.
 fn with_mount<T>(db: &Path, mountpoint: &Path, work: impl FnOnce() -> T) -> T {
     let before = fs::metadata(mountpoint).unwrap().dev();
@@ -182,21 +211,29 @@ fn with_mount<T>(db: &Path, mountpoint: &Path, work: impl FnOnce() -> T) -> T {
 }
 
 fn main() {
-    let mut sizes = Sizes { files: 10_000, big_mib: 100, rounds: 3 };
+    let mut sizes = Sizes { files: 10_000, big_mib: 100, rounds: 3, cpu: None, scratch: PathBuf::from("/var/tmp") };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let value = args.next().and_then(|v| v.parse().ok());
+        let value_text = args.next();
+        let value = value_text.as_deref().and_then(|v| v.parse().ok());
+        if arg == "--dir" {
+            if let Some(dir) = value_text {
+                sizes.scratch = PathBuf::from(dir);
+                continue;
+            }
+        }
         match (arg.as_str(), value) {
             ("--files", Some(n)) => sizes.files = n,
             ("--big-mib", Some(n)) => sizes.big_mib = n,
             ("--rounds", Some(n)) if n > 0 => sizes.rounds = n,
+            ("--cpu", Some(n)) => sizes.cpu = Some(n),
             _ => {
-                eprintln!("usage: agentfs-bench [--files N] [--big-mib M] [--rounds R]");
+                eprintln!("usage: agentfs-bench [--files N] [--big-mib M] [--rounds R] [--cpu N] [--dir D]");
                 std::process::exit(2);
             }
         }
     }
-    let scratch = tempfile::Builder::new().prefix("agentfs-bench").tempdir_in("/var/tmp").unwrap();
+    let scratch = tempfile::Builder::new().prefix("agentfs-bench").tempdir_in(&sizes.scratch).unwrap();
     let dir = |name: &str| -> PathBuf {
         let path = scratch.path().join(name);
         fs::create_dir(&path).unwrap();
@@ -208,7 +245,9 @@ fn main() {
         let lib = library(&dir(&format!("lib{round}")).join("w.db"), &sizes, false);
         let lib_batched = library(&dir(&format!("batched{round}")).join("w.db"), &sizes, true);
         let mountpoint = dir(&format!("mnt{round}"));
-        let fuse = with_mount(&dir(&format!("fuse-db{round}")).join("w.db"), &mountpoint, || posix(&mountpoint, &sizes));
+        let fuse = pinned(sizes.cpu, || {
+            with_mount(&dir(&format!("fuse-db{round}")).join("w.db"), &mountpoint, || posix(&mountpoint, &sizes))
+        });
         let this = [host, lib, lib_batched, fuse];
         best = Some(match best {
             None => this,
@@ -219,8 +258,11 @@ fn main() {
 
     let fs_type = String::from_utf8_lossy(&std::process::Command::new("stat").args(["-f", "-c", "%T"]).arg(scratch.path()).output().unwrap().stdout).trim().to_owned();
     println!(
-        "agentfs-bench: {} small files of 100 B, a {} MiB file; host filesystem {fs_type}; best of {} rounds",
-        sizes.files, sizes.big_mib, sizes.rounds
+        "agentfs-bench: {} small files of 100 B, a {} MiB file; host filesystem {fs_type}; best of {} rounds; {}",
+        sizes.files,
+        sizes.big_mib,
+        sizes.rounds,
+        sizes.cpu.map_or("not pinned".to_owned(), |cpu| format!("FUSE column on CPU {cpu}"))
     );
     println!("{:<28} {:>12} {:>12} {:>9} {:>12} {:>9} {:>12} {:>9}", "workload", "host", "library", "x host", "lib batched", "x host", "FUSE", "x host");
     let rows: [(&str, fn(&Timings) -> Duration, f64); 5] = [
