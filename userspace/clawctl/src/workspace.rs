@@ -1,5 +1,5 @@
-//! `clawctl workspace`: create, list and delete ClawFS user workspaces
-//! through fs-engine.
+//! `clawctl workspace`: create, list and delete ClawFS user workspaces, and
+//! their snapshots, through fs-engine.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,6 +20,36 @@ pub enum WorkspaceCommand {
     List(ListArgs),
     /// Delete a workspace with its database, index and snapshots.
     Delete(DeleteArgs),
+    /// Daily snapshots of a workspace: create, list, restore, prune.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+}
+
+#[derive(Subcommand)]
+pub enum SnapshotCommand {
+    /// Take today's consistent online snapshot (replacing today's if any).
+    Create(DeleteArgs),
+    /// List a workspace's snapshots, oldest first.
+    List(DeleteArgs),
+    /// Replace the workspace's database with a snapshot (checked first).
+    Restore(RestoreArgs),
+    /// Keep only the newest snapshots.
+    Prune(PruneArgs),
+}
+
+#[derive(Args)]
+pub struct RestoreArgs {
+    name: String,
+    /// `snapshot-YYYY-MM-DD.db`, as `snapshot list` shows.
+    file: String,
+}
+
+#[derive(Args)]
+pub struct PruneArgs {
+    name: String,
+    /// How many of the newest to keep.
+    #[arg(long)]
+    keep: usize,
 }
 
 #[derive(Args)]
@@ -81,6 +111,26 @@ pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
         WorkspaceCommand::Delete(args) => {
             call(&client, "workspace_delete", json!({ "name": args.name })).await?;
             println!("deleted {}", args.name);
+        }
+        WorkspaceCommand::Snapshot(SnapshotCommand::Create(args)) => {
+            let snapshot = call(&client, "snapshot_create", json!({ "workspace": args.name })).await?;
+            println!("{} ({} bytes)", snapshot["file"].as_str().unwrap_or("?"), snapshot["bytes"]);
+        }
+        WorkspaceCommand::Snapshot(SnapshotCommand::List(args)) => {
+            let answer = call(&client, "snapshot_list", json!({ "workspace": args.name })).await?;
+            for snapshot in answer["snapshots"].as_array().into_iter().flatten() {
+                println!("{} {}", snapshot["file"].as_str().unwrap_or("?"), snapshot["bytes"]);
+            }
+        }
+        WorkspaceCommand::Snapshot(SnapshotCommand::Restore(args)) => {
+            call(&client, "snapshot_restore", json!({ "workspace": args.name, "file": args.file })).await?;
+            println!("restored {} from {}", args.name, args.file);
+        }
+        WorkspaceCommand::Snapshot(SnapshotCommand::Prune(args)) => {
+            let answer = call(&client, "snapshot_prune", json!({ "workspace": args.name, "keep": args.keep })).await?;
+            for removed in answer["removed"].as_array().into_iter().flatten() {
+                println!("removed {}", removed.as_str().unwrap_or("?"));
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -127,6 +127,30 @@ struct MemoryRemove {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SnapshotWorkspace {
+    workspace: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotName {
+    workspace: String,
+    file: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotPrune {
+    workspace: String,
+    keep: usize,
+}
+
+fn snapshot_json(snapshot: &clawfs::Snapshot) -> serde_json::Value {
+    serde_json::json!({ "file": snapshot.file, "bytes": snapshot.bytes })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AgentName {
     agent: String,
 }
@@ -197,7 +221,9 @@ fn object(value: impl Serialize) -> Result<Object, MethodError> {
 fn method_error(error: clawfs::Error) -> MethodError {
     let code = match &error {
         clawfs::Error::Name(_) | clawfs::Error::Config(_) | clawfs::Error::WorkspaceExists(_) => ErrorCode::Eproto,
-        clawfs::Error::NoSuchWorkspace(_) | clawfs::Error::NoSuchIdentityBackup { .. } => ErrorCode::Enoent,
+        clawfs::Error::NoSuchWorkspace(_)
+        | clawfs::Error::NoSuchIdentityBackup { .. }
+        | clawfs::Error::NoSuchSnapshot { .. } => ErrorCode::Enoent,
         _ => ErrorCode::Eio,
     };
     MethodError::new(code, error.to_string())
@@ -279,6 +305,32 @@ impl Daemon {
                 let p: MemorySearch = params(&request)?;
                 object(self.blocking(move |s| s.index(&p.workspace)?.search(&p.request).map_err(method_error)).await?)
             }
+            "snapshot_create" => {
+                let p: SnapshotWorkspace = params(&request)?;
+                let snapshot = self.blocking(move |s| s.clawfs.create_snapshot(&p.workspace).map_err(method_error)).await?;
+                object(snapshot_json(&snapshot))
+            }
+            "snapshot_list" => {
+                let p: SnapshotWorkspace = params(&request)?;
+                let snapshots = self.blocking(move |s| s.clawfs.list_snapshots(&p.workspace).map_err(method_error)).await?;
+                object(serde_json::json!({ "snapshots": snapshots.iter().map(snapshot_json).collect::<Vec<_>>() }))
+            }
+            "snapshot_restore" => {
+                let p: SnapshotName = params(&request)?;
+                self.blocking(move |s| {
+                    // The open index belongs to the database being replaced;
+                    // the next search reopens (and if needed rebuilds) it.
+                    s.indexes.remove(&p.workspace);
+                    s.clawfs.restore_snapshot(&p.workspace, &p.file).map_err(method_error)
+                })
+                .await?;
+                Ok(Object::new())
+            }
+            "snapshot_prune" => {
+                let p: SnapshotPrune = params(&request)?;
+                let removed = self.blocking(move |s| s.clawfs.prune_snapshots(&p.workspace, p.keep).map_err(method_error)).await?;
+                object(serde_json::json!({ "removed": removed }))
+            }
             "identity_get" => {
                 let p: AgentName = params(&request)?;
                 object(self.blocking(move |s| s.clawfs.read_identity(&p.agent).map_err(method_error)).await?)
@@ -302,13 +354,17 @@ impl Daemon {
 }
 
 /// The methods this component answers itself.
-const METHODS: [&str; 10] = [
+const METHODS: [&str; 14] = [
     "workspace_create",
     "workspace_list",
     "workspace_delete",
     "memory_index",
     "memory_remove",
     "memory_search",
+    "snapshot_create",
+    "snapshot_list",
+    "snapshot_restore",
+    "snapshot_prune",
     "identity_get",
     "identity_record_task",
     "identity_backups",
