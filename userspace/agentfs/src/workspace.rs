@@ -61,6 +61,39 @@ enum BatchState {
     RolledBack { cause: String, errno: i32 },
 }
 
+/// One operation's savepoint inside a batch. Dropped without
+/// [`OpSavepoint::release`] (an error, or a panic unwinding through the
+/// operation) it rolls the operation back, so a batch never commits half of
+/// one. The statements are prepared once and cached: a savepoint per
+/// operation is the batch's per-operation cost.
+struct OpSavepoint<'c> {
+    conn: &'c Connection,
+    released: bool,
+}
+
+impl<'c> OpSavepoint<'c> {
+    fn begin(conn: &'c Connection) -> Result<Self> {
+        conn.prepare_cached("SAVEPOINT agentfs_op")?.execute([])?;
+        Ok(OpSavepoint { conn, released: false })
+    }
+
+    fn release(mut self) -> Result<()> {
+        self.conn.prepare_cached("RELEASE agentfs_op")?.execute([])?;
+        self.released = true;
+        Ok(())
+    }
+}
+
+impl Drop for OpSavepoint<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            // If SQLite already rolled the whole transaction back there is
+            // nothing to undo, and this fails harmlessly.
+            let _ = self.conn.execute_batch("ROLLBACK TO agentfs_op; RELEASE agentfs_op");
+        }
+    }
+}
+
 /// Where a resolved name lives.
 #[derive(Debug, Clone)]
 enum Node {
@@ -147,22 +180,11 @@ impl AgentFs {
                 Err(Error::BatchRolledBack { cause: cause.clone(), errno: *errno })
             }
             BatchState::Open => {
-                // Prepared once and cached: a savepoint per operation is the
-                // batch's per-operation cost, so it is not parsed every time.
-                let outcome = self.conn.prepare_cached("SAVEPOINT agentfs_op").and_then(|mut begin| begin.execute([]))
-                    .map_err(Error::from)
-                    .and_then(|_| match run(&self.conn) {
-                        Ok(out) => {
-                            self.conn.prepare_cached("RELEASE agentfs_op")?.execute([])?;
-                            Ok(out)
-                        }
-                        Err(error) => {
-                            // Undo this operation only. If SQLite already rolled
-                            // the whole transaction back, there is nothing to undo.
-                            let _ = self.conn.execute_batch("ROLLBACK TO agentfs_op; RELEASE agentfs_op");
-                            Err(error)
-                        }
-                    });
+                let outcome = OpSavepoint::begin(&self.conn).and_then(|savepoint| {
+                    let out = run(&self.conn)?;
+                    savepoint.release()?;
+                    Ok(out)
+                });
                 if let Err(error) = &outcome {
                     if self.conn.is_autocommit() {
                         self.batch = BatchState::RolledBack { cause: error.to_string(), errno: error.errno() };
