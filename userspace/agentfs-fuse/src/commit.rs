@@ -24,7 +24,7 @@ use std::ops::{Deref, DerefMut};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,6 @@ impl Default for CommitPolicy {
 /// The workspace and the batch it has open.
 pub(crate) struct Shared {
     fs: AgentFs,
-    db_dir: PathBuf,
     policy: CommitPolicy,
     batch: Option<OpenBatch>,
     /// A failed group commit not yet reported to anyone (its errno).
@@ -115,21 +114,46 @@ impl Drop for Shared {
     }
 }
 
-/// The mount's handle on the workspace, shared with the idle committer.
-#[derive(Clone)]
-pub(crate) struct Workspace(Arc<Mutex<Shared>>);
+/// What the committer thread is woken for.
+enum Wake {
+    /// A request opened a batch: commit it once it is due.
+    Opened,
+    /// The mount is ending.
+    Stop,
+}
+
+/// The mount's handle on the workspace, shared with the committer thread.
+pub(crate) struct Workspace {
+    shared: Arc<Mutex<Shared>>,
+    /// The directory holding the database: its free space decides batching.
+    db_dir: PathBuf,
+    wake_committer: mpsc::Sender<Wake>,
+}
 
 impl Workspace {
-    pub(crate) fn new(fs: AgentFs, db_dir: PathBuf, policy: CommitPolicy) -> Workspace {
-        Workspace(Arc::new(Mutex::new(Shared { fs, db_dir, policy, batch: None, unreported_loss: None })))
+    /// The workspace and the thread that commits a batch left open by the
+    /// last request once it is due (requests only commit when the next one
+    /// arrives). The thread sleeps while no batch is open.
+    pub(crate) fn new(fs: AgentFs, db_dir: PathBuf, policy: CommitPolicy) -> (Workspace, Committer) {
+        let shared = Arc::new(Mutex::new(Shared { fs, policy, batch: None, unreported_loss: None }));
+        let (wake_committer, wakes) = mpsc::channel();
+        let handle = (!policy.interval.is_zero()).then(|| {
+            let shared = Arc::downgrade(&shared);
+            thread::spawn(move || commit_when_due(&shared, &wakes, policy.interval))
+        });
+        let committer = Committer { wake: wake_committer.clone(), handle };
+        (Workspace { shared, db_dir, wake_committer }, committer)
+    }
+
+    /// The directory holding the database.
+    pub(crate) fn db_dir(&self) -> &Path {
+        &self.db_dir
     }
 
     /// The workspace. Requests lock it once per library call, and never
     /// twice at once: the lock is not reentrant.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
-        // A panic while holding the lock leaves nothing half done in the
-        // database (every operation is a savepoint), so the lock is usable.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.shared)
     }
 
     /// Called before a request that changes the workspace and will write
@@ -142,9 +166,12 @@ impl Workspace {
             shared.commit()?;
         }
         let batching = !shared.policy.interval.is_zero();
-        if shared.batch.is_none() && batching && free_bytes(&shared.db_dir).is_ok_and(|free| free >= LOW_SPACE_BYTES) {
+        if shared.batch.is_none() && batching && free_bytes(&self.db_dir).is_ok_and(|free| free >= LOW_SPACE_BYTES) {
             shared.fs.begin_batch().map_err(|err| err.errno())?;
             shared.batch = Some(OpenBatch { since: Instant::now(), bytes: 0 });
+            // Never blocks; fails only once the committer is gone at unmount,
+            // when the last batch is committed on drop instead.
+            let _ = self.wake_committer.send(Wake::Opened);
         }
         if let Some(batch) = &mut shared.batch {
             batch.bytes += bytes;
@@ -163,39 +190,49 @@ impl Workspace {
         committed?;
         shared.fs.sync().map_err(|err| err.errno())
     }
+}
 
-    /// Starts the thread that commits a batch left open by the last
-    /// request once it is due (requests only commit when the next arrives).
-    pub(crate) fn spawn_committer(&self) -> Committer {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let shared = Arc::downgrade(&self.0);
-        let interval = self.lock().policy.interval;
-        let handle = (!interval.is_zero()).then(|| {
-            thread::spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval / 2) {
-                    let Some(shared) = shared.upgrade() else { return };
-                    let mut shared = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                    if shared.batch_is_due() {
-                        // A failure is logged and kept for the next fsync.
-                        let _ = shared.commit();
-                    }
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A panic while holding the lock leaves nothing half done in the
+    // database (every operation is a savepoint), so the lock is usable.
+    shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The committer thread: asleep until a batch is opened, then awake until
+/// that batch is committed (by itself once due, or by a request).
+fn commit_when_due(shared: &Weak<Mutex<Shared>>, wakes: &mpsc::Receiver<Wake>, interval: Duration) {
+    while let Ok(Wake::Opened) = wakes.recv() {
+        loop {
+            let Some(shared) = shared.upgrade() else { return };
+            let wait = {
+                let mut shared = lock(&shared);
+                let Some(since) = shared.batch.as_ref().map(|batch| batch.since) else { break };
+                if shared.batch_is_due() {
+                    // A failure is logged and kept for the next fsync.
+                    let _ = shared.commit();
+                    break;
                 }
-            })
-        });
-        Committer { stop: Some(stop), handle }
+                interval.saturating_sub(since.elapsed())
+            };
+            drop(shared);
+            match wakes.recv_timeout(wait) {
+                Ok(Wake::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Wake::Opened) | Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
     }
 }
 
-/// The idle committer thread; [`Committer::stop`] ends it.
+/// The committer thread; [`Committer::stop`] ends it.
 pub(crate) struct Committer {
-    stop: Option<mpsc::Sender<()>>,
+    wake: mpsc::Sender<Wake>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Committer {
-    pub(crate) fn stop(mut self) {
-        drop(self.stop.take());
-        if let Some(handle) = self.handle.take() {
+    pub(crate) fn stop(self) {
+        let _ = self.wake.send(Wake::Stop);
+        if let Some(handle) = self.handle {
             // The thread only commits; a panic there was already printed.
             let _ = handle.join();
         }

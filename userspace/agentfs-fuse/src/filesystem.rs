@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -43,8 +43,6 @@ struct Listing {
 /// A mounted workspace.
 pub(crate) struct WorkspaceFs {
     workspace: Workspace,
-    /// The directory holding the database, whose free space statfs reports.
-    db_dir: PathBuf,
     paths: InodePaths,
     listings: HashMap<u64, Listing>,
     next_handle: u64,
@@ -55,17 +53,16 @@ pub(crate) struct WorkspaceFs {
 }
 
 impl WorkspaceFs {
-    pub(crate) fn new(workspace: Workspace, db_dir: PathBuf) -> WorkspaceFs {
+    pub(crate) fn new(workspace: Workspace) -> WorkspaceFs {
         let mut mounted = WorkspaceFs {
             workspace,
-            db_dir,
             paths: InodePaths::new(),
             listings: HashMap::new(),
             next_handle: 1,
             open_handles: HashMap::new(),
             orphans: HashSet::new(),
         };
-        mounted.remove_stale_orphans();
+        mounted.remove_orphans();
         mounted
     }
 
@@ -74,8 +71,11 @@ impl WorkspaceFs {
         self.workspace.lock()
     }
 
-    /// Orphans a crash left behind: nothing can have them open any more.
-    fn remove_stale_orphans(&mut self) {
+    /// Removes every orphan: at mount, what a crash left behind; at
+    /// unmount, what was still open or whose last close the kernel dropped
+    /// when the connection ended (RELEASE is sent asynchronously after
+    /// close). Either way nothing can have them open any more.
+    fn remove_orphans(&mut self) {
         let Ok(entries) = self.fs().readdir(ORPHANS) else { return };
         for entry in entries {
             // Best effort: a leftover orphan only costs its space until the next mount.
@@ -252,6 +252,13 @@ fn file_attr(stat: &Stat, chunk_size: u64) -> FileAttr {
         rdev: stat.rdev as u32,
         blksize: chunk_size.min(u32::MAX as u64) as u32,
         flags: 0,
+    }
+}
+
+impl Drop for WorkspaceFs {
+    fn drop(&mut self) {
+        // Runs before the workspace's own drop commits the last batch.
+        self.remove_orphans();
     }
 }
 
@@ -607,7 +614,7 @@ impl Filesystem for WorkspaceFs {
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         // The workspace grows into whatever the disk under the database has.
-        let host = match statvfs(&self.db_dir) {
+        let host = match statvfs(self.workspace.db_dir()) {
             Ok(host) => host,
             Err(err) => return reply.error(err.raw_os_error().unwrap_or(libc::EIO)),
         };

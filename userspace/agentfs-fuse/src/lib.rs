@@ -121,10 +121,8 @@ pub fn mount_with(db: &Path, mountpoint: &Path, options: &MountOptions) -> Resul
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let workspace = Workspace::new(fs, db_dir.clone(), options.commit);
-    let committer = workspace.spawn_committer();
-    let mut session =
-        Session::new(WorkspaceFs::new(workspace, db_dir), mountpoint, &mount_options).map_err(mount_error)?;
+    let (workspace, committer) = Workspace::new(fs, db_dir, options.commit);
+    let mut session = Session::new(WorkspaceFs::new(workspace), mountpoint, &mount_options).map_err(mount_error)?;
     let unmounter = session.unmount_callable();
     let watcher = thread::spawn(move || {
         if signals.forever().next().is_some() {
