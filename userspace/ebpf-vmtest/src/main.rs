@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -37,31 +37,23 @@ const ENFORCE: &str = "vmtest/enforce";
 const OUTSIDE: &str = "vmtest/outside";
 const BENCH: &str = "vmtest/bench";
 
-/// The policy under test, in the policy file's own format. `vmtest/outside`
-/// is deliberately absent: nothing there may be reported. `/proc/` is
-/// granted because every new program reads its own /proc/<pid>/maps at
-/// startup (glibc, for the main thread's stack bounds).
-const POLICY: &str = r#"
-[[cgroup]]
-path = "vmtest/audit"
-mode = "audit"
-deny_exec = true
+/// The policy under test, in the policy file's own format, with
+/// `vmtest/audit` in `audit_mode` (the policy update scenario switches it).
+/// The audit and enforce cgroups have the same rules; `vmtest/bench` is only
+/// watched; `vmtest/outside` is deliberately absent: nothing there may be
+/// reported. `/proc/` is granted because every new program reads its own
+/// /proc/<pid>/maps at startup (glibc, for the main thread's stack bounds).
+fn policy(audit_mode: &str) -> String {
+    let rules = r#"deny_exec = true
 deny_privileged = true
 open_grants = ["/init", "/granted/", "/proc/"]
-connect_grants = ["127.0.0.2"]
-
-[[cgroup]]
-path = "vmtest/enforce"
-mode = "enforce"
-deny_exec = true
-deny_privileged = true
-open_grants = ["/init", "/granted/", "/proc/"]
-connect_grants = ["127.0.0.2"]
-
-[[cgroup]]
-path = "vmtest/bench"
-mode = "audit"
-"#;
+connect_grants = ["127.0.0.2"]"#;
+    format!(
+        "[[cgroup]]\npath = \"{AUDIT}\"\nmode = \"{audit_mode}\"\n{rules}\n\n\
+         [[cgroup]]\npath = \"{ENFORCE}\"\nmode = \"enforce\"\n{rules}\n\n\
+         [[cgroup]]\npath = \"{BENCH}\"\nmode = \"audit\"\n"
+    )
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -101,7 +93,11 @@ fn act(args: &[String]) -> i32 {
             Ok(())
         }
         "open" => fs::File::open(arg(2)).map(drop).map_err(errno),
-        "opens" => (0..count()).try_for_each(|_| fs::File::open(arg(2)).map(drop).map_err(errno)),
+        // open/read/close, the issue's syscall-heavy loop.
+        "opens" => (0..count()).try_for_each(|_| {
+            let mut byte = [0u8; 1];
+            fs::File::open(arg(2)).and_then(|mut file| file.read(&mut byte)).map(drop).map_err(errno)
+        }),
         "exec" => Err(errno(Command::new(arg(2)).args(["act", "-", "noop"]).exec())),
         "execs" => (0..count()).try_for_each(|_| match Command::new(SELF).args(["act", "-", "noop"]).status() {
             Ok(status) if status.success() => Ok(()),
@@ -488,9 +484,9 @@ fn policy_update_scenario(monitor: &mut Monitor) -> Outcome {
     let ids = |monitor: &Monitor| monitor.program_stats().iter().map(|program| program.id).collect::<Vec<_>>();
     let before = ids(monitor);
     ensure(run_in(AUDIT, &["open", FORBIDDEN_FILE]).code == 0, || "audit mode refused the open".into())?;
-    apply(monitor, &POLICY.replacen(r#"mode = "audit""#, r#"mode = "enforce""#, 1))?;
+    apply(monitor, &policy("enforce"))?;
     let enforced = run_in(AUDIT, &["open", FORBIDDEN_FILE]).code;
-    apply(monitor, POLICY)?;
+    apply(monitor, &policy("audit"))?;
     let restored = run_in(AUDIT, &["open", FORBIDDEN_FILE]).code;
     ensure(enforced == libc::EPERM && restored == 0, || format!("open after switching to enforce: errno {enforced}; after switching back: {restored}"))?;
     let after = ids(monitor);
@@ -528,7 +524,7 @@ fn ring_loss_scenario() -> Outcome {
     const OPENS: u64 = 2_000;
     // One page: room for about a dozen open records.
     let mut small = Monitor::attach_with_ring_sizes(Path::new(OBJECT), &[("FILE_EVENTS", 4096)]).map_err(|err| format!("{err:#}"))?;
-    apply(&mut small, POLICY)?;
+    apply(&mut small, &policy("audit"))?;
     let run = run_in(AUDIT, &["opens", GRANTED_FILE, &OPENS.to_string()]);
     ensure(run.code == 0, || format!("opens failed with errno {}", run.code))?;
     let delivered = drain(&mut small).remove(&run.pid).unwrap_or_default().iter().filter(|event| event.kind() == EventKind::FileOpen).count() as u64;
@@ -550,7 +546,7 @@ fn run_all() {
         Ok(monitor) => monitor,
         Err(err) => return println!("VMTEST FAIL setup: attaching {OBJECT}: {err} ({:?})", std::error::Error::source(&err)),
     };
-    if let Err(problem) = apply(&mut monitor, POLICY) {
+    if let Err(problem) = apply(&mut monitor, &policy("audit")) {
         return println!("VMTEST FAIL setup: {problem}");
     }
     let scenarios: [(&str, fn(&mut Monitor) -> Outcome); 10] = [
@@ -656,7 +652,7 @@ fn benchmarks() -> Result<(), String> {
             *best = (*best).min(timed_in(cgroup, action)?);
         }
         let mut attached = Monitor::attach(Path::new(OBJECT)).map_err(|err| format!("{err:#}"))?;
-        apply(&mut attached, POLICY)?;
+        apply(&mut attached, &policy("audit"))?;
         let draining = Draining::start(attached);
         let timings: Result<Vec<Duration>, String> =
             workloads.iter().map(|(_, cgroup, action, _)| timed_in(cgroup, action)).collect();
