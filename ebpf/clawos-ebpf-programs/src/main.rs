@@ -31,8 +31,8 @@ use aya_ebpf::{
 use clawos_ebpf_common::{
     CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
     NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
-    EVENT_FORMAT_VERSION, GRANT_PATH_LEN, MODE_ENFORCE, OPEN_REPORT_WINDOW_NS, PROGRAM_COUNT, RULE_DENY_EXEC, RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT,
-    RULE_RESTRICT_OPEN,
+    EVENT_FORMAT_VERSION, GRANT_PATH_LEN, MODE_ENFORCE, OPEN_REPORT_WINDOW_NS, PROGRAM_COUNT, RULE_DENY_EXEC,
+    RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT, RULE_RESTRICT_OPEN,
 };
 
 /// Monitored cgroups and their policy, filled by userspace. 4096 covers the
