@@ -29,8 +29,9 @@ pub const IDENTITY_VERSION: u64 = 1;
 /// Backups kept per agent; older ones are removed after each update.
 pub const IDENTITY_BACKUPS_KEPT: usize = 10;
 
-/// The §5.3 schema. Unknown fields are kept as they are (a newer ClawOS of
-/// the same version may add some); missing or mistyped ones are corruption.
+/// The §5.3 schema. Unknown top-level fields are kept as they are (a newer
+/// ClawOS of the same version may add some); missing or mistyped known
+/// fields are corruption.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Identity {
     pub agent_id: String,
@@ -42,6 +43,10 @@ pub struct Identity {
     pub history: History,
     pub performance: Performance,
     pub checksum: String,
+    /// Top-level fields this build does not know, kept as they are through
+    /// reads and updates.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -366,6 +371,19 @@ mod tests {
         let backups = clawfs.identity_backups("build-engine").unwrap();
         let kept: Value = serde_json::from_slice(&fs::read(&backups.last().unwrap().path).unwrap()).unwrap();
         assert_eq!(kept, old, "the pre-migration file is backed up");
+    }
+
+    #[test]
+    fn unknown_top_level_fields_survive_an_update() {
+        let (_dir, clawfs) = instance_with_agent("core-dev-agent");
+        let mut value = serde_json::to_value(clawfs.read_identity("core-dev-agent").unwrap()).unwrap();
+        value["preferences"] = json!({ "editor": "helix" });
+        value["checksum"] = json!(identity_checksum(&value));
+        write_raw(&clawfs, "core-dev-agent", &value);
+        clawfs.update_identity("core-dev-agent", |identity| identity.history.total_executions = 1).unwrap();
+        let on_disk: Value = serde_json::from_slice(&fs::read(clawfs.identity_path("core-dev-agent")).unwrap()).unwrap();
+        assert_eq!(on_disk["preferences"], json!({ "editor": "helix" }));
+        assert_eq!(clawfs.read_identity("core-dev-agent").unwrap().history.total_executions, 1);
     }
 
     #[test]
