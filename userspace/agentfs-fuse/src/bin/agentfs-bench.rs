@@ -12,7 +12,8 @@
 //! interrupt and a VM exit per FUSE request, which measures the hypervisor
 //! rather than the mount. The other columns are never pinned. Must run as root (it mounts FUSE in a temporary
 //! directory). `--dir D` puts everything under D (default /var/tmp), so
-//! `--dir /dev/shm` compares against tmpfs.
+//! `--dir /dev/shm` compares against tmpfs. `--commit-interval-ms N` sets
+//! the mount's group commit (0: one transaction per request).
 
 use std::fs;
 use std::io::{Read, Write};
@@ -31,6 +32,8 @@ struct Sizes {
     big_mib: usize,
     rounds: usize,
     cpu: Option<usize>,
+    /// The mount's commit policy (`--commit-interval-ms 0`: per request).
+    commit: agentfs_fuse::CommitPolicy,
     /// Where the scratch directories go (and so which host filesystem).
     scratch: PathBuf,
 }
@@ -191,12 +194,11 @@ fn pinned<T>(cpu: Option<usize>, work: impl FnOnce() -> T) -> T {
 }
 
 /// Mounts `db` at `mountpoint` on a thread, runs `work`, unmounts.
-fn with_mount<T>(db: &Path, mountpoint: &Path, work: impl FnOnce() -> T) -> T {
+fn with_mount<T>(db: &Path, mountpoint: &Path, commit: agentfs_fuse::CommitPolicy, work: impl FnOnce() -> T) -> T {
     let before = fs::metadata(mountpoint).unwrap().dev();
     let (db_owned, mount_owned) = (db.to_path_buf(), mountpoint.to_path_buf());
-    let server = std::thread::spawn(move || {
-        agentfs_fuse::mount_with(&db_owned, &mount_owned, &agentfs_fuse::MountOptions::default())
-    });
+    let options = agentfs_fuse::MountOptions { commit, ..agentfs_fuse::MountOptions::default() };
+    let server = std::thread::spawn(move || agentfs_fuse::mount_with(&db_owned, &mount_owned, &options));
     let deadline = Instant::now() + Duration::from_secs(10);
     while fs::metadata(mountpoint).unwrap().dev() == before {
         assert!(Instant::now() < deadline, "the FUSE mount did not appear");
@@ -211,7 +213,14 @@ fn with_mount<T>(db: &Path, mountpoint: &Path, work: impl FnOnce() -> T) -> T {
 }
 
 fn main() {
-    let mut sizes = Sizes { files: 10_000, big_mib: 100, rounds: 3, cpu: None, scratch: PathBuf::from("/var/tmp") };
+    let mut sizes = Sizes {
+        files: 10_000,
+        big_mib: 100,
+        rounds: 3,
+        cpu: None,
+        commit: agentfs_fuse::CommitPolicy::default(),
+        scratch: PathBuf::from("/var/tmp"),
+    };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value_text = args.next();
@@ -227,8 +236,9 @@ fn main() {
             ("--big-mib", Some(n)) => sizes.big_mib = n,
             ("--rounds", Some(n)) if n > 0 => sizes.rounds = n,
             ("--cpu", Some(n)) => sizes.cpu = Some(n),
+            ("--commit-interval-ms", Some(n)) => sizes.commit.interval = Duration::from_millis(n as u64),
             _ => {
-                eprintln!("usage: agentfs-bench [--files N] [--big-mib M] [--rounds R] [--cpu N] [--dir D]");
+                eprintln!("usage: agentfs-bench [--files N] [--big-mib M] [--rounds R] [--cpu N] [--dir D] [--commit-interval-ms N]");
                 std::process::exit(2);
             }
         }
@@ -246,7 +256,7 @@ fn main() {
         let lib_batched = library(&dir(&format!("batched{round}")).join("w.db"), &sizes, true);
         let mountpoint = dir(&format!("mnt{round}"));
         let fuse = pinned(sizes.cpu, || {
-            with_mount(&dir(&format!("fuse-db{round}")).join("w.db"), &mountpoint, || posix(&mountpoint, &sizes))
+            with_mount(&dir(&format!("fuse-db{round}")).join("w.db"), &mountpoint, sizes.commit, || posix(&mountpoint, &sizes))
         });
         let this = [host, lib, lib_batched, fuse];
         best = Some(match best {
@@ -258,11 +268,12 @@ fn main() {
 
     let fs_type = String::from_utf8_lossy(&std::process::Command::new("stat").args(["-f", "-c", "%T"]).arg(scratch.path()).output().unwrap().stdout).trim().to_owned();
     println!(
-        "agentfs-bench: {} small files of 100 B, a {} MiB file; host filesystem {fs_type}; best of {} rounds; {}",
+        "agentfs-bench: {} small files of 100 B, a {} MiB file; host filesystem {fs_type}; best of {} rounds; {}; FUSE commits every {} ms",
         sizes.files,
         sizes.big_mib,
         sizes.rounds,
-        sizes.cpu.map_or("not pinned".to_owned(), |cpu| format!("FUSE column on CPU {cpu}"))
+        sizes.cpu.map_or("not pinned".to_owned(), |cpu| format!("FUSE column on CPU {cpu}")),
+        sizes.commit.interval.as_millis()
     );
     println!("{:<28} {:>12} {:>12} {:>9} {:>12} {:>9} {:>12} {:>9}", "workload", "host", "library", "x host", "lib batched", "x host", "FUSE", "x host");
     let rows: [(&str, fn(&Timings) -> Duration, f64); 5] = [
