@@ -17,6 +17,8 @@ use clawos_toolhost::definition::Registry;
 use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS};
 use serde::Deserialize;
 
+mod seccomp;
+
 /// `execute_tool`'s default timeout (IPC spec: method timeouts table).
 const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_millis(10_000);
 
@@ -91,6 +93,9 @@ impl Daemon {
                 Err(e) => tracing::error!(tool = tool.tool_id(), "tool not loadable: {e}"),
             }
         }
+        // Last: from here on only the calls the daemon keeps making are allowed.
+        let rules = seccomp::install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
+        tracing::info!(rules, "seccomp filter installed: any other system call kills the daemon");
         Ok(Daemon { host: Arc::new(host), registry: Arc::new(registry), clawfs_root: config.clawfs_root })
     }
 

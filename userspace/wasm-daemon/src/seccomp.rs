@@ -1,0 +1,176 @@
+//! The daemon's own seccomp filter (libseccomp), installed once start-up is
+//! done: tools are compiled, the cgroups set up and the socket bound. From
+//! then on the process may make only the system calls below; any other kills
+//! the whole process (`SCMP_ACT_KILL_PROCESS`), which the kernel's audit log
+//! reports in the journal with the syscall number (`type=1326 ... sig=31
+//! syscall=N`) and systemd as `status=31/SYS` before restarting the unit.
+//!
+//! Why these calls: every entry of [`ALLOWED_SYSCALLS`] is used by something
+//! the daemon keeps doing after start-up (its group names it); the list is
+//! also the table in `specs/toolhost/seccomp.md`. Two calls get argument
+//! rules instead of a plain allow:
+//! - `clone` only with `CLONE_THREAD` (new threads for tokio's blocking pool
+//!   and the tool calls); a new *process* (fork, posix_spawn) is denied, and
+//!   so is `execve`: the daemon never runs programs.
+//! - `clone3` fails with `ENOSYS`: its flags live in memory a filter cannot
+//!   read, and glibc falls back to `clone` when it is missing.
+
+use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
+
+/// System calls the running daemon may make, grouped by who needs them.
+pub const ALLOWED_SYSCALLS: &[(&str, &[&str])] = &[
+    (
+        "memory (allocator, wasmtime's pooling allocator and copy-on-write images, Cranelift code)",
+        &["brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "memfd_create", "ftruncate"],
+    ),
+    (
+        "threads and synchronisation (tokio, tool-call threads, the epoch ticker)",
+        &[
+            "futex", "set_robust_list", "get_robust_list", "rseq", "sched_yield", "sched_getaffinity", "gettid",
+            "getpid", "getppid", "exit", "exit_group", "prctl", "nanosleep", "clock_nanosleep", "restart_syscall",
+        ],
+    ),
+    (
+        "signals (wasmtime traps out-of-bounds accesses and stack overflow with SIGSEGV/SIGILL handlers on an alternate stack; SIGTERM shutdown)",
+        &["rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "tgkill", "kill"],
+    ),
+    (
+        "files (tool registry and cache, the agents' AgentFS databases with their WAL, cgroupfs, /proc/self for metrics, filesystem grants)",
+        &[
+            "openat", "close", "read", "write", "pread64", "pwrite64", "readv", "writev", "lseek", "fstat",
+            "newfstatat", "statx", "fstatfs", "statfs", "fsync", "fdatasync", "fcntl", "flock", "fallocate", "unlinkat",
+            "renameat", "renameat2", "mkdirat", "mkdir", "rmdir", "unlink", "rename", "readlink", "access", "getdents64", "readlinkat", "faccessat", "faccessat2", "fchmod", "chmod", "fchown", "getcwd",
+            "ioctl", "dup", "dup3", "pipe2",
+        ],
+    ),
+    (
+        "event loop (tokio: epoll, eventfd wakeups, poll for name lookups)",
+        &["epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd2", "poll", "ppoll"],
+    ),
+    (
+        "sockets (IPC over abstract Unix sockets, sd_notify, tools' HTTP to granted hosts, DNS)",
+        &[
+            "socket", "connect", "accept4", "bind", "listen", "getsockname", "getpeername", "getsockopt",
+            "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "shutdown", "socketpair",
+        ],
+    ),
+    (
+        "time, identity, randomness and limits",
+        &[
+            "clock_gettime", "clock_getres", "gettimeofday", "getrandom", "uname", "getuid", "geteuid", "getgid",
+            "getegid", "getrusage", "prlimit64", "sysinfo", "sched_getparam", "sched_getscheduler",
+        ],
+    ),
+];
+
+/// Installs the filter on every thread of the process (TSYNC): the tokio
+/// workers already exist when it is installed.
+pub fn install() -> Result<usize, libseccomp::error::SeccompError> {
+    let mut filter = ScmpFilterContext::new(ScmpAction::KillProcess)?;
+    // Threads that exist already get the same filter, or loading fails.
+    filter.set_ctl_tsync(true)?;
+    let mut allowed = 0;
+    for (_, names) in ALLOWED_SYSCALLS {
+        for name in *names {
+            filter.add_rule(ScmpAction::Allow, ScmpSyscall::from_name(name)?)?;
+            allowed += 1;
+        }
+    }
+    let clone_thread = libc::CLONE_THREAD as u64;
+    filter.add_rule_conditional(
+        ScmpAction::Allow,
+        ScmpSyscall::from_name("clone")?,
+        &[ScmpArgCompare::new(0, ScmpCompareOp::MaskedEqual(clone_thread), clone_thread)],
+    )?;
+    filter.add_rule(ScmpAction::Errno(libc::ENOSYS), ScmpSyscall::from_name("clone3")?)?;
+    filter.load()?;
+    Ok(allowed + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Command;
+
+    /// Set in the re-executed test binary: which action to take under the filter.
+    const CHILD_ACTION: &str = "CLAWOS_SECCOMP_TEST_ACTION";
+
+    /// Runs this test binary again as a child that installs the filter and
+    /// then does `action` (see `seccomp_child`); returns how it ended.
+    fn run_child(action: &str) -> std::process::ExitStatus {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "seccomp::tests::seccomp_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ACTION, action)
+            .status()
+            .unwrap()
+    }
+
+    /// Not a test on its own: the body of the child `run_child` starts.
+    #[test]
+    fn seccomp_child() {
+        let Ok(action) = std::env::var(CHILD_ACTION) else { return };
+        // A tokio runtime with workers first, like the daemon.
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        super::install().expect("installing the filter");
+        match action.as_str() {
+            "daemon-work" => {
+                // What the daemon does after start-up: threads, files, sockets, time.
+                runtime.block_on(async {
+                    let handle = tokio::task::spawn_blocking(|| {
+                        let dir = tempfile_dir();
+                        std::fs::write(dir.join("f"), b"x").unwrap();
+                        assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"x");
+                        std::fs::remove_dir_all(&dir).unwrap();
+                        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                        std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+                        std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(1))).join().unwrap();
+                    });
+                    handle.await.unwrap();
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                });
+            }
+            "spawn" => {
+                let _ = Command::new("/bin/true").status();
+            }
+            "ptrace" => {
+                // SAFETY: PTRACE_TRACEME with null arguments touches no memory.
+                unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) };
+            }
+            other => panic!("unknown action {other}"),
+        }
+        std::process::exit(0);
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("clawos-seccomp-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_daemon_work_runs_under_the_filter() {
+        let status = run_child("daemon-work");
+        assert!(status.success(), "the filtered child ended with {status:?}");
+    }
+
+    #[test]
+    fn starting_a_program_kills_the_process() {
+        assert_eq!(run_child("spawn").signal(), Some(libc::SIGSYS));
+    }
+
+    #[test]
+    fn the_spec_lists_exactly_the_allowed_calls() {
+        let spec = include_str!("../../../specs/toolhost/seccomp.md");
+        let table = spec.split("## Allowed system calls").nth(1).unwrap().split("\n\n").nth(1).unwrap();
+        let mut documented: Vec<&str> = table.split('`').skip(1).step_by(2).collect();
+        let mut allowed: Vec<&str> = super::ALLOWED_SYSCALLS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        documented.sort_unstable();
+        allowed.sort_unstable();
+        assert_eq!(documented, allowed);
+    }
+
+    #[test]
+    fn an_unlisted_syscall_kills_the_process() {
+        assert_eq!(run_child("ptrace").signal(), Some(libc::SIGSYS));
+    }
+}
