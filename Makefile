@@ -41,7 +41,8 @@ run: image qemu
 
 test: test-unit test-ebpf-vm test-vm
 
-test-unit: deps
+# The tools first: tests/built_tools.rs runs every shipped tool, hostile ones included.
+test-unit: deps tools
 	cargo test --release --locked --workspace
 
 # The eBPF monitor's scenarios and benchmarks: the ClawOS kernel booted on a

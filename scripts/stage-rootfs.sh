@@ -11,7 +11,7 @@ find "$TARGET" -maxdepth 1 -type f -executable \( -name 'clawos-*' -o -name claw
 install -m 0644 "$OUT/ebpf/clawos-monitor.bpf.o" "$X/usr/lib/clawos/ebpf/"
 mkdir -p "$X/usr/lib/clawos/tools"
 # The tools and the registry tools.sh wrote for them (paths relative to it).
-install -m 0644 "$OUT"/tools/*.wasm "$OUT/tools/registry.json" "$X/usr/lib/clawos/tools/"
+install -m 0644 "$OUT"/tools/*.wasm "$OUT"/tools/*.json "$X/usr/lib/clawos/tools/"
 cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
 cp "$OUT/kernel/source" "$X/usr/lib/clawos/kernel-source"
 cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"

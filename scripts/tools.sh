@@ -3,9 +3,13 @@
 # in the build root (Debian's rustc ships the wasm32-wasip2 standard library),
 # names them <tool>-v<version>.wasm (ClawFS naming rules) and writes
 # out/tools/registry.json from each tool's tool.json plus its path and hash.
+# A tool.json without "capabilities" is a tool whose grants are the
+# operator's to choose (web-fetch: which hosts): it is not in the registry
+# but shipped with its tool.json as <tool>.json, for
+# `clawctl tool install <tool>-v<version>.wasm --definition <tool>.json --grant ...`.
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT/tools"
-rm -f "$OUT"/tools/*.wasm
+rm -f "$OUT"/tools/*.wasm "$OUT"/tools/*.json
 "$REPO/scripts/in-buildroot.sh" sh -c '
   set -e
   cd /src/userspace/wasm-tools
@@ -21,10 +25,14 @@ for dir in "$REPO"/userspace/wasm-tools/*/; do
   # A component starts with the wasm magic and layer 1 (bytes 6-7 = 01 00).
   [[ $(od -An -tx1 -N8 "$wasm" | tr -d ' ') == 0061736d0d000100 ]] || die "$wasm is not a WASM component"
   hash=$(sha256sum "$wasm" | cut -d' ' -f1)
+  log "tools: $(basename "$wasm") ($(stat -c %s "$wasm") bytes, component, sha256:${hash:0:12}…)"
+  if ! jq -e 'has("capabilities")' "$dir/tool.json" >/dev/null; then
+    cp "$dir/tool.json" "$OUT/tools/$tool.json"
+    continue
+  fi
   entries+=("$(jq --arg id "$tool" --arg v "$version" --arg path "$(basename "$wasm")" --arg hash "sha256:$hash" \
     '{tool_id: $id, version: $v, wasm_path: $path, wasm_hash: $hash, wit_interface: "clawos:tool/tool@0.1.0",
       author: "ClawOS Project", license: "Apache-2.0"} + .' "$dir/tool.json")")
-  log "tools: $(basename "$wasm") ($(stat -c %s "$wasm") bytes, component, sha256:${hash:0:12}…)"
 done
 printf '%s\n' "${entries[@]}" | jq -s '{tools: .}' > "$OUT/tools/registry.json"
 log "tools: registry.json with ${#entries[@]} tools"

@@ -25,22 +25,34 @@ const MAX_KV_VALUE_BYTES: usize = 64 << 10;
 /// What replaces a credential value found in a response.
 pub const REDACTED: &str = "[REDACTED]";
 
+/// A header the host adds to a granted request on the tool's behalf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// Header name, e.g. `authorization`.
+    pub header: String,
+    /// The full header value, e.g. `Bearer <secret>`.
+    pub value: String,
+    /// The secret inside `value`, redacted from responses on its own too.
+    pub secret: String,
+}
+
 /// Supplies credentials for outgoing requests, so the tool never holds them.
 /// The daemon implements it over the vault service; the host adds the headers
 /// after the tool's request has been checked against its grants, and redacts
-/// every returned value from the response.
+/// every secret from the response.
 pub trait CredentialProvider: Send + Sync {
-    /// Headers (name, secret value) to add to `tool_id`'s request to
-    /// `authority` (`host` or `host:port`).
-    fn credentials_for(&self, tool_id: &str, authority: &str) -> Vec<(String, String)>;
+    /// The credentials for `tool_id`'s request to `authority` (`host` or
+    /// `host:port`). An error fails the request instead of sending it
+    /// without them.
+    fn credentials_for(&self, tool_id: &str, authority: &str) -> Result<Vec<Credential>, String>;
 }
 
 /// The provider for a host without a vault: no credentials at all.
 pub struct NoCredentials;
 
 impl CredentialProvider for NoCredentials {
-    fn credentials_for(&self, _tool_id: &str, _authority: &str) -> Vec<(String, String)> {
-        Vec::new()
+    fn credentials_for(&self, _tool_id: &str, _authority: &str) -> Result<Vec<Credential>, String> {
+        Ok(Vec::new())
     }
 }
 
@@ -207,16 +219,39 @@ fn authority_of(url: &str) -> Result<&str, String> {
     Ok(authority)
 }
 
-/// `example.com` grants `example.com` and `example.com:80`; a grant with a
-/// port grants exactly that port.
-fn host_granted(grants: &[String], authority: &str) -> bool {
+/// Whether `grant` (`host` or `host:port`) covers `authority`: a grant
+/// without a port covers port 80 too; one with a port covers exactly it.
+pub fn authority_matches(grant: &str, authority: &str) -> bool {
     let authority = authority.to_ascii_lowercase();
-    grants.iter().any(|grant| *grant == authority || (!grant.contains(':') && authority == format!("{grant}:80")))
+    grant == authority || (!grant.contains(':') && authority == format!("{grant}:80"))
 }
 
-fn redact(mut text: Vec<u8>, secrets: &[String]) -> Vec<u8> {
+fn host_granted(grants: &[String], authority: &str) -> bool {
+    grants.iter().any(|grant| authority_matches(grant, authority))
+}
+
+/// The forms a secret is redacted in: as is, and base64 and hex encoded,
+/// since an echoing server may hand it back encoded.
+fn redaction_needles(secrets: &[String]) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let mut needles = Vec::new();
     for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        let needle = secret.as_bytes();
+        needles.push(secret.as_bytes().to_vec());
+        for engine in [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::STANDARD_NO_PAD] {
+            needles.push(engine.encode(secret).into_bytes());
+        }
+        needles.push(secret.bytes().flat_map(|b| format!("{b:02x}").into_bytes()).collect());
+    }
+    // Longest first, so a padded form is replaced whole before its prefix.
+    needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    needles
+}
+
+fn redact(mut text: Vec<u8>, needles: &[Vec<u8>]) -> Vec<u8> {
+    for needle in needles {
+        if !text.windows(needle.len()).any(|w| w == needle.as_slice()) {
+            continue;
+        }
         let mut out = Vec::with_capacity(text.len());
         let mut i = 0;
         while i < text.len() {
@@ -242,15 +277,18 @@ impl http::Host for CallState {
         if !host_granted(&self.grants.hosts, &authority) {
             return Err(deny(format!("HTTP request to {authority:?}, which is not a granted network:outbound host")));
         }
-        let credentials = self.services.credentials.credentials_for(&self.tool_id, &authority);
+        let credentials = match self.services.credentials.credentials_for(&self.tool_id, &authority) {
+            Ok(credentials) => credentials,
+            Err(e) => return Ok(Err(http::HttpError::Transport(format!("credentials for {authority}: {e}")))),
+        };
         let mut builder = ureq::http::Request::builder().method(request.method.as_str()).uri(request.url.as_str());
         for header in &request.headers {
-            if !credentials.iter().any(|(name, _)| name.eq_ignore_ascii_case(&header.name)) {
+            if !credentials.iter().any(|c| c.header.eq_ignore_ascii_case(&header.name)) {
                 builder = builder.header(header.name.as_str(), header.value.as_str());
             }
         }
-        for (name, value) in &credentials {
-            builder = builder.header(name.as_str(), value.as_str());
+        for credential in &credentials {
+            builder = builder.header(credential.header.as_str(), credential.value.as_str());
         }
         let outgoing = match builder.body(request.body.unwrap_or_default()) {
             Ok(outgoing) => outgoing,
@@ -260,9 +298,10 @@ impl http::Host for CallState {
             Ok(response) => response,
             Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
         };
-        let secrets: Vec<String> = credentials.into_iter().map(|(_, value)| value).collect();
+        let secrets: Vec<String> = credentials.into_iter().flat_map(|c| [c.value, c.secret]).collect();
+        let needles = redaction_needles(&secrets);
         let body = match response.body_mut().with_config().limit(MAX_HTTP_BODY_BYTES).read_to_vec() {
-            Ok(body) => redact(body, &secrets),
+            Ok(body) => redact(body, &needles),
             Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
         };
         let headers = response
@@ -270,7 +309,7 @@ impl http::Host for CallState {
             .iter()
             .map(|(name, value)| http::Header {
                 name: name.to_string(),
-                value: String::from_utf8_lossy(&redact(value.as_bytes().to_vec(), &secrets)).into_owned(),
+                value: String::from_utf8_lossy(&redact(value.as_bytes().to_vec(), &needles)).into_owned(),
             })
             .collect();
         Ok(Ok(http::Response { status: response.status().as_u16(), headers, body }))
@@ -345,8 +384,9 @@ mod tests {
     }
 
     #[test]
-    fn redact_replaces_every_occurrence() {
-        let out = redact(b"a s3cret b s3cret".to_vec(), &["s3cret".to_owned()]);
-        assert_eq!(out, format!("a {REDACTED} b {REDACTED}").into_bytes());
+    fn redact_replaces_every_occurrence_plain_and_encoded() {
+        let needles = redaction_needles(&["s3cret".to_owned()]);
+        let out = redact(b"a s3cret b s3cret c czNjcmV0 d 733363726574".to_vec(), &needles);
+        assert_eq!(out, format!("a {REDACTED} b {REDACTED} c {REDACTED} d {REDACTED}").into_bytes());
     }
 }

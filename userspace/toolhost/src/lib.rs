@@ -26,7 +26,7 @@ mod limits;
 
 pub use error::CallError;
 pub use host::{CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
-pub use imports::{CredentialProvider, NoCredentials, REDACTED};
+pub use imports::{authority_matches, Credential, CredentialProvider, NoCredentials, REDACTED};
 
 /// Host bindings for the `tool-host` world (every interface a tool may import).
 mod bindings {

@@ -1,39 +1,251 @@
 //! The image's own tools (Rust, wit-bindgen, wasm32-wasip2) through the host,
-//! from `out/tools` as `make tools` leaves it. CI runs `cargo test` before the
-//! tools are built, so without them this prints SKIPPED and passes; the WAT
-//! fixtures in tests/host.rs cover the host itself either way.
+//! from `out/tools` as `make tools` leaves it (`make test` builds them first;
+//! a bare `cargo test` without them prints SKIPPED). The useful tools must
+//! work, and each hostile one must be contained with the right error while
+//! the host keeps serving. The WAT fixtures in tests/host.rs cover the host
+//! itself either way.
 
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use clawos_toolhost::definition::Registry;
-use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost};
-use serde_json::json;
+use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
+use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use serde_json::{json, Value};
 
-#[test]
-fn image_tools_run_through_the_host() {
-    let registry_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
+/// The tools `make tools` built, and a ClawFS root for them to work in.
+struct Tools {
+    dir: PathBuf,
+    registry: Registry,
+    clawfs: tempfile::TempDir,
+}
+
+fn tools() -> Option<Tools> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools");
+    let registry_path = dir.join("registry.json");
     if !registry_path.exists() {
         println!("SKIPPED: {} is missing (run `make tools`)", registry_path.display());
-        return;
+        return None;
     }
     let registry = Registry::load(&registry_path).expect("registry.json from tools.sh is valid");
     let clawfs = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(clawfs.path().join("workspaces/default")).unwrap();
     std::fs::write(clawfs.path().join("workspaces/default/hello.txt"), "hi there").unwrap();
-    std::fs::write(clawfs.path().join("outside.txt"), "secret").unwrap();
-    let host = ToolHost::new(HostConfig { clawfs_root: clawfs.path().into(), ..HostConfig::default() }).unwrap();
-    let run = |tool: &str, params: serde_json::Value, timeout: Option<Duration>| {
-        host.call(registry.get(tool).expect("tool in registry"), &CallRequest { agent_id: "test-agent", params: &params, timeout })
-    };
+    std::fs::write(clawfs.path().join("outside.txt"), "outside the grant").unwrap();
+    Some(Tools { dir, registry, clawfs })
+}
 
-    assert_eq!(run("text-stats", json!({"text": "one two\nthree"}), None).unwrap(), json!({"lines": 2, "words": 3, "bytes": 13}));
-    assert!(matches!(run("text-stats", json!({"txt": 1}), None), Err(CallError::Tool { kind: "invalid_params", .. })));
-    assert_eq!(
-        run("file-read", json!({"path": "/clawfs/workspaces/default/hello.txt"}), None).unwrap(),
-        json!({"path": "/clawfs/workspaces/default/hello.txt", "text": "hi there"})
-    );
-    assert!(matches!(run("file-read", json!({"path": "/clawfs/outside.txt"}), None), Err(CallError::CapabilityDenied { .. })));
-    assert!(matches!(run("spin-forever", json!({}), Some(Duration::from_millis(300))), Err(CallError::Timeout { .. })));
-    assert!(run("text-stats", json!({"text": ""}), None).is_ok(), "host serves after a timeout");
+impl Tools {
+    fn host(&self, credentials: Option<Arc<dyn CredentialProvider>>) -> ToolHost {
+        let mut config = HostConfig { clawfs_root: self.clawfs.path().into(), ..HostConfig::default() };
+        if let Some(credentials) = credentials {
+            config.credentials = credentials;
+        }
+        ToolHost::new(config).unwrap()
+    }
+
+    fn get(&self, tool: &str) -> ValidTool {
+        self.registry.get(tool).expect("tool in registry").clone()
+    }
+
+    /// An install-only tool (its `<tool>.json` has no capabilities) with the
+    /// grants an operator would give it.
+    fn installed(&self, tool: &str, capabilities: &[String]) -> ValidTool {
+        let mut template: Value = serde_json::from_slice(&std::fs::read(self.dir.join(format!("{tool}.json"))).unwrap()).unwrap();
+        let wasm = format!("{tool}-v0.1.0.wasm");
+        let digest: [u8; 32] = sha256(&std::fs::read(self.dir.join(&wasm)).unwrap());
+        let fields = template.as_object_mut().unwrap();
+        fields.insert("tool_id".into(), tool.into());
+        fields.insert("version".into(), "0.1.0".into());
+        fields.insert("wasm_path".into(), wasm.into());
+        fields.insert("wasm_hash".into(), clawos_toolhost::definition::format_hash(&digest).into());
+        fields.insert("wit_interface".into(), TOOL_WIT_INTERFACE.into());
+        fields.insert("capabilities".into(), json!(capabilities));
+        let definition: ToolDefinition = serde_json::from_value(template).unwrap();
+        definition.validate(&self.dir).unwrap()
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+fn run(host: &ToolHost, tool: &ValidTool, params: Value) -> Result<Value, CallError> {
+    host.call(tool, &CallRequest { agent_id: "test-agent", params: &params, timeout: None })
+}
+
+/// Serves `requests` HTTP requests on 127.0.0.1, answering each with JSON of
+/// what it received (method, path, headers, body) plus a fixed `control`
+/// string; returns its authority and what it saw.
+fn echo_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Value>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let authority = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..requests {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let mut parts = line.split_whitespace();
+            let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
+            let mut headers = serde_json::Map::new();
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                match line.trim_end().split_once(": ") {
+                    Some((name, value)) => {
+                        headers.insert(name.to_ascii_lowercase(), value.into());
+                    }
+                    None => break,
+                }
+            }
+            let length = headers.get("content-length").and_then(|v| v.as_str()?.parse().ok()).unwrap_or(0);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let request = json!({"method": method, "path": path, "headers": headers, "body": String::from_utf8_lossy(&body), "control": "echo-control-7f3a"});
+            let text = request.to_string();
+            let mut stream = stream;
+            write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len()).unwrap();
+            seen.push(request);
+        }
+        seen
+    });
+    (authority, server)
+}
+
+#[test]
+fn text_and_file_tools_work_inside_their_grants() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host(None);
+    let (stats, read, write) = (tools.get("text-stats"), tools.get("file-read"), tools.get("file-write"));
+    assert_eq!(run(&host, &stats, json!({"text": "one two\nthree"})).unwrap(), json!({"lines": 2, "words": 3, "bytes": 13}));
+    assert!(matches!(run(&host, &stats, json!({"txt": 1})), Err(CallError::Tool { kind: "invalid_params", .. })));
+    let hello = "/clawfs/workspaces/default/hello.txt";
+    assert_eq!(run(&host, &read, json!({"path": hello})).unwrap(), json!({"path": hello, "text": "hi there"}));
+    assert!(matches!(run(&host, &read, json!({"path": "/clawfs/outside.txt"})), Err(CallError::CapabilityDenied { .. })));
+
+    let notes = "/clawfs/workspaces/default/notes.md";
+    assert_eq!(run(&host, &write, json!({"path": notes, "text": "one\n"})).unwrap(), json!({"path": notes, "bytes": 4}));
+    assert_eq!(run(&host, &write, json!({"path": notes, "text": "two\n", "append": true})).unwrap(), json!({"path": notes, "bytes": 8}));
+    assert_eq!(std::fs::read_to_string(tools.clawfs.path().join("workspaces/default/notes.md")).unwrap(), "one\ntwo\n");
+    assert!(matches!(run(&host, &write, json!({"path": "/clawfs/outside.txt", "text": "x"})), Err(CallError::CapabilityDenied { .. })));
+    // A symlink planted as the file is not followed out of the workspace.
+    std::os::unix::fs::symlink(tools.clawfs.path().join("outside.txt"), tools.clawfs.path().join("workspaces/default/link")).unwrap();
+    let planted = run(&host, &write, json!({"path": "/clawfs/workspaces/default/link", "text": "overwritten"}));
+    assert!(matches!(planted, Err(CallError::Tool { kind: "failed", .. })), "{planted:?}");
+    assert_eq!(std::fs::read_to_string(tools.clawfs.path().join("outside.txt")).unwrap(), "outside the grant");
+}
+
+#[test]
+fn json_query_picks_values_by_path() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host(None);
+    let query = tools.get("json-query");
+    let document = json!({"items": [{"name": "a", "tags": ["x", "y"]}], "count": 1});
+    assert_eq!(run(&host, &query, json!({"document": document, "path": "items[0].tags[1]"})).unwrap(), json!({"found": true, "value": "y"}));
+    assert_eq!(run(&host, &query, json!({"document": document, "path": "count"})).unwrap(), json!({"found": true, "value": 1}));
+    assert_eq!(run(&host, &query, json!({"document": document, "path": "items[3]"})).unwrap(), json!({"found": false}));
+    assert!(matches!(run(&host, &query, json!({"document": document, "path": "items[x]"})), Err(CallError::Tool { kind: "invalid_params", .. })));
+}
+
+#[test]
+fn web_fetch_reaches_its_granted_host_only() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host(None);
+    let (authority, server) = echo_server(2);
+    let fetch = tools.installed("web-fetch", &[format!("network:outbound:{authority}")]);
+    let got = run(&host, &fetch, json!({"url": format!("http://{authority}/status?q=1")})).unwrap();
+    assert_eq!(got["status"], 200);
+    let body: Value = serde_json::from_str(got["body"].as_str().unwrap()).unwrap();
+    assert_eq!((body["method"].as_str(), body["path"].as_str()), (Some("GET"), Some("/status?q=1")));
+    let posted = run(&host, &fetch, json!({"url": format!("http://{authority}/submit"), "method": "POST", "body": "payload", "headers": {"x-tool": "yes"}})).unwrap();
+    let body: Value = serde_json::from_str(posted["body"].as_str().unwrap()).unwrap();
+    assert_eq!((body["method"].as_str(), body["body"].as_str(), body["headers"]["x-tool"].as_str()), (Some("POST"), Some("payload"), Some("yes")));
+    server.join().unwrap();
+
+    // Another host (a listener nobody granted) is refused before any connection.
+    let ungranted = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = ungranted.local_addr().unwrap();
+    match run(&host, &fetch, json!({"url": format!("http://{other}/")})) {
+        Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains(&other.to_string()), "{reason}"),
+        other => panic!("expected capability_denied, got {other:?}"),
+    }
+    ungranted.set_nonblocking(true).unwrap();
+    assert!(ungranted.accept().is_err(), "the host connected to an ungranted host");
+}
+
+#[test]
+fn hostile_tools_are_contained_and_the_host_keeps_serving() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host(None);
+    let stats = tools.get("text-stats");
+    let still_serving = || assert_eq!(run(&host, &stats, json!({"text": "ok"})).unwrap()["words"], 1);
+
+    let spin = host.call(&tools.get("spin-forever"), &CallRequest { agent_id: "test-agent", params: &json!({}), timeout: Some(Duration::from_millis(300)) });
+    assert!(matches!(spin, Err(CallError::Timeout { .. })), "{spin:?}");
+    still_serving();
+
+    match run(&host, &tools.get("memory-bomb"), json!({})) {
+        Err(CallError::OutOfMemory { limit_bytes, .. }) => assert_eq!(limit_bytes, 16 << 20),
+        other => panic!("expected out_of_memory, got {other:?}"),
+    }
+    still_serving();
+
+    match run(&host, &tools.get("huge-output"), json!({})) {
+        Err(CallError::InvalidOutput { reason, .. }) => assert!(reason.contains("exceeds"), "{reason}"),
+        other => panic!("expected invalid_output, got {other:?}"),
+    }
+    still_serving();
+
+    let escape = tools.get("path-escape");
+    // The positive control: inside the grant the tool reads fine.
+    let inside = run(&host, &escape, json!({"paths": ["/clawfs/workspaces/default/hello.txt"]})).unwrap();
+    assert_eq!(inside["/clawfs/workspaces/default/hello.txt"], "hi there");
+    std::os::unix::fs::symlink("/etc", tools.clawfs.path().join("workspaces/default/etc")).unwrap();
+    for attempt in ["/clawfs/workspaces/../../etc/shadow", "/clawfs/workspaces/default/etc/shadow", "/clawfs/workspaces/default/etc/passwd", "/etc/shadow"] {
+        let got = run(&host, &escape, json!({"paths": ["/clawfs/workspaces/default/hello.txt", attempt]}));
+        assert!(matches!(got, Err(CallError::CapabilityDenied { .. })), "{attempt}: {got:?}");
+    }
+    still_serving();
+
+    let forked = run(&host, &tools.get("fork-bomb"), json!({})).unwrap();
+    assert_eq!((forked["processes_started"].as_u64(), forked["threads_started"].as_u64()), (Some(0), Some(0)), "{forked}");
+    assert!(!forked["process_error"].as_str().unwrap().is_empty() && !forked["thread_error"].as_str().unwrap().is_empty(), "{forked}");
+    still_serving();
+}
+
+/// The vault's stand-in: one secret for one tool.
+struct OneSecret {
+    secret: String,
+}
+
+impl CredentialProvider for OneSecret {
+    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, String> {
+        assert_eq!(tool_id, "secret-read");
+        Ok(vec![Credential { header: "authorization".into(), value: format!("Bearer {}", self.secret), secret: self.secret.clone() }])
+    }
+}
+
+#[test]
+fn injected_credentials_never_reach_the_tool() {
+    let Some(tools) = tools() else { return };
+    let secret = "tok-9d81c0ffee42-not-for-tools";
+    let host = tools.host(Some(Arc::new(OneSecret { secret: secret.into() })));
+    let (authority, server) = echo_server(1);
+    let reader = tools.installed("secret-read", &[format!("network:outbound:{authority}")]);
+    let masked = |text: &str| text.bytes().map(|b| format!("{:02x}", b ^ 0x5a)).collect::<String>();
+    let got = run(&host, &reader, json!({"url": format!("http://{authority}/"), "masked_needle": masked(secret), "masked_control": masked("echo-control-7f3a")})).unwrap();
+    let seen = server.join().unwrap();
+    // The server got the credential; the tool saw only the redaction marker.
+    assert_eq!(seen[0]["headers"]["authorization"], format!("Bearer {secret}"));
+    assert!(got["response_body"].as_str().unwrap().contains(REDACTED), "{got}");
+    assert_eq!(got["environment"], json!([]));
+    // The memory scan finds what really is in memory, and not the secret.
+    assert_eq!(got["control_in_memory"], true, "{got}");
+    assert_eq!(got["secret_in_memory"], false, "{got}");
+    assert!(!got.to_string().contains(secret));
 }

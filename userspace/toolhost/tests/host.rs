@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clawos_toolhost::{CallError, CallRequest, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
 use common::{install, Fixture};
 use serde_json::{json, Value};
 
@@ -178,9 +178,9 @@ fn echo_server() -> (String, std::thread::JoinHandle<()>) {
 struct TestVault;
 
 impl CredentialProvider for TestVault {
-    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Vec<(String, String)> {
+    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, String> {
         assert_eq!(tool_id, "http-get");
-        vec![("authorization".into(), "Bearer s3cret-token".into())]
+        Ok(vec![Credential { header: "authorization".into(), value: "Bearer s3cret-token".into(), secret: "s3cret-token".into() }])
     }
 }
 

@@ -1,0 +1,36 @@
+//! `path-escape`: a hostile tool for the capability tests. `run` reads each
+//! of `{"paths": [...]}` in turn (`../../etc/shadow`, a symlink planted in a
+//! workspace, another prefix) and returns what it got; the host must abort
+//! the call at the first path outside the tool's grant.
+
+wit_bindgen::generate!({ path: "../../../specs/wit", world: "tool-with-filesystem" });
+
+use clawos::tool::filesystem::read_file;
+
+#[derive(serde::Deserialize)]
+struct Params {
+    paths: Vec<String>,
+}
+
+struct PathEscape;
+
+impl Guest for PathEscape {
+    fn describe() -> Descriptor {
+        Descriptor { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into(), params_schema: "{}".into() }
+    }
+
+    fn run(params_json: String) -> Result<String, ToolError> {
+        let Params { paths } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let mut loot = serde_json::Map::new();
+        for path in paths {
+            let text = match read_file(&path) {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) => format!("error: {e:?}"),
+            };
+            loot.insert(path, text.into());
+        }
+        Ok(serde_json::Value::Object(loot).to_string())
+    }
+}
+
+export!(PathEscape);
