@@ -11,3 +11,72 @@ check "tools: spin-forever is stopped by its 2 s timeout and the daemon keeps se
     test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
 check "tools: file-read is refused a path outside its prefix" \
   vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"file-read","arguments":{"path":"/clawfs/vault/x"},"agent_id":"wasm-agent"}'"'"' 2>&1 | grep -q capability_denied'
+check "tools: the hostile tools are contained with their own errors and the daemon is never restarted" vm_ssh '
+  restarts=$(systemctl show -P NRestarts clawos-wasm-daemon)
+  run() { clawctl tool run "$1" --agent wasm-agent 2>&1; }
+  run memory-bomb | grep -q "out_of_memory" || { run memory-bomb; exit 1; }
+  run huge-output | grep -q "invalid_output.*exceeds" || { run huge-output; exit 1; }
+  run fork-bomb | jq -e ".processes_started == 0 and .threads_started == 0" >/dev/null || { run fork-bomb; exit 1; }
+  clawctl tool run path-escape "{\"paths\":[\"/clawfs/workspaces/../vault/master-key.enc\"]}" --agent wasm-agent 2>&1 | grep -q capability_denied || exit 1
+  test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
+check "tools: the daemon runs under its own seccomp filter (kill on an unlisted syscall)" vm_ssh '
+  pid=$(systemctl show -P MainPID clawos-wasm-daemon)
+  grep -q "^Seccomp:[[:space:]]*2" /proc/$pid/status &&
+    journalctl -b -u clawos-wasm-daemon -o cat | grep -q "seccomp filter installed"'
+
+# web-fetch is install-only: its network grant is the operator's choice. A
+# test server on the host (QEMU user networking: 10.0.2.2 is the host's
+# loopback) answers with the path and the Authorization header it received,
+# so the tool's view of an injected credential can be checked.
+TOOLS_HTTP_PORT=$(free_port)
+TOOLS_HTTP_LOG="$OUT/vm/tools-http.log"
+: > "$TOOLS_HTTP_LOG"
+python3 - "$TOOLS_HTTP_PORT" "$TOOLS_HTTP_LOG" <<'PY' &
+import http.server, json, sys
+port, log = int(sys.argv[1]), sys.argv[2]
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        auth = self.headers.get("Authorization", "")
+        with open(log, "a") as f:
+            f.write(f"{self.path} {auth}\n")
+        body = json.dumps({"path": self.path, "authorization": auth}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Echo).serve_forever()
+PY
+TOOLS_HTTP_PID=$!
+TOOLS_TOKEN="vmtest-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+check "tools: clawctl tool install shows the grants and installs web-fetch into /clawfs/tools" vm_ssh "
+  printf %s '$TOOLS_TOKEN' | clawctl secret set tool-vmtest-token || exit 1
+  printf '[[credential]]\nhost = \"10.0.2.2:$TOOLS_HTTP_PORT\"\nheader = \"authorization\"\nsecret = \"tool-vmtest-token\"\nformat = \"Bearer {secret}\"\ntools = [\"web-fetch\"]\n' > /clawfs/tools/credentials.toml
+  out=\$(clawctl tool install /usr/lib/clawos/tools/web-fetch-v0.1.0.wasm --definition /usr/lib/clawos/tools/web-fetch.json \
+    --grant network:outbound:10.0.2.2:$TOOLS_HTTP_PORT --yes) || { echo \"\$out\"; exit 1; }
+  echo \"\$out\" | grep -q '^  network:outbound:10.0.2.2:$TOOLS_HTTP_PORT\$' || { echo \"\$out\"; exit 1; }
+  clawctl tool list | grep -q '^web-fetch .* installed ' && test -f /clawfs/tools/binaries/web-fetch-v0.1.0.wasm"
+# The server logged the real token; the tool's answer carries only the marker.
+tools_fetch_with_credential() {
+  local out
+  out=$(vm_ssh "clawctl tool run web-fetch '{\"url\":\"http://10.0.2.2:$TOOLS_HTTP_PORT/hello\"}' --agent wasm-agent") || { echo "$out"; return 1; }
+  echo "$out"
+  jq -e '.status == 200 and (.body | fromjson | .path == "/hello" and .authorization == "Bearer [REDACTED]")' <<<"$out" >/dev/null &&
+    ! grep -q "$TOOLS_TOKEN" <<<"$out" &&
+    grep -qx "/hello Bearer $TOOLS_TOKEN" "$TOOLS_HTTP_LOG"
+}
+check "tools: web-fetch reaches the granted host with the vault's credential, which the tool only sees redacted" tools_fetch_with_credential
+check "tools: web-fetch is refused a host it was not granted, and nothing reaches it" vm_ssh "
+  clawctl tool run web-fetch '{\"url\":\"http://10.0.2.2:$((TOOLS_HTTP_PORT + 1))/\"}' --agent wasm-agent 2>&1 | grep -q 'capability_denied.*not a granted'"
+check "tools: a component whose bytes differ from the pinned hash is refused" vm_ssh "
+  hash=\$(sha256sum /usr/lib/clawos/tools/text-stats-v0.1.0.wasm | cut -d' ' -f1)
+  printf '{\"wasm_hash\": \"sha256:%s\", \"capabilities\": [\"network:outbound:10.0.2.2\"]}' \$hash > /run/pinned.json
+  cp /usr/lib/clawos/tools/web-fetch-v0.1.0.wasm /run/web-fetch-v0.2.0.wasm
+  clawctl tool install /run/web-fetch-v0.2.0.wasm --definition /run/pinned.json --yes 2>&1 | grep -q 'wasm_hash'"
+check "tools: clawctl tool rm removes the installed tool" vm_ssh '
+  clawctl tool rm web-fetch && ! clawctl tool list | grep -q "^web-fetch " &&
+    clawctl tool run web-fetch "{}" --agent wasm-agent 2>&1 | grep -q "unknown tool" &&
+    test ! -e /clawfs/tools/binaries/web-fetch-v0.1.0.wasm'
+kill "$TOOLS_HTTP_PID" 2>/dev/null || true

@@ -13,6 +13,7 @@ mod memory;
 mod policy;
 mod secret;
 mod status;
+mod tool;
 mod vault;
 mod workspace;
 
@@ -54,6 +55,9 @@ enum Command {
     /// Agents' identity files: show, record a task, backups, restore.
     #[command(subcommand)]
     Identity(identity::IdentityCommand),
+    /// WASM tools: list, inspect, install, run, rm.
+    #[command(subcommand)]
+    Tool(tool::ToolCommand),
     /// AgentFS workspace databases: consistency check, FUSE mount.
     #[command(subcommand)]
     Fs(fs::FsCommand),
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
             Command::Memory(command) => memory::run(command).await,
             Command::Identity(command) => identity::run(command).await,
             Command::Policy(command) => policy::run(command).await,
+            Command::Tool(command) => tool::run(command).await,
             // Blocking (a mount serves until unmounted); nothing else runs here.
             Command::Fs(command) => fs::run(command),
         }

@@ -293,6 +293,17 @@ impl Registry {
         self.tools.get(tool_id)
     }
 
+    pub fn remove(&mut self, tool_id: &str) -> Option<ValidTool> {
+        self.tools.remove(tool_id)
+    }
+
+    /// The `registry.json` text of these tools (definitions as given, so
+    /// relative wasm paths stay relative).
+    pub fn to_json(&self) -> String {
+        let file = RegistryFile { tools: self.tools.values().map(|tool| tool.definition.clone()).collect() };
+        serde_json::to_string_pretty(&file).expect("definitions serialize") + "\n"
+    }
+
     pub fn tools(&self) -> impl Iterator<Item = &ValidTool> {
         self.tools.values()
     }

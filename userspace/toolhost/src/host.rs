@@ -99,6 +99,8 @@ struct LoadedTool {
     tool: ValidTool,
     pre: HostPre<CallState>,
     grants: Arc<Grants>,
+    /// The JSON Schema of `run`'s parameters, from the tool's `describe`.
+    params_schema: String,
 }
 
 /// Runs tools. Cheap to share between threads (`&self` everywhere).
@@ -170,6 +172,17 @@ impl ToolHost {
         self.loaded_tool(tool).map(drop)
     }
 
+    /// The JSON Schema of `tool`'s parameters, as it describes itself
+    /// (loading it first if need be).
+    pub fn params_schema(&self, tool: &ValidTool) -> Result<String, CallError> {
+        Ok(self.loaded_tool(tool)?.params_schema.clone())
+    }
+
+    /// Forgets the compiled `tool_id` (after it was removed from the registry).
+    pub fn unload(&self, tool_id: &str) {
+        self.loaded.lock().expect("tool cache lock poisoned").remove(tool_id);
+    }
+
     fn loaded_tool(&self, tool: &ValidTool) -> Result<Arc<LoadedTool>, CallError> {
         if let Some(loaded) = self.loaded.lock().expect("tool cache lock poisoned").get(tool.tool_id()) {
             // A changed registry entry (new hash, capabilities, limits) reloads.
@@ -201,8 +214,8 @@ impl ToolHost {
         let linker = self.linker_for(&component, &grants, &tool_id)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(|e| load_error("imports", format!("{e:#}")))?;
         let pre = HostPre::new(instance_pre).map_err(|e| load_error("exports", format!("{e:#}")))?;
-        let loaded = LoadedTool { tool: tool.clone(), pre, grants };
-        self.check_descriptor(&loaded)?;
+        let mut loaded = LoadedTool { tool: tool.clone(), pre, grants, params_schema: String::new() };
+        loaded.params_schema = self.check_descriptor(&loaded)?;
         Ok(loaded)
     }
 
@@ -278,8 +291,9 @@ impl ToolHost {
         CallError::Host { tool_id: tool_id.to_owned(), message: format!("linking host interfaces: {e:#}") }
     }
 
-    /// The tool must describe itself with the registry's name and version.
-    fn check_descriptor(&self, loaded: &LoadedTool) -> Result<(), CallError> {
+    /// The tool must describe itself with the registry's name and version;
+    /// returns its parameters' schema.
+    fn check_descriptor(&self, loaded: &LoadedTool) -> Result<String, CallError> {
         let definition = &loaded.tool.definition;
         let (mut store, timeout) = self.new_store(loaded, "clawos-toolhost", None);
         let descriptor = loaded
@@ -304,7 +318,7 @@ impl ToolHost {
                 message: "params-schema is not JSON".into(),
             });
         }
-        Ok(())
+        Ok(descriptor.params_schema)
     }
 
     fn new_store(&self, loaded: &LoadedTool, agent_id: &str, requested: Option<Duration>) -> (Store<CallState>, Duration) {

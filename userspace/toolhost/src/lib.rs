@@ -13,6 +13,7 @@
 //!   grants aborts the call with [`CallError::CapabilityDenied`].
 //! - [`audit`]: every call recorded in the agent's AgentFS `tool_calls`.
 //! - [`cgroup`]: per-tool cgroup v2 CPU and pids limits for the calling thread.
+//! - [`store`]: tools installed at run time in `/clawfs/tools`.
 //!
 //! Design, limits and threat model: `specs/toolhost/README.md`.
 
@@ -23,6 +24,7 @@ mod error;
 mod host;
 mod imports;
 mod limits;
+pub mod store;
 
 pub use error::CallError;
 pub use host::{CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};

@@ -1,22 +1,31 @@
 //! `clawos-wasm-daemon`: runs WASM tools for agents.
 //!
-//! Loads the tool registry at start (every tool compiled once, through the
-//! precompiled cache in its state directory), then answers `execute_tool`:
-//! each call runs in a fresh instance on a blocking thread and is recorded in
-//! the agent's AgentFS `tool_calls`. Design: `specs/toolhost/README.md`.
+//! Loads the image's tool registry and the operator's installed tools at
+//! start (every tool compiled once, through the precompiled cache in its
+//! state directory), installs its seccomp filter, then answers:
+//! - `execute_tool`: each call runs in a fresh instance on a blocking thread
+//!   and is recorded in the agent's AgentFS `tool_calls`;
+//! - `tool_list`, `tool_inspect`, `tool_install`, `tool_remove`: the tools
+//!   and their grants (`clawctl tool ...`); installs go to `/clawfs/tools`.
+//!
+//! Design: `specs/toolhost/README.md`; syscall allowlist: `specs/toolhost/seccomp.md`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine as _;
 use clawos_ipc::server::{Connection, MethodError};
 use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
 use clawos_toolhost::cgroup::ToolCgroups;
-use clawos_toolhost::definition::Registry;
+use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool};
+use clawos_toolhost::store::{StoreError, ToolStore};
 use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS};
 use serde::Deserialize;
+use serde_json::{json, Value};
 
+mod credentials;
 mod seccomp;
 
 /// `execute_tool`'s default timeout (IPC spec: method timeouts table).
@@ -30,9 +39,13 @@ const TOOLS_MEMORY_MAX_BYTES: u64 = 448 << 20;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DaemonConfig {
-    /// Tool manifest (default: the image's tools).
+    /// The image's tool manifest (read-only).
     #[serde(default = "default_registry")]
     registry: PathBuf,
+    /// Tools the operator installs (ClawFS §1.2 layout), and their
+    /// `credentials.toml`.
+    #[serde(default = "default_tools_dir")]
+    tools_dir: PathBuf,
     /// Precompiled tools, keyed by wasm hash and engine.
     #[serde(default = "default_cache_dir")]
     cache_dir: PathBuf,
@@ -43,6 +56,10 @@ struct DaemonConfig {
 
 fn default_registry() -> PathBuf {
     PathBuf::from("/usr/lib/clawos/tools/registry.json")
+}
+
+fn default_tools_dir() -> PathBuf {
+    PathBuf::from("/clawfs/tools")
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -60,16 +77,39 @@ struct ExecuteTool {
     tool_name: String,
     /// The tool's JSON parameters.
     #[serde(default)]
-    arguments: serde_json::Value,
+    arguments: Value,
     /// The agent the call is made for: its workspace gets the audit row.
     agent_id: String,
     #[serde(default)]
     session_id: Option<String>,
 }
 
+/// `tool_install` parameters: a definition (ClawFS §1.2; its `wasm_path` is
+/// replaced by the store's) and the component itself.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallTool {
+    definition: ToolDefinition,
+    wasm_base64: String,
+}
+
+/// `tool_inspect` and `tool_remove` parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamedTool {
+    tool_name: String,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, MethodError> {
+    let method = request.method;
+    serde_json::from_value(Value::Object(request.params)).map_err(|e| MethodError::new(ErrorCode::Eproto, format!("{method} params: {e}")))
+}
+
 struct Daemon {
     host: Arc<ToolHost>,
-    registry: Arc<Registry>,
+    /// The image's tools: listed, never installed over or removed.
+    image: Registry,
+    installed: Mutex<ToolStore>,
     clawfs_root: PathBuf,
 }
 
@@ -77,17 +117,20 @@ impl Daemon {
     fn start(runtime: &Runtime) -> Result<Daemon, String> {
         let config: DaemonConfig =
             runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
-        let registry = Registry::load(&config.registry).map_err(|e| e.to_string())?;
+        let image = Registry::load(&config.registry).map_err(|e| e.to_string())?;
+        let installed = ToolStore::open(&config.tools_dir).map_err(|e| format!("installed tools: {e}"))?;
+        let credentials = credentials::VaultCredentials::new(config.tools_dir.join("credentials.toml"), tokio::runtime::Handle::current());
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
             clawfs_root: config.clawfs_root.clone(),
+            credentials: Arc::new(credentials),
             cgroups: tool_cgroups(),
             ..HostConfig::default()
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
         // Compile every tool now: a bad tool shows up in the journal at boot,
         // not in an agent's first call, and the daemon still serves the rest.
-        for tool in registry.tools() {
+        for tool in image.tools().chain(installed.registry().tools()) {
             match host.load(tool) {
                 Ok(()) => tracing::info!(tool = tool.tool_id(), "tool loaded"),
                 Err(e) => tracing::error!(tool = tool.tool_id(), "tool not loadable: {e}"),
@@ -96,19 +139,30 @@ impl Daemon {
         // Last: from here on only the calls the daemon keeps making are allowed.
         let rules = seccomp::install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
         tracing::info!(rules, "seccomp filter installed: any other system call kills the daemon");
-        Ok(Daemon { host: Arc::new(host), registry: Arc::new(registry), clawfs_root: config.clawfs_root })
+        Ok(Daemon { host: Arc::new(host), image, installed: Mutex::new(installed), clawfs_root: config.clawfs_root })
+    }
+
+    fn installed(&self) -> std::sync::MutexGuard<'_, ToolStore> {
+        self.installed.lock().expect("tool store lock poisoned")
+    }
+
+    /// The tool named `name`, image tools first, and where it comes from.
+    fn tool(&self, name: &str) -> Result<(ValidTool, &'static str), MethodError> {
+        if let Some(tool) = self.image.get(name) {
+            return Ok((tool.clone(), "image"));
+        }
+        self.installed()
+            .registry()
+            .get(name)
+            .map(|tool| (tool.clone(), "installed"))
+            .ok_or_else(|| MethodError::new(ErrorCode::Enoent, format!("unknown tool {name:?}")))
     }
 
     async fn execute_tool(&self, request: Request) -> Result<Object, MethodError> {
-        let params: ExecuteTool = serde_json::from_value(serde_json::Value::Object(request.params))
-            .map_err(|e| MethodError::new(ErrorCode::Eproto, format!("execute_tool params: {e}")))?;
-        let tool = self
-            .registry
-            .get(&params.tool_name)
-            .cloned()
-            .ok_or_else(|| MethodError::new(ErrorCode::Enoent, format!("unknown tool {:?}", params.tool_name)))?;
-        let workspace = agent_workspace(&self.clawfs_root, &params.agent_id)?;
         let timeout = request.timeout_ms.map_or(DEFAULT_EXECUTE_TIMEOUT, Duration::from_millis);
+        let params: ExecuteTool = parse(request)?;
+        let (tool, _) = self.tool(&params.tool_name)?;
+        let workspace = agent_workspace(&self.clawfs_root, &params.agent_id)?;
         let host = self.host.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let mut audit = agentfs::AgentFs::open(&workspace)
@@ -125,6 +179,106 @@ impl Daemon {
         object.insert("call_id".into(), recorded.call_id.into());
         Ok(object)
     }
+
+    fn tool_list(&self) -> Object {
+        let installed = self.installed();
+        let tools: Vec<Value> = self
+            .image
+            .tools()
+            .map(|tool| summary(tool, "image"))
+            .chain(installed.registry().tools().map(|tool| summary(tool, "installed")))
+            .collect();
+        object(json!({ "tools": tools }))
+    }
+
+    async fn tool_inspect(&self, request: Request) -> Result<Object, MethodError> {
+        let NamedTool { tool_name } = parse(request)?;
+        let (tool, source) = self.tool(&tool_name)?;
+        let host = self.host.clone();
+        let loaded = tokio::task::spawn_blocking({
+            let tool = tool.clone();
+            move || host.params_schema(&tool)
+        })
+        .await
+        .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("load thread: {e}")))?;
+        let mut result = summary(&tool, source);
+        result["definition"] = serde_json::to_value(&tool.definition).expect("definitions serialize");
+        result["wasm_file"] = tool.wasm_path.display().to_string().into();
+        match loaded {
+            Ok(schema) => {
+                result["loadable"] = true.into();
+                result["params_schema"] = serde_json::from_str(&schema).unwrap_or(Value::String(schema));
+            }
+            Err(e) => {
+                result["loadable"] = false.into();
+                result["load_error"] = format!("{}: {e}", e.kind()).into();
+            }
+        }
+        Ok(object(result))
+    }
+
+    /// Verifies the hash, writes the binary, compiles and links the tool
+    /// (its imports against its capabilities, its descriptor against the
+    /// definition) and only then lists it.
+    async fn tool_install(&self, request: Request) -> Result<Object, MethodError> {
+        let InstallTool { definition, wasm_base64 } = parse(request)?;
+        let tool_id = definition.tool_id.clone();
+        if self.image.get(&tool_id).is_some() {
+            return Err(MethodError::new(ErrorCode::Eperm, format!("{tool_id:?} is one of the image's tools and cannot be replaced")));
+        }
+        let wasm = base64::engine::general_purpose::STANDARD
+            .decode(wasm_base64.as_bytes())
+            .map_err(|e| MethodError::new(ErrorCode::Eproto, format!("wasm_base64: {e}")))?;
+        let staged = self.installed().stage(definition, &wasm).map_err(store_error)?;
+        let host = self.host.clone();
+        let checked = staged.clone();
+        tokio::task::spawn_blocking(move || host.load(&checked))
+            .await
+            .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("load thread: {e}")))?
+            .map_err(|e| MethodError::new(error_code(&e), format!("{}: {e}", e.kind())))?;
+        let result = summary(&staged, "installed");
+        self.installed().commit(staged).map_err(store_error)?;
+        tracing::info!(tool = tool_id, capabilities = %result["capabilities"], "tool installed");
+        Ok(object(result))
+    }
+
+    fn tool_remove(&self, request: Request) -> Result<Object, MethodError> {
+        let NamedTool { tool_name } = parse(request)?;
+        if self.image.get(&tool_name).is_some() {
+            return Err(MethodError::new(ErrorCode::Eperm, format!("{tool_name:?} is one of the image's tools and cannot be removed")));
+        }
+        let removed = self.installed().remove(&tool_name).map_err(store_error)?;
+        self.host.unload(&tool_name);
+        tracing::info!(tool = tool_name, "tool removed");
+        Ok(object(json!({ "tool_id": tool_name, "version": removed.definition.version, "removed": true })))
+    }
+}
+
+/// What `tool_list` shows of a tool.
+fn summary(tool: &ValidTool, source: &str) -> Value {
+    let d = &tool.definition;
+    json!({
+        "tool_id": d.tool_id, "version": d.version, "source": source, "description": d.description,
+        "capabilities": d.capabilities, "wasm_hash": d.wasm_hash, "memory_limit_mb": d.memory_limit_mb,
+        "cpu_quota_percent": d.cpu_quota_percent, "timeout_seconds": d.timeout_seconds,
+    })
+}
+
+fn object(value: Value) -> Object {
+    match value {
+        Value::Object(object) => object,
+        _ => unreachable!("built from json!({{...}})"),
+    }
+}
+
+fn store_error(error: StoreError) -> MethodError {
+    let code = match &error {
+        StoreError::HashMismatch { .. } | StoreError::Immutable(_) => ErrorCode::Eperm,
+        StoreError::Definition(_) => ErrorCode::Eproto,
+        StoreError::NotInstalled(_) => ErrorCode::Enoent,
+        StoreError::Io { .. } => ErrorCode::Eio,
+    };
+    MethodError::new(code, error.to_string())
 }
 
 /// Per-tool cgroups in the subtree systemd delegated to the daemon
@@ -165,9 +319,14 @@ fn error_code(error: &CallError) -> ErrorCode {
 
 impl Component for Daemon {
     async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
-        // Who may call is the IPC ACL's job (ipc-acl.toml: execute_tool).
+        // Who may call is the IPC ACL's job (ipc-acl.toml): agents execute_tool,
+        // the operator everything.
         match request.method.as_str() {
             "execute_tool" => Some(self.execute_tool(request).await),
+            "tool_list" => Some(Ok(self.tool_list())),
+            "tool_inspect" => Some(self.tool_inspect(request).await),
+            "tool_install" => Some(self.tool_install(request).await),
+            "tool_remove" => Some(self.tool_remove(request)),
             _ => None,
         }
     }
