@@ -58,12 +58,13 @@ check "tools: clawctl tool install shows the grants and installs web-fetch into 
     --grant network:outbound:10.0.2.2:$TOOLS_HTTP_PORT --yes) || { echo \"\$out\"; exit 1; }
   echo \"\$out\" | grep -q '^  network:outbound:10.0.2.2:$TOOLS_HTTP_PORT\$' || { echo \"\$out\"; exit 1; }
   clawctl tool list | grep -q '^web-fetch .* installed ' && test -f /clawfs/tools/binaries/web-fetch-v0.1.0.wasm"
-# The server logged the real token; the tool's answer carries only the marker.
+# The server logged the real token; the tool saw the whole header value
+# (Bearer and token) replaced by the marker.
 tools_fetch_with_credential() {
   local out
   out=$(vm_ssh "clawctl tool run web-fetch '{\"url\":\"http://10.0.2.2:$TOOLS_HTTP_PORT/hello\"}' --agent wasm-agent") || { echo "$out"; return 1; }
   echo "$out"
-  jq -e '.status == 200 and (.body | fromjson | .path == "/hello" and .authorization == "Bearer [REDACTED]")' <<<"$out" >/dev/null &&
+  jq -e '.status == 200 and (.body | fromjson | .path == "/hello" and .authorization == "[REDACTED]")' <<<"$out" >/dev/null &&
     ! grep -q "$TOOLS_TOKEN" <<<"$out" &&
     grep -qx "/hello Bearer $TOOLS_TOKEN" "$TOOLS_HTTP_LOG"
 }

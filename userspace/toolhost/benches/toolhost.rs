@@ -1,6 +1,9 @@
 //! Tool host timings: compiling a tool cold, loading it from the
-//! precompiled cache, and a whole call (fresh instance + run) of a trivial
-//! tool, with the WAT fixtures the integration tests use.
+//! precompiled cache, instantiating a cached tool in the pooling allocator,
+//! a whole call (fresh instance + run) of a trivial tool with and without
+//! its audit insert, with the WAT fixtures the integration tests use; and
+//! what epoch interruption (the per-call deadline) costs a CPU-bound loop,
+//! against the same loop compiled without it, in the same run.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -26,13 +29,48 @@ fn bench(c: &mut Criterion) {
 
     let host = ToolHost::new(config(None)).unwrap();
     host.load(&echo).unwrap();
+    c.bench_function("instantiate cached tool (pooling allocator)", |b| b.iter(|| host.instantiate(&echo).unwrap()));
     let params = serde_json::json!({"text": "hello"});
     let request = CallRequest { agent_id: "bench", params: &params, timeout: None };
     c.bench_function("call trivial tool (fresh instance)", |b| b.iter(|| host.call(&echo, &request).unwrap()));
 
-    let mut audit = agentfs::AgentFs::open(dir.path().join("workspace.db")).unwrap();
-    c.bench_function("call trivial tool + audit insert", |b| b.iter(|| host.call_recorded(&echo, &request, None, &mut audit).unwrap()));
+    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join("workspace.db")).unwrap());
+    c.bench_function("call trivial tool + audit insert", |b| b.iter(|| host.call_recorded(&echo, &request, None, &audit).unwrap()));
 }
 
-criterion_group!(benches, bench);
+/// A core-wasm loop of `n` iterations of integer work: the kind of code the
+/// epoch checks are inserted into (one per loop back-edge and function entry).
+const BURN_WAT: &str = r#"(module (func (export "burn") (param $n i32) (result i32) (local $acc i32)
+  (loop $next
+    (local.set $acc (i32.add (i32.mul (local.get $acc) (i32.const 31)) (local.get $n)))
+    (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+    (br_if $next (local.get $n)))
+  (local.get $acc)))"#;
+
+fn epoch_overhead(c: &mut Criterion) {
+    let wasm = wat::parse_str(BURN_WAT).unwrap();
+    let mut group = c.benchmark_group("cpu-bound loop, 20M iterations");
+    group.sample_size(20);
+    for epoch in [false, true] {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(epoch);
+        let engine = wasmtime::Engine::new(&config).unwrap();
+        let module = wasmtime::Module::new(&engine, &wasm).unwrap();
+        let name = if epoch { "with epoch deadline" } else { "without deadline" };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut store = wasmtime::Store::new(&engine, ());
+                if epoch {
+                    store.set_epoch_deadline(u64::MAX / 2);
+                }
+                let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+                let burn = instance.get_typed_func::<i32, i32>(&mut store, "burn").unwrap();
+                burn.call(&mut store, 20_000_000).unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, epoch_overhead);
 criterion_main!(benches);

@@ -1,5 +1,6 @@
 //! Records each call in the calling agent's AgentFS `tool_calls` table.
 
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use agentfs::{AgentFs, NewToolCall};
@@ -27,21 +28,24 @@ pub struct RecordedCall {
 
 impl ToolHost {
     /// Runs the tool like [`ToolHost::call`] and records parameters, result
-    /// or error (as `<kind>: <message>`), and timing in `audit`. A failure to
-    /// record is an error even when the call succeeded: an unaudited call
+    /// or error (as `<kind>: <message>`), and timing in `audit`, locked only
+    /// for the insert so an agent's calls still run side by side. A failure
+    /// to record is an error even when the call succeeded: an unaudited call
     /// must not look like an audited one.
     pub fn call_recorded(
         &self,
         tool: &ValidTool,
         request: &CallRequest<'_>,
         session_id: Option<&str>,
-        audit: &mut AgentFs,
+        audit: &Mutex<AgentFs>,
     ) -> Result<RecordedCall, AuditError> {
         let started = SystemTime::now();
         let outcome = self.call(tool, request);
         let completed = SystemTime::now();
         let recorded = outcome.as_ref().map_err(|e| format!("{}: {e}", e.kind()));
         let call_id = audit
+            .lock()
+            .expect("audit lock poisoned")
             .record_tool_call(&NewToolCall {
                 name: tool.tool_id(),
                 parameters: Some(request.params),

@@ -344,6 +344,15 @@ impl ToolHost {
         (store, timeout)
     }
 
+    /// Creates a Store and an instance of `tool` and drops them without
+    /// running anything: what every call pays before the tool starts
+    /// (measured by the benchmarks).
+    pub fn instantiate(&self, tool: &ValidTool) -> Result<(), CallError> {
+        let loaded = self.loaded_tool(tool)?;
+        let (mut store, timeout) = self.new_store(&loaded, "clawos-toolhost", None);
+        loaded.pre.instantiate(&mut store).map(drop).map_err(|e| classify(tool.tool_id(), timeout, e))
+    }
+
     /// Runs `tool` once in a fresh instance and returns its JSON result.
     pub fn call(&self, tool: &ValidTool, request: &CallRequest<'_>) -> Result<serde_json::Value, CallError> {
         let loaded = self.loaded_tool(tool)?;

@@ -52,6 +52,15 @@ struct DaemonConfig {
     /// Where guest `/clawfs` paths point, and where agents' workspace.db live.
     #[serde(default = "default_clawfs_root")]
     clawfs_root: PathBuf,
+    /// Per-tool cgroups in the subtree systemd delegates; off only where the
+    /// daemon runs outside its unit (the benchmark), so it leaves the
+    /// caller's cgroup alone.
+    #[serde(default = "enabled")]
+    cgroups: bool,
+}
+
+fn enabled() -> bool {
+    true
 }
 
 fn default_registry() -> PathBuf {
@@ -100,6 +109,49 @@ struct NamedTool {
     tool_name: String,
 }
 
+/// Agents whose audit databases are kept open at once.
+const MAX_OPEN_AUDITS: usize = 64;
+
+/// An agent's `workspace.db`, kept open between calls (opening costs more
+/// than the call), with the file identity it was opened on: if the path
+/// now names another file (a restored snapshot), it is reopened, so no row
+/// goes to an unlinked file.
+struct AuditDb {
+    file_id: (u64, u64),
+    db: Arc<Mutex<agentfs::AgentFs>>,
+}
+
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(path)?;
+    Ok((metadata.dev(), metadata.ino()))
+}
+
+/// The open audit databases by workspace path.
+#[derive(Default)]
+struct Audits {
+    open: Mutex<std::collections::HashMap<PathBuf, AuditDb>>,
+}
+
+impl Audits {
+    fn get(&self, workspace: &Path) -> Result<Arc<Mutex<agentfs::AgentFs>>, MethodError> {
+        let io_error = |e: &dyn std::fmt::Display| MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display()));
+        let mut open = self.open.lock().expect("audit cache lock poisoned");
+        if let (Some(cached), Ok(current)) = (open.get(workspace), file_id(workspace)) {
+            if cached.file_id == current {
+                return Ok(cached.db.clone());
+            }
+        }
+        let db = Arc::new(Mutex::new(agentfs::AgentFs::open(workspace).map_err(|e| io_error(&e))?));
+        let file_id = file_id(workspace).map_err(|e| io_error(&e))?;
+        if open.len() >= MAX_OPEN_AUDITS {
+            open.clear();
+        }
+        open.insert(workspace.to_owned(), AuditDb { file_id, db: db.clone() });
+        Ok(db)
+    }
+}
+
 fn parse<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, MethodError> {
     let method = request.method;
     serde_json::from_value(Value::Object(request.params)).map_err(|e| MethodError::new(ErrorCode::Eproto, format!("{method} params: {e}")))
@@ -107,9 +159,13 @@ fn parse<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, MethodEr
 
 struct Daemon {
     host: Arc<ToolHost>,
+    /// One permit per pool slot: a call beyond them waits (within its IPC
+    /// timeout) instead of failing to get an instance.
+    call_slots: tokio::sync::Semaphore,
     /// The image's tools: listed, never installed over or removed.
     image: Registry,
     installed: Mutex<ToolStore>,
+    audits: Arc<Audits>,
     clawfs_root: PathBuf,
 }
 
@@ -124,7 +180,7 @@ impl Daemon {
             cache_dir: Some(config.cache_dir),
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
-            cgroups: tool_cgroups(),
+            cgroups: if config.cgroups { tool_cgroups() } else { None },
             ..HostConfig::default()
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
@@ -139,7 +195,14 @@ impl Daemon {
         // Last: from here on only the calls the daemon keeps making are allowed.
         let rules = seccomp::install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
         tracing::info!(rules, "seccomp filter installed: any other system call kills the daemon");
-        Ok(Daemon { host: Arc::new(host), image, installed: Mutex::new(installed), clawfs_root: config.clawfs_root })
+        Ok(Daemon {
+            host: Arc::new(host),
+            call_slots: tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_CALLS as usize),
+            image,
+            installed: Mutex::new(installed),
+            audits: Arc::default(),
+            clawfs_root: config.clawfs_root,
+        })
     }
 
     fn installed(&self) -> std::sync::MutexGuard<'_, ToolStore> {
@@ -164,11 +227,12 @@ impl Daemon {
         let (tool, _) = self.tool(&params.tool_name)?;
         let workspace = agent_workspace(&self.clawfs_root, &params.agent_id)?;
         let host = self.host.clone();
+        let _slot = self.call_slots.acquire().await.map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?;
+        let audits = self.audits.clone();
         let recorded = tokio::task::spawn_blocking(move || {
-            let mut audit = agentfs::AgentFs::open(&workspace)
-                .map_err(|e| MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display())))?;
+            let audit = audits.get(&workspace)?;
             let call = CallRequest { agent_id: &params.agent_id, params: &params.arguments, timeout: Some(timeout) };
-            host.call_recorded(&tool, &call, params.session_id.as_deref(), &mut audit)
+            host.call_recorded(&tool, &call, params.session_id.as_deref(), &audit)
                 .map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
         })
         .await
@@ -339,6 +403,19 @@ fn main() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_audit_database_is_reused_until_its_file_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("workspace.db");
+        let audits = Audits::default();
+        let first = audits.get(&workspace).unwrap();
+        assert!(Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));
+        // A restored snapshot renamed over the path is a new file: reopened.
+        agentfs::AgentFs::open(dir.path().join("restored.db")).unwrap();
+        std::fs::rename(dir.path().join("restored.db"), &workspace).unwrap();
+        assert!(!Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));
+    }
 
     #[test]
     fn agent_ids_cannot_leave_the_agents_directory() {
