@@ -5,7 +5,8 @@
 //! the host keeps serving. The WAT fixtures in tests/host.rs cover the host
 //! itself either way.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
 use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use common::echo_server;
 use serde_json::{json, Value};
 
 /// The tools `make tools` built, and a ClawFS root for them to work in.
@@ -75,46 +77,6 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 fn run(host: &ToolHost, tool: &ValidTool, params: Value) -> Result<Value, CallError> {
     host.call(tool, &CallRequest { agent_id: "test-agent", params: &params, timeout: None })
-}
-
-/// Serves `requests` HTTP requests on 127.0.0.1, answering each with JSON of
-/// what it received (method, path, headers, body) plus a fixed `control`
-/// string; returns its authority and what it saw.
-fn echo_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Value>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let authority = listener.local_addr().unwrap().to_string();
-    let server = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for _ in 0..requests {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut parts = line.split_whitespace();
-            let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
-            let mut headers = serde_json::Map::new();
-            loop {
-                line.clear();
-                reader.read_line(&mut line).unwrap();
-                match line.trim_end().split_once(": ") {
-                    Some((name, value)) => {
-                        headers.insert(name.to_ascii_lowercase(), value.into());
-                    }
-                    None => break,
-                }
-            }
-            let length = headers.get("content-length").and_then(|v| v.as_str()?.parse().ok()).unwrap_or(0);
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let request = json!({"method": method, "path": path, "headers": headers, "body": String::from_utf8_lossy(&body), "control": "echo-control-7f3a"});
-            let text = request.to_string();
-            let mut stream = stream;
-            write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len()).unwrap();
-            seen.push(request);
-        }
-        seen
-    });
-    (authority, server)
 }
 
 #[test]

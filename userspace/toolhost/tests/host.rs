@@ -3,13 +3,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
-use common::{install, Fixture};
+use common::{echo_server, install, Fixture};
 use serde_json::{json, Value};
 
 fn host(clawfs_root: &std::path::Path) -> ToolHost {
@@ -146,35 +145,6 @@ fn filesystem_is_confined_to_granted_prefixes() {
     assert_still_serving(&host, dir.path());
 }
 
-/// A one-request-at-a-time HTTP server on 127.0.0.1 that answers with the
-/// request's headers as JSON, so tests can see what the host sent.
-fn echo_server() -> (String, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let authority = listener.local_addr().unwrap().to_string();
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut headers = serde_json::Map::new();
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        loop {
-            line.clear();
-            reader.read_line(&mut line).unwrap();
-            match line.trim_end().split_once(": ") {
-                Some((name, value)) => {
-                    headers.insert(name.to_ascii_lowercase(), value.into());
-                }
-                None => break,
-            }
-        }
-        let body = Value::Object(headers).to_string();
-        let mut stream = stream;
-        write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
-        let _ = stream.read(&mut [0; 1]);
-    });
-    (authority, server)
-}
-
 struct TestVault;
 
 impl CredentialProvider for TestVault {
@@ -187,13 +157,13 @@ impl CredentialProvider for TestVault {
 #[test]
 fn http_reaches_granted_host_with_injected_redacted_credentials() {
     let dir = tempfile::tempdir().unwrap();
-    let (authority, server) = echo_server();
+    let (authority, server) = echo_server(1);
     let host = ToolHost::new(HostConfig { clawfs_root: dir.path().into(), credentials: Arc::new(TestVault), ..HostConfig::default() }).unwrap();
     let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
     let response = call(&host, &getter, json!(format!("http://{authority}/status"))).unwrap();
-    server.join().unwrap();
     // The server saw the credential; the tool only ever saw it redacted.
-    assert_eq!(response["authorization"], json!(REDACTED));
+    assert_eq!(server.join().unwrap()[0]["headers"]["authorization"], "Bearer s3cret-token");
+    assert_eq!(response["headers"]["authorization"], json!(REDACTED));
     assert!(!response.to_string().contains("s3cret"));
 }
 

@@ -2,9 +2,12 @@
 //! core modules with wit-component, so the host tests need no wasm toolchain.
 #![allow(dead_code)] // each test binary uses its own subset of the fixtures
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use clawos_toolhost::definition::{format_hash, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
+use serde_json::{json, Value};
 use sha2::Digest;
 use wit_component::{ComponentEncoder, StringEncoding};
 
@@ -164,4 +167,44 @@ pub fn install(dir: &Path, fixture: &Fixture, capabilities: &[&str], memory_limi
     }
     .validate(dir)
     .expect("fixture definition is valid")
+}
+
+/// Serves `requests` HTTP requests on 127.0.0.1, answering each with JSON of
+/// what it received (method, path, headers, body) plus a fixed `control`
+/// string; returns its authority and what it saw.
+pub fn echo_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Value>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let authority = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..requests {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let mut parts = line.split_whitespace();
+            let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
+            let mut headers = serde_json::Map::new();
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                match line.trim_end().split_once(": ") {
+                    Some((name, value)) => {
+                        headers.insert(name.to_ascii_lowercase(), value.into());
+                    }
+                    None => break,
+                }
+            }
+            let length = headers.get("content-length").and_then(|v| v.as_str()?.parse().ok()).unwrap_or(0);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let request = json!({"method": method, "path": path, "headers": headers, "body": String::from_utf8_lossy(&body), "control": "echo-control-7f3a"});
+            let text = request.to_string();
+            let mut stream = stream;
+            write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len()).unwrap();
+            seen.push(request);
+        }
+        seen
+    });
+    (authority, server)
 }
