@@ -81,3 +81,18 @@ check "tools: clawctl tool rm removes the installed tool" vm_ssh '
     clawctl tool run web-fetch "{}" --agent wasm-agent 2>&1 | grep -q "unknown tool" &&
     test ! -e /clawfs/tools/binaries/web-fetch-v0.1.0.wasm'
 kill "$TOOLS_HTTP_PID" 2>/dev/null || true
+
+# memory-recall is install-only too: which workspaces it may search is the
+# operator's grant; fs-engine answers through the daemon.
+check "tools: memory-recall finds indexed memory in its granted workspace and is refused another" vm_ssh '
+  set -e
+  clawctl workspace create vm-recall >/dev/null
+  printf "# Birds\nThe kingfisher dives for minnows.\n" > /tmp/vm-recall.md
+  clawctl memory index -w vm-recall /tmp/vm-recall.md >/dev/null
+  clawctl tool install /usr/lib/clawos/tools/memory-recall-v0.1.0.wasm --definition /usr/lib/clawos/tools/memory-recall.json \
+    --grant memory:search:vm-recall --yes >/dev/null
+  out=$(clawctl tool run memory-recall "{\"workspace\":\"vm-recall\",\"query\":\"kingfisher\"}" --agent wasm-agent)
+  echo "$out"
+  echo "$out" | jq -e "any(.results[]; .path | endswith(\"vm-recall.md\")) and (.keyword_leg | startswith(\"ran\"))" >/dev/null
+  clawctl tool run memory-recall "{\"workspace\":\"default\",\"query\":\"x\"}" --agent wasm-agent 2>&1 | grep -q capability_denied
+  clawctl tool rm memory-recall >/dev/null'

@@ -52,6 +52,8 @@ pub enum Capability {
     FilesystemWrite(PathBuf),
     /// `state:kv`: the per-(agent, tool) key-value store.
     StateKv,
+    /// `memory:search:<workspace>`: hybrid search in a ClawFS workspace.
+    MemorySearch(String),
 }
 
 impl Capability {
@@ -63,8 +65,9 @@ impl Capability {
             (Some("filesystem"), Some("read"), Some(prefix)) => validate_prefix(prefix).map(Capability::FilesystemRead),
             (Some("filesystem"), Some("write"), Some(prefix)) => validate_prefix(prefix).map(Capability::FilesystemWrite),
             (Some("state"), Some("kv"), None) => Ok(Capability::StateKv),
+            (Some("memory"), Some("search"), Some(workspace)) => validate_workspace(workspace).map(|()| Capability::MemorySearch(workspace.to_owned())),
             _ => Err(format!(
-                "unknown capability {text:?} (known: network:outbound:<host>, filesystem:read:<prefix>, filesystem:write:<prefix>, state:kv)"
+                "unknown capability {text:?} (known: network:outbound:<host>, filesystem:read:<prefix>, filesystem:write:<prefix>, state:kv, memory:search:<workspace>)"
             )),
         }
     }
@@ -77,6 +80,7 @@ impl std::fmt::Display for Capability {
             Capability::FilesystemRead(prefix) => write!(f, "filesystem:read:{}", prefix.display()),
             Capability::FilesystemWrite(prefix) => write!(f, "filesystem:write:{}", prefix.display()),
             Capability::StateKv => f.write_str("state:kv"),
+            Capability::MemorySearch(workspace) => write!(f, "memory:search:{workspace}"),
         }
     }
 }
@@ -97,6 +101,15 @@ fn validate_host(host: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("network host {host:?} must be a lowercase DNS name or IPv4 address with an optional port"))
+    }
+}
+
+/// Workspace names follow ClawFS §2: `[a-z0-9-]+`, at most 64 characters.
+fn validate_workspace(name: &str) -> Result<(), String> {
+    if !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+        Ok(())
+    } else {
+        Err(format!("memory workspace {name:?} must be 1 to 64 of [a-z0-9-]"))
     }
 }
 
@@ -357,6 +370,8 @@ mod tests {
             ("wit_interface", |d| d.wit_interface = "clawos-channel-v1".into()),
             ("capabilities", |d| d.capabilities = vec!["filesystem:read:/etc".into()]),
             ("capabilities", |d| d.capabilities = vec!["filesystem:read:/clawfs/../etc".into()]),
+            ("capabilities", |d| d.capabilities = vec!["memory:search:../vault".into()]),
+            ("capabilities", |d| d.capabilities = vec!["memory:search:Notes".into()]),
             ("capabilities", |d| d.capabilities = vec!["network:outbound:Evil.COM".into()]),
             ("capabilities", |d| d.capabilities = vec!["process:spawn".into()]),
             ("memory_limit_mb", |d| d.memory_limit_mb = 0),

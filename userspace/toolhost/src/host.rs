@@ -17,7 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::{clawos::tool as wit, ToolHostPre as HostPre};
 use crate::definition::{format_hash, ValidTool, MAX_MEMORY_LIMIT_MB};
 use crate::error::{Abort, CallError};
-use crate::imports::{CredentialProvider, Grants, KvStore, NoCredentials, Services};
+use crate::imports::{CredentialProvider, Grants, KvStore, MemorySearch, NoCredentials, NoMemory, Services};
 use crate::limits::CallLimiter;
 
 /// How often the ticker thread advances the epoch: the granularity of every
@@ -39,6 +39,8 @@ pub struct HostConfig {
     pub clawfs_root: PathBuf,
     /// Credentials injected into granted HTTP requests.
     pub credentials: Arc<dyn CredentialProvider>,
+    /// Answers granted workspace memory searches.
+    pub memory: Arc<dyn MemorySearch>,
     /// Calls that may run at once (pooling allocator slots).
     pub max_concurrent_calls: u32,
     /// Per-tool cgroups the calling thread joins for each call, when the
@@ -52,6 +54,7 @@ impl Default for HostConfig {
             cache_dir: None,
             clawfs_root: PathBuf::from("/clawfs"),
             credentials: Arc::new(NoCredentials),
+            memory: Arc::new(NoMemory),
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             cgroups: None,
         }
@@ -156,6 +159,7 @@ impl ToolHost {
             services: Arc::new(Services {
                 clawfs_root: config.clawfs_root,
                 credentials: config.credentials,
+                memory: config.memory,
                 kv: KvStore::default(),
             }),
             cache_dir: config.cache_dir,
@@ -269,6 +273,7 @@ impl ToolHost {
                 "clawos:tool/filesystem" => grants.filesystem(),
                 "clawos:tool/http" => grants.network(),
                 "clawos:tool/kv" => grants.kv,
+                "clawos:tool/memory" => grants.memory(),
                 other => other.starts_with("wasi:"),
             };
             if !granted {
@@ -280,6 +285,9 @@ impl ToolHost {
         }
         if grants.network() {
             wit::http::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        }
+        if grants.memory() {
+            wit::memory::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
         }
         if grants.kv {
             wit::kv::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;

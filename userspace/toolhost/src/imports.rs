@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::bindings::clawos::tool::{filesystem, http, kv, logging, types};
+use crate::bindings::clawos::tool::{filesystem, http, kv, logging, memory, types};
 use crate::definition::Capability;
 use crate::error::Abort;
 use crate::host::CallState;
@@ -56,6 +56,42 @@ impl CredentialProvider for NoCredentials {
     }
 }
 
+/// One search result handed to a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryHit {
+    pub workspace: String,
+    pub path: String,
+    pub heading: String,
+    pub content: String,
+    pub score: f32,
+}
+
+/// A search's results and which legs ran (`ran (N candidates)` or
+/// `not run: <why>`), so a tool never mistakes keyword-only results for
+/// hybrid ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryResults {
+    pub hits: Vec<MemoryHit>,
+    pub keyword_leg: String,
+    pub vector_leg: String,
+}
+
+/// Searches ClawFS workspace memory for tools granted `memory:search:<ws>`.
+/// The daemon implements it over fs-engine's `memory_search`; the host has
+/// already checked the workspace against the tool's grants.
+pub trait MemorySearch: Send + Sync {
+    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, String>;
+}
+
+/// The provider for a host without fs-engine: every search fails.
+pub struct NoMemory;
+
+impl MemorySearch for NoMemory {
+    fn search(&self, _workspace: &str, _query: &str, _limit: u32) -> Result<MemoryResults, String> {
+        Err("no memory service is configured".into())
+    }
+}
+
 /// The keys and values of one (agent id, tool id) pair.
 type KvEntries = HashMap<String, Vec<u8>>;
 
@@ -72,6 +108,7 @@ pub(crate) struct Grants {
     read_prefixes: Vec<PathBuf>,
     write_prefixes: Vec<PathBuf>,
     hosts: Vec<String>,
+    memory_workspaces: Vec<String>,
     pub(crate) kv: bool,
 }
 
@@ -87,6 +124,7 @@ impl Grants {
                 }
                 Capability::NetworkOutbound(host) => grants.hosts.push(host.clone()),
                 Capability::StateKv => grants.kv = true,
+                Capability::MemorySearch(workspace) => grants.memory_workspaces.push(workspace.clone()),
             }
         }
         grants
@@ -98,6 +136,10 @@ impl Grants {
 
     pub(crate) fn network(&self) -> bool {
         !self.hosts.is_empty()
+    }
+
+    pub(crate) fn memory(&self) -> bool {
+        !self.memory_workspaces.is_empty()
     }
 }
 
@@ -344,10 +386,34 @@ impl kv::Host for CallState {
     }
 }
 
+/// Largest number of hits a tool may ask for at once.
+const MAX_MEMORY_HITS: u32 = 50;
+
+impl memory::Host for CallState {
+    fn search(&mut self, workspace: String, query: String, limit: u32) -> wasmtime::Result<Result<memory::Results, String>> {
+        if !self.grants.memory_workspaces.contains(&workspace) {
+            return Err(deny(format!("memory search in workspace {workspace:?}, which no memory:search capability grants")));
+        }
+        if !(1..=MAX_MEMORY_HITS).contains(&limit) {
+            return Ok(Err(format!("limit {limit} must be 1..={MAX_MEMORY_HITS}")));
+        }
+        Ok(self.services.memory.search(&workspace, &query, limit).map(|found| memory::Results {
+            hits: found
+                .hits
+                .into_iter()
+                .map(|hit| memory::Hit { workspace: hit.workspace, path: hit.path, heading: hit.heading, content: hit.content, score: hit.score })
+                .collect(),
+            keyword_leg: found.keyword_leg,
+            vector_leg: found.vector_leg,
+        }))
+    }
+}
+
 /// What every call's host functions share.
 pub(crate) struct Services {
     pub(crate) clawfs_root: PathBuf,
     pub(crate) credentials: Arc<dyn CredentialProvider>,
+    pub(crate) memory: Arc<dyn MemorySearch>,
     pub(crate) kv: KvStore,
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
-use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, MemoryHit, MemoryResults, MemorySearch, ToolHost, REDACTED};
 use common::echo_server;
 use serde_json::{json, Value};
 
@@ -46,6 +46,10 @@ impl Tools {
             config.credentials = credentials;
         }
         ToolHost::new(config).unwrap()
+    }
+
+    fn host_with_memory(&self, memory: Arc<dyn MemorySearch>) -> ToolHost {
+        ToolHost::new(HostConfig { clawfs_root: self.clawfs.path().into(), memory, ..HostConfig::default() }).unwrap()
     }
 
     fn get(&self, tool: &str) -> ValidTool {
@@ -210,4 +214,32 @@ fn injected_credentials_never_reach_the_tool() {
     assert_eq!(got["control_in_memory"], true, "{got}");
     assert_eq!(got["secret_in_memory"], false, "{got}");
     assert!(!got.to_string().contains(secret));
+}
+
+/// fs-engine's stand-in: one hit per search, echoing what was asked.
+struct OneHit;
+
+impl MemorySearch for OneHit {
+    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, String> {
+        let hit = MemoryHit { workspace: workspace.into(), path: "notes.md".into(), heading: "Notes".into(), content: format!("{query} x{limit}"), score: 0.5 };
+        Ok(MemoryResults { hits: vec![hit], keyword_leg: "ran (1 candidates)".into(), vector_leg: "not run: no embedder".into() })
+    }
+}
+
+#[test]
+fn memory_recall_searches_only_its_granted_workspaces() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host_with_memory(Arc::new(OneHit));
+    let recall = tools.installed("memory-recall", &["memory:search:notes".to_owned()]);
+    let got = run(&host, &recall, json!({"workspace": "notes", "query": "deploy steps", "limit": 3})).unwrap();
+    assert_eq!(got["results"], json!([{"workspace": "notes", "path": "notes.md", "heading": "Notes", "content": "deploy steps x3", "score": 0.5}]));
+    // The tool passes on which legs ran rather than hiding a missing one.
+    assert_eq!((got["keyword_leg"].as_str(), got["vector_leg"].as_str()), (Some("ran (1 candidates)"), Some("not run: no embedder")));
+    match run(&host, &recall, json!({"workspace": "secrets", "query": "x"})) {
+        Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains("secrets"), "{reason}"),
+        other => panic!("expected capability_denied, got {other:?}"),
+    }
+    // Without a grant the tool, which imports memory, is refused before it runs.
+    let ungranted = tools.installed("memory-recall", &[]);
+    assert!(matches!(host.load(&ungranted), Err(CallError::CapabilityDenied { .. })));
 }

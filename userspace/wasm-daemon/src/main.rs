@@ -26,6 +26,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 mod credentials;
+mod memory;
+mod peers;
 mod seccomp;
 
 /// `execute_tool`'s default timeout (IPC spec: method timeouts table).
@@ -180,6 +182,7 @@ impl Daemon {
             cache_dir: Some(config.cache_dir),
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
+            memory: Arc::new(memory::FsEngineMemory::new(tokio::runtime::Handle::current())),
             cgroups: if config.cgroups { tool_cgroups() } else { None },
             ..HostConfig::default()
         })
