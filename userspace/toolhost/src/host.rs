@@ -41,6 +41,9 @@ pub struct HostConfig {
     pub credentials: Arc<dyn CredentialProvider>,
     /// Answers granted workspace memory searches.
     pub memory: Arc<dyn MemorySearch>,
+    /// PEM certificates HTTPS trusts instead of the built-in web roots
+    /// (Mozilla's, compiled in): for a private CA. `None`: the web roots.
+    pub ca_bundle_pem: Option<Vec<u8>>,
     /// Calls that may run at once (pooling allocator slots).
     pub max_concurrent_calls: u32,
     /// Per-tool cgroups the calling thread joins for each call, when the
@@ -55,6 +58,7 @@ impl Default for HostConfig {
             clawfs_root: PathBuf::from("/clawfs"),
             credentials: Arc::new(NoCredentials),
             memory: Arc::new(NoMemory),
+            ca_bundle_pem: None,
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             cgroups: None,
         }
@@ -161,6 +165,7 @@ impl ToolHost {
                 credentials: config.credentials,
                 memory: config.memory,
                 kv: KvStore::default(),
+                tls: tls_config(config.ca_bundle_pem.as_deref())?,
             }),
             cache_dir: config.cache_dir,
             cgroups: config.cgroups,
@@ -418,6 +423,28 @@ fn classify(tool_id: &str, timeout: Duration, error: wasmtime::Error) -> CallErr
         }
         None => CallError::Trap { tool_id, message: format!("{error:#}") },
     }
+}
+
+/// The TLS settings for tools' HTTPS: the web roots, or exactly the
+/// certificates of `ca_bundle_pem`.
+fn tls_config(ca_bundle_pem: Option<&[u8]>) -> Result<ureq::tls::TlsConfig, wasmtime::Error> {
+    use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
+    let roots = match ca_bundle_pem {
+        None => RootCerts::WebPki,
+        Some(pem) => {
+            let mut certs = Vec::new();
+            for item in parse_pem(pem) {
+                if let PemItem::Certificate(cert) = item.map_err(|e| wasmtime::Error::msg(format!("CA bundle: {e}")))? {
+                    certs.push(cert);
+                }
+            }
+            if certs.is_empty() {
+                return Err(wasmtime::Error::msg("CA bundle: no certificates in it"));
+            }
+            RootCerts::new_with_certs(&certs)
+        }
+    };
+    Ok(TlsConfig::builder().root_certs(roots).build())
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

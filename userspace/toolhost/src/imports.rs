@@ -250,22 +250,33 @@ impl filesystem::Host for CallState {
     }
 }
 
-/// Splits `http://authority/path` into the authority; only plain HTTP URLs
-/// with an explicit host are accepted.
-fn authority_of(url: &str) -> Result<&str, String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url:?}: only http:// URLs are supported"))?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') {
-        return Err(format!("{url:?}: the URL needs a host and may not carry user info"));
+/// The authority of an `http://` or `https://` URL as `host:port`, with the
+/// scheme's default port made explicit so grants compare exactly.
+fn authority_of(url: &str) -> Result<String, String> {
+    let (rest, default_port) = if let Some(rest) = url.strip_prefix("https://") {
+        (rest, 443)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (rest, 80)
+    } else {
+        return Err(format!("{url:?}: only http:// and https:// URLs are supported"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default().to_ascii_lowercase();
+    if authority.is_empty() || authority.contains(['@', '[']) {
+        return Err(format!("{url:?}: the URL needs a host name or IPv4 address and may not carry user info"));
     }
-    Ok(authority)
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0) => Ok(authority),
+        Some(_) => Err(format!("{url:?}: bad port")),
+        None => Ok(format!("{authority}:{default_port}")),
+    }
 }
 
-/// Whether `grant` (`host` or `host:port`) covers `authority`: a grant
-/// without a port covers port 80 too; one with a port covers exactly it.
+/// Whether `grant` (`host` or `host:port`) covers `authority` (`host:port`):
+/// a grant with a port covers exactly that port, one without covers the web
+/// ports, 80 and 443.
 pub fn authority_matches(grant: &str, authority: &str) -> bool {
     let authority = authority.to_ascii_lowercase();
-    grant == authority || (!grant.contains(':') && authority == format!("{grant}:80"))
+    grant == authority || (!grant.contains(':') && (authority == format!("{grant}:80") || authority == format!("{grant}:443")))
 }
 
 fn host_granted(grants: &[String], authority: &str) -> bool {
@@ -313,7 +324,7 @@ fn redact(mut text: Vec<u8>, needles: &[Vec<u8>]) -> Vec<u8> {
 impl http::Host for CallState {
     fn fetch(&mut self, request: http::Request) -> wasmtime::Result<Result<http::Response, http::HttpError>> {
         let authority = match authority_of(&request.url) {
-            Ok(authority) => authority.to_owned(),
+            Ok(authority) => authority,
             Err(reason) => return Ok(Err(http::HttpError::InvalidRequest(reason))),
         };
         if !host_granted(&self.grants.hosts, &authority) {
@@ -351,7 +362,13 @@ impl http::Host for CallState {
             .iter()
             .map(|(name, value)| http::Header {
                 name: name.to_string(),
-                value: String::from_utf8_lossy(&redact(value.as_bytes().to_vec(), &needles)).into_owned(),
+                // The length of the body the tool gets, not the server's,
+                // which would tell the length of a redacted secret.
+                value: if name == ureq::http::header::CONTENT_LENGTH {
+                    body.len().to_string()
+                } else {
+                    String::from_utf8_lossy(&redact(value.as_bytes().to_vec(), &needles)).into_owned()
+                },
             })
             .collect();
         Ok(Ok(http::Response { status: response.status().as_u16(), headers, body }))
@@ -415,13 +432,17 @@ pub(crate) struct Services {
     pub(crate) credentials: Arc<dyn CredentialProvider>,
     pub(crate) memory: Arc<dyn MemorySearch>,
     pub(crate) kv: KvStore,
+    /// Which roots HTTPS trusts (web roots, or the configured CA bundle).
+    pub(crate) tls: ureq::tls::TlsConfig,
 }
 
 impl Services {
     /// An HTTP client that follows no redirect (a redirect could leave the
-    /// granted host) and ignores proxy environment variables.
+    /// granted host), ignores proxy environment variables, and verifies
+    /// HTTPS servers against the configured roots.
     fn http_agent(&self, timeout: Duration) -> ureq::Agent {
         ureq::Agent::config_builder()
+            .tls_config(self.tls.clone())
             .max_redirects(0)
             .proxy(None)
             .http_status_as_error(false)
@@ -438,15 +459,18 @@ mod tests {
     #[test]
     fn authority_and_grants() {
         assert_eq!(authority_of("http://example.com:8080/x?y").unwrap(), "example.com:8080");
-        assert!(authority_of("https://example.com/").is_err());
-        assert!(authority_of("http://user@example.com/").is_err());
+        assert_eq!(authority_of("http://Example.com/").unwrap(), "example.com:80");
+        assert_eq!(authority_of("https://example.com#x").unwrap(), "example.com:443");
+        for bad in ["ftp://example.com/", "http://user@example.com/", "http:///x", "http://example.com:0/", "http://[::1]/", "file:///etc/shadow"] {
+            assert!(authority_of(bad).is_err(), "{bad}");
+        }
         let grants = vec!["example.com".to_owned(), "127.0.0.1:9000".to_owned()];
-        assert!(host_granted(&grants, "example.com"));
         assert!(host_granted(&grants, "example.com:80"));
+        assert!(host_granted(&grants, "example.com:443"));
         assert!(!host_granted(&grants, "example.com:81"));
         assert!(host_granted(&grants, "127.0.0.1:9000"));
-        assert!(!host_granted(&grants, "127.0.0.1"));
-        assert!(!host_granted(&grants, "evil.example.com"));
+        assert!(!host_granted(&grants, "127.0.0.1:80"));
+        assert!(!host_granted(&grants, "evil.example.com:443"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
-use common::{echo_server, install, Fixture};
+use common::{echo_server, install, tls_echo_server, Fixture};
 use serde_json::{json, Value};
 
 fn host(clawfs_root: &std::path::Path) -> ToolHost {
@@ -165,6 +165,36 @@ fn http_reaches_granted_host_with_injected_redacted_credentials() {
     assert_eq!(server.join().unwrap()[0]["headers"]["authorization"], "Bearer s3cret-token");
     assert_eq!(response["headers"]["authorization"], json!(REDACTED));
     assert!(!response.to_string().contains("s3cret"));
+}
+
+#[test]
+fn https_verifies_the_server_and_carries_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let (authority, ca_pem, server) = tls_echo_server(1);
+    let config = HostConfig {
+        clawfs_root: dir.path().into(),
+        credentials: Arc::new(TestVault),
+        ca_bundle_pem: Some(ca_pem.into_bytes()),
+        ..HostConfig::default()
+    };
+    let host = ToolHost::new(config).unwrap();
+    let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
+    let response = call(&host, &getter, json!(format!("https://{authority}/secure"))).unwrap();
+    assert_eq!(response["path"], "/secure");
+    assert_eq!(response["headers"]["authorization"], json!(REDACTED));
+    assert_eq!(server.join().unwrap()[0]["headers"]["authorization"], "Bearer s3cret-token");
+}
+
+#[test]
+fn https_to_a_server_outside_the_trusted_roots_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (authority, _ca_pem, server) = tls_echo_server(1);
+    // The web roots (the default) do not include the test's self-signed CA.
+    let host = ToolHost::new(HostConfig { clawfs_root: dir.path().into(), credentials: Arc::new(TestVault), ..HostConfig::default() }).unwrap();
+    let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
+    // The fixture traps on a transport error: the handshake was refused.
+    assert!(matches!(call(&host, &getter, json!(format!("https://{authority}/"))), Err(CallError::Trap { .. })));
+    assert!(server.join().unwrap().is_empty(), "no request got through");
 }
 
 #[test]

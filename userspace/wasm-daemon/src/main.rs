@@ -59,6 +59,10 @@ struct DaemonConfig {
     /// caller's cgroup alone.
     #[serde(default = "enabled")]
     cgroups: bool,
+    /// PEM certificates tools' HTTPS trusts instead of the built-in web
+    /// roots (a private CA); unset: the web roots.
+    #[serde(default)]
+    ca_bundle: Option<PathBuf>,
 }
 
 fn enabled() -> bool {
@@ -177,12 +181,17 @@ impl Daemon {
             runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
         let image = Registry::load(&config.registry).map_err(|e| e.to_string())?;
         let installed = ToolStore::open(&config.tools_dir).map_err(|e| format!("installed tools: {e}"))?;
+        let ca_bundle_pem = match &config.ca_bundle {
+            Some(path) => Some(std::fs::read(path).map_err(|e| format!("ca_bundle {}: {e}", path.display()))?),
+            None => None,
+        };
         let credentials = credentials::VaultCredentials::new(config.tools_dir.join("credentials.toml"), tokio::runtime::Handle::current());
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
             memory: Arc::new(memory::FsEngineMemory::new(tokio::runtime::Handle::current())),
+            ca_bundle_pem,
             cgroups: if config.cgroups { tool_cgroups() } else { None },
             ..HostConfig::default()
         })

@@ -169,42 +169,75 @@ pub fn install(dir: &Path, fixture: &Fixture, capabilities: &[&str], memory_limi
     .expect("fixture definition is valid")
 }
 
-/// Serves `requests` HTTP requests on 127.0.0.1, answering each with JSON of
-/// what it received (method, path, headers, body) plus a fixed `control`
-/// string; returns its authority and what it saw.
+/// Reads one HTTP request from `stream` and answers it with JSON of what it
+/// received (method, path, headers, body) plus a fixed `control` string.
+fn echo_one(mut stream: impl Read + Write) -> Value {
+    let mut reader = BufReader::new(&mut stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
+    let mut headers = serde_json::Map::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        match line.trim_end().split_once(": ") {
+            Some((name, value)) => {
+                headers.insert(name.to_ascii_lowercase(), value.into());
+            }
+            None => break,
+        }
+    }
+    let length = headers.get("content-length").and_then(|v| v.as_str()?.parse().ok()).unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    drop(reader);
+    let request = json!({"method": method, "path": path, "headers": headers, "body": String::from_utf8_lossy(&body), "control": "echo-control-7f3a"});
+    let text = request.to_string();
+    write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len()).unwrap();
+    stream.flush().unwrap();
+    request
+}
+
+/// Serves `requests` HTTP requests on 127.0.0.1 with [`echo_one`]; returns
+/// its authority and what it saw.
 pub fn echo_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Value>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let authority = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || (0..requests).map(|_| echo_one(listener.accept().unwrap().0)).collect());
+    (authority, server)
+}
+
+/// The same over HTTPS as `localhost`, with a fresh self-signed certificate;
+/// returns `localhost:<port>`, the certificate (PEM) to trust, and what the
+/// server saw. A client that does not trust the certificate ends the
+/// handshake, which ends the server's thread with an empty list.
+pub fn tls_echo_server(requests: usize) -> (String, String, std::thread::JoinHandle<Vec<Value>>) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert_pem = certified.cert.pem();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .unwrap();
+    let config = std::sync::Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let authority = format!("localhost:{}", listener.local_addr().unwrap().port());
     let server = std::thread::spawn(move || {
         let mut seen = Vec::new();
         for _ in 0..requests {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut parts = line.split_whitespace();
-            let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
-            let mut headers = serde_json::Map::new();
-            loop {
-                line.clear();
-                reader.read_line(&mut line).unwrap();
-                match line.trim_end().split_once(": ") {
-                    Some((name, value)) => {
-                        headers.insert(name.to_ascii_lowercase(), value.into());
-                    }
-                    None => break,
-                }
+            let (tcp, _) = listener.accept().unwrap();
+            let mut tls = rustls::StreamOwned::new(rustls::ServerConnection::new(config.clone()).unwrap(), tcp);
+            // Complete the handshake first: a client that refuses the
+            // certificate aborts here.
+            if tls.conn.complete_io(&mut tls.sock).is_err() {
+                break;
             }
-            let length = headers.get("content-length").and_then(|v| v.as_str()?.parse().ok()).unwrap_or(0);
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let request = json!({"method": method, "path": path, "headers": headers, "body": String::from_utf8_lossy(&body), "control": "echo-control-7f3a"});
-            let text = request.to_string();
-            let mut stream = stream;
-            write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len()).unwrap();
-            seen.push(request);
+            seen.push(echo_one(tls));
         }
         seen
     });
-    (authority, server)
+    (authority, cert_pem, server)
 }
