@@ -1,8 +1,8 @@
 //! `clawos-wasm-daemon`: runs WASM tools for agents.
 //!
 //! Loads the image's tool registry and the operator's installed tools at
-//! start (every tool compiled once, through the precompiled cache in its
-//! state directory), installs its seccomp filter, then answers:
+//! start, installs its seccomp filter, compiles every tool in the background
+//! (once, through the precompiled cache in its state directory), and answers:
 //! - `execute_tool`: each call runs in a fresh instance on a blocking thread
 //!   and is recorded in the agent's AgentFS `tool_calls`;
 //! - `tool_list`, `tool_inspect`, `tool_install`, `tool_remove`: the tools
@@ -196,19 +196,26 @@ impl Daemon {
             ..HostConfig::default()
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
-        // Compile every tool now: a bad tool shows up in the journal at boot,
-        // not in an agent's first call, and the daemon still serves the rest.
-        for tool in image.tools().chain(installed.registry().tools()) {
-            match host.load(tool) {
-                Ok(()) => tracing::info!(tool = tool.tool_id(), "tool loaded"),
-                Err(e) => tracing::error!(tool = tool.tool_id(), "tool not loadable: {e}"),
-            }
-        }
         // Last: from here on only the calls the daemon keeps making are allowed.
         let rules = seccomp::install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
         tracing::info!(rules, "seccomp filter installed: any other system call kills the daemon");
+        // Compile every tool in the background: a bad tool shows up in the
+        // journal at boot rather than in an agent's first call, and the
+        // daemon is ready at once (Cranelift takes seconds per tool on a
+        // slow machine); a call that comes first compiles its tool itself.
+        let host = Arc::new(host);
+        let tools: Vec<ValidTool> = image.tools().chain(installed.registry().tools()).cloned().collect();
+        let precompiler = host.clone();
+        tokio::task::spawn_blocking(move || {
+            for tool in tools {
+                match precompiler.load(&tool) {
+                    Ok(()) => tracing::info!(tool = tool.tool_id(), "tool loaded"),
+                    Err(e) => tracing::error!(tool = tool.tool_id(), "tool not loadable: {e}"),
+                }
+            }
+        });
         Ok(Daemon {
-            host: Arc::new(host),
+            host,
             call_slots: tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_CALLS as usize),
             image,
             installed: Mutex::new(installed),
