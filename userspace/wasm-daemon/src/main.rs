@@ -25,6 +25,7 @@ use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+mod audits;
 mod credentials;
 mod memory;
 mod peers;
@@ -115,49 +116,6 @@ struct NamedTool {
     tool_name: String,
 }
 
-/// Agents whose audit databases are kept open at once.
-const MAX_OPEN_AUDITS: usize = 64;
-
-/// An agent's `workspace.db`, kept open between calls (opening costs more
-/// than the call), with the file identity it was opened on: if the path
-/// now names another file (a restored snapshot), it is reopened, so no row
-/// goes to an unlinked file.
-struct AuditDb {
-    file_id: (u64, u64),
-    db: Arc<Mutex<agentfs::AgentFs>>,
-}
-
-fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path)?;
-    Ok((metadata.dev(), metadata.ino()))
-}
-
-/// The open audit databases by workspace path.
-#[derive(Default)]
-struct Audits {
-    open: Mutex<std::collections::HashMap<PathBuf, AuditDb>>,
-}
-
-impl Audits {
-    fn get(&self, workspace: &Path) -> Result<Arc<Mutex<agentfs::AgentFs>>, MethodError> {
-        let io_error = |e: &dyn std::fmt::Display| MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display()));
-        let mut open = self.open.lock().expect("audit cache lock poisoned");
-        if let (Some(cached), Ok(current)) = (open.get(workspace), file_id(workspace)) {
-            if cached.file_id == current {
-                return Ok(cached.db.clone());
-            }
-        }
-        let db = Arc::new(Mutex::new(agentfs::AgentFs::open(workspace).map_err(|e| io_error(&e))?));
-        let file_id = file_id(workspace).map_err(|e| io_error(&e))?;
-        if open.len() >= MAX_OPEN_AUDITS {
-            open.clear();
-        }
-        open.insert(workspace.to_owned(), AuditDb { file_id, db: db.clone() });
-        Ok(db)
-    }
-}
-
 fn parse<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, MethodError> {
     let method = request.method;
     serde_json::from_value(Value::Object(request.params)).map_err(|e| MethodError::new(ErrorCode::Eproto, format!("{method} params: {e}")))
@@ -171,7 +129,7 @@ struct Daemon {
     /// The image's tools: listed, never installed over or removed.
     image: Registry,
     installed: Mutex<ToolStore>,
-    audits: Arc<Audits>,
+    audits: Arc<audits::Audits>,
     clawfs_root: PathBuf,
 }
 
@@ -422,19 +380,6 @@ fn main() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_audit_database_is_reused_until_its_file_is_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let workspace = dir.path().join("workspace.db");
-        let audits = Audits::default();
-        let first = audits.get(&workspace).unwrap();
-        assert!(Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));
-        // A restored snapshot renamed over the path is a new file: reopened.
-        agentfs::AgentFs::open(dir.path().join("restored.db")).unwrap();
-        std::fs::rename(dir.path().join("restored.db"), &workspace).unwrap();
-        assert!(!Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));
-    }
 
     #[test]
     fn agent_ids_cannot_leave_the_agents_directory() {
