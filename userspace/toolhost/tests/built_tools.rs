@@ -171,6 +171,10 @@ fn hostile_tools_are_contained_and_the_host_keeps_serving() {
     // The positive control: inside the grant the tool reads fine.
     let inside = run(&host, &escape, json!({"paths": ["/clawfs/workspaces/default/hello.txt"]})).unwrap();
     assert_eq!(inside["/clawfs/workspaces/default/hello.txt"], "hi there");
+    // Around the host, through WASI itself: no preopened directory, no network.
+    for wasi in ["wasi_file", "wasi_socket"] {
+        assert!(inside[wasi].as_str().unwrap().starts_with("error: "), "{wasi}: {inside}");
+    }
     std::os::unix::fs::symlink("/etc", tools.clawfs.path().join("workspaces/default/etc")).unwrap();
     for attempt in ["/clawfs/workspaces/../../etc/shadow", "/clawfs/workspaces/default/etc/shadow", "/clawfs/workspaces/default/etc/passwd", "/etc/shadow"] {
         let got = run(&host, &escape, json!({"paths": ["/clawfs/workspaces/default/hello.txt", attempt]}));
