@@ -9,6 +9,10 @@ check "tools: spin-forever is stopped by its 2 s timeout and the daemon keeps se
   test $(( $(date +%s) - start )) -lt 10 || { echo "the timeout took too long"; exit 1; }
   clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"text-stats\",\"arguments\":{\"text\":\"x\"},\"agent_id\":\"wasm-agent\"}" | jq -e ".result.bytes == 1" &&
     test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
+check "tools: scratchpad notes survive a daemon restart (kept in the agent's workspace)" vm_ssh '
+  clawctl tool run scratchpad "{\"op\":\"set\",\"key\":\"plan\",\"value\":\"boot check\"}" --agent wasm-agent >/dev/null || exit 1
+  systemctl restart clawos-wasm-daemon || exit 1
+  clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"plan\"}" --agent wasm-agent | jq -e ".value == \"boot check\""'
 check "tools: file-read is refused a path outside its prefix" \
   vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"file-read","arguments":{"path":"/clawfs/vault/x"},"agent_id":"wasm-agent"}'"'"' 2>&1 | grep -q capability_denied'
 check "tools: the hostile tools are contained with their own errors and the daemon is never restarted" vm_ssh '

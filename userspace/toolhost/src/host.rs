@@ -17,7 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::{clawos::tool as wit, ToolHostPre as HostPre};
 use crate::definition::{format_hash, ValidTool, MAX_MEMORY_LIMIT_MB};
 use crate::error::{Abort, CallError};
-use crate::imports::{CredentialProvider, Grants, KvStore, MemorySearch, NoCredentials, NoMemory, Services};
+use crate::imports::{CredentialProvider, Grants, KvBackend, MemoryKv, MemorySearch, NoCredentials, NoMemory, Services};
 use crate::limits::CallLimiter;
 
 /// How often the ticker thread advances the epoch: the granularity of every
@@ -41,6 +41,8 @@ pub struct HostConfig {
     pub credentials: Arc<dyn CredentialProvider>,
     /// Answers granted workspace memory searches.
     pub memory: Arc<dyn MemorySearch>,
+    /// Keeps the `state:kv` keys (default: in memory).
+    pub kv: Arc<dyn KvBackend>,
     /// PEM certificates HTTPS trusts instead of the built-in web roots
     /// (Mozilla's, compiled in): for a private CA. `None`: the web roots.
     pub ca_bundle_pem: Option<Vec<u8>>,
@@ -58,6 +60,7 @@ impl Default for HostConfig {
             clawfs_root: PathBuf::from("/clawfs"),
             credentials: Arc::new(NoCredentials),
             memory: Arc::new(NoMemory),
+            kv: Arc::new(MemoryKv::default()),
             ca_bundle_pem: None,
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             cgroups: None,
@@ -164,7 +167,7 @@ impl ToolHost {
                 clawfs_root: config.clawfs_root,
                 credentials: config.credentials,
                 memory: config.memory,
-                kv: KvStore::default(),
+                kv: config.kv,
                 tls: tls_config(config.ca_bundle_pem.as_deref())?,
             }),
             cache_dir: config.cache_dir,

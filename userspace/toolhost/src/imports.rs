@@ -22,6 +22,7 @@ const MAX_HTTP_BODY_BYTES: u64 = 8 << 20;
 /// Keys and values one (agent, tool) pair may keep in the kv store.
 const MAX_KV_ENTRIES: usize = 1024;
 const MAX_KV_VALUE_BYTES: usize = 64 << 10;
+const MAX_KV_KEY_BYTES: usize = 256;
 /// What replaces a credential value found in a response.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -92,14 +93,44 @@ impl MemorySearch for NoMemory {
     }
 }
 
-/// The keys and values of one (agent id, tool id) pair.
-type KvEntries = HashMap<String, Vec<u8>>;
+/// Where the `kv` interface keeps each (agent, tool) pair's keys. The
+/// daemon keeps them in the agent's AgentFS `kv_store`, so they survive
+/// restarts; the host enforces the size limits before calling it.
+pub trait KvBackend: Send + Sync {
+    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, String>;
+    /// Stores `value` unless that would make more than `max_keys` keys.
+    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), String>;
+    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), String>;
+}
 
-/// The kv state of every (agent id, tool id) pair, kept for the daemon's
-/// lifetime (in memory: it does not survive a restart).
+/// Keys kept in memory for the host's lifetime (tests, benchmarks).
 #[derive(Default)]
-pub(crate) struct KvStore {
-    entries: Mutex<HashMap<(String, String), KvEntries>>,
+pub struct MemoryKv {
+    entries: Mutex<HashMap<(String, String), HashMap<String, Vec<u8>>>>,
+}
+
+impl KvBackend for MemoryKv {
+    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let entries = self.entries.lock().expect("kv lock poisoned");
+        Ok(entries.get(&(agent_id.to_owned(), tool_id.to_owned())).and_then(|m| m.get(key).cloned()))
+    }
+
+    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), String> {
+        let mut entries = self.entries.lock().expect("kv lock poisoned");
+        let map = entries.entry((agent_id.to_owned(), tool_id.to_owned())).or_default();
+        if map.len() >= max_keys && !map.contains_key(key) {
+            return Err(format!("the store already holds {max_keys} keys"));
+        }
+        map.insert(key.to_owned(), value);
+        Ok(())
+    }
+
+    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), String> {
+        if let Some(map) = self.entries.lock().expect("kv lock poisoned").get_mut(&(agent_id.to_owned(), tool_id.to_owned())) {
+            map.remove(key);
+        }
+        Ok(())
+    }
 }
 
 /// What a call is allowed, derived once from the tool's capabilities.
@@ -375,31 +406,29 @@ impl http::Host for CallState {
     }
 }
 
+/// A backend failure aborts the call: `get` has no error to return, and a
+/// tool must not mistake a broken store for an empty one.
+fn kv_unavailable(e: String) -> wasmtime::Error {
+    wasmtime::Error::msg(format!("kv store unavailable: {e}"))
+}
+
 impl kv::Host for CallState {
     fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        let entries = self.services.kv.entries.lock().expect("kv lock poisoned");
-        Ok(entries.get(&(self.agent_id.clone(), self.tool_id.clone())).and_then(|m| m.get(&key).cloned()))
+        self.services.kv.get(&self.agent_id, &self.tool_id, &key).map_err(kv_unavailable)
     }
 
     fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
         if value.len() > MAX_KV_VALUE_BYTES {
             return Ok(Err(format!("value of {} bytes exceeds {MAX_KV_VALUE_BYTES}", value.len())));
         }
-        let mut entries = self.services.kv.entries.lock().expect("kv lock poisoned");
-        let map = entries.entry((self.agent_id.clone(), self.tool_id.clone())).or_default();
-        if map.len() >= MAX_KV_ENTRIES && !map.contains_key(&key) {
-            return Ok(Err(format!("the store already holds {MAX_KV_ENTRIES} keys")));
+        if key.is_empty() || key.len() > MAX_KV_KEY_BYTES {
+            return Ok(Err(format!("keys are 1 to {MAX_KV_KEY_BYTES} bytes")));
         }
-        map.insert(key, value);
-        Ok(Ok(()))
+        Ok(self.services.kv.set(&self.agent_id, &self.tool_id, &key, value, MAX_KV_ENTRIES))
     }
 
     fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        let mut entries = self.services.kv.entries.lock().expect("kv lock poisoned");
-        if let Some(map) = entries.get_mut(&(self.agent_id.clone(), self.tool_id.clone())) {
-            map.remove(&key);
-        }
-        Ok(())
+        self.services.kv.delete(&self.agent_id, &self.tool_id, &key).map_err(kv_unavailable)
     }
 }
 
@@ -431,7 +460,7 @@ pub(crate) struct Services {
     pub(crate) clawfs_root: PathBuf,
     pub(crate) credentials: Arc<dyn CredentialProvider>,
     pub(crate) memory: Arc<dyn MemorySearch>,
-    pub(crate) kv: KvStore,
+    pub(crate) kv: Arc<dyn KvBackend>,
     /// Which roots HTTPS trusts (web roots, or the configured CA bundle).
     pub(crate) tls: ureq::tls::TlsConfig,
 }

@@ -28,7 +28,10 @@ pub mod store;
 
 pub use error::CallError;
 pub use host::{CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
-pub use imports::{authority_matches, Credential, CredentialProvider, MemoryHit, MemoryResults, MemorySearch, NoCredentials, NoMemory, REDACTED};
+pub use imports::{
+    authority_matches, Credential, CredentialProvider, KvBackend, MemoryHit, MemoryKv, MemoryResults, MemorySearch, NoCredentials, NoMemory,
+    REDACTED,
+};
 
 /// Host bindings for the `tool-host` world (every interface a tool may import).
 mod bindings {

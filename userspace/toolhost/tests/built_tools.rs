@@ -119,6 +119,21 @@ fn json_query_picks_values_by_path() {
 }
 
 #[test]
+fn scratchpad_keeps_notes_per_agent_between_calls() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host(None);
+    let pad = tools.get("scratchpad");
+    let call = |agent: &str, params: Value| host.call(&pad, &CallRequest { agent_id: agent, params: &params, timeout: None });
+    call("agent-a", json!({"op": "set", "key": "plan", "value": "ship it"})).unwrap();
+    assert_eq!(call("agent-a", json!({"op": "get", "key": "plan"})).unwrap(), json!({"key": "plan", "value": "ship it"}));
+    assert_eq!(call("agent-b", json!({"op": "get", "key": "plan"})).unwrap()["value"], Value::Null, "agents do not share notes");
+    call("agent-a", json!({"op": "delete", "key": "plan"})).unwrap();
+    assert_eq!(call("agent-a", json!({"op": "get", "key": "plan"})).unwrap()["value"], Value::Null);
+    let oversized = call("agent-a", json!({"op": "set", "key": "big", "value": "x".repeat(65 << 10)}));
+    assert!(matches!(oversized, Err(CallError::Tool { kind: "failed", .. })), "{oversized:?}");
+}
+
+#[test]
 fn web_fetch_reaches_its_granted_host_only() {
     let Some(tools) = tools() else { return };
     let host = tools.host(None);

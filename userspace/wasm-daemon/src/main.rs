@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 
 mod audits;
 mod credentials;
+mod kv;
 mod memory;
 mod peers;
 mod seccomp;
@@ -143,12 +144,14 @@ impl Daemon {
             Some(path) => Some(std::fs::read(path).map_err(|e| format!("ca_bundle {}: {e}", path.display()))?),
             None => None,
         };
+        let audits = Arc::new(audits::Audits::default());
         let credentials = credentials::VaultCredentials::new(config.tools_dir.join("credentials.toml"), tokio::runtime::Handle::current());
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
             memory: Arc::new(memory::FsEngineMemory::new(tokio::runtime::Handle::current())),
+            kv: Arc::new(kv::AgentFsKv::new(config.clawfs_root.clone(), audits.clone())),
             ca_bundle_pem,
             cgroups: if config.cgroups { tool_cgroups() } else { None },
             ..HostConfig::default()
@@ -177,7 +180,7 @@ impl Daemon {
             call_slots: tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_CALLS as usize),
             image,
             installed: Mutex::new(installed),
-            audits: Arc::default(),
+            audits,
             clawfs_root: config.clawfs_root,
         })
     }

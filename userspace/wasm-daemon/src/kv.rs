@@ -1,0 +1,90 @@
+//! The `state:kv` store of tools, kept in the calling agent's AgentFS
+//! `kv_store` (the same `workspace.db` as its audit trail), so it survives
+//! daemon restarts and travels with the agent's workspace. Keys are
+//! namespaced `clawos.tool/<tool>/<key>`; values are bytes, stored as a
+//! base64 JSON string because AgentFS values are JSON.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use clawos_toolhost::KvBackend;
+
+use crate::audits::Audits;
+
+pub struct AgentFsKv {
+    clawfs_root: PathBuf,
+    audits: Arc<Audits>,
+}
+
+impl AgentFsKv {
+    pub fn new(clawfs_root: PathBuf, audits: Arc<Audits>) -> AgentFsKv {
+        AgentFsKv { clawfs_root, audits }
+    }
+
+    fn db(&self, agent_id: &str) -> Result<Arc<std::sync::Mutex<agentfs::AgentFs>>, String> {
+        let workspace = crate::agent_workspace(&self.clawfs_root, agent_id).map_err(|e| e.message)?;
+        self.audits.get(&workspace).map_err(|e| e.message)
+    }
+}
+
+fn prefix(tool_id: &str) -> String {
+    format!("clawos.tool/{tool_id}/")
+}
+
+impl KvBackend for AgentFsKv {
+    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let db = self.db(agent_id)?;
+        let value = db.lock().expect("agentfs lock poisoned").kv_get(&format!("{}{key}", prefix(tool_id))).map_err(|e| e.to_string())?;
+        match value {
+            None => Ok(None),
+            Some(serde_json::Value::String(encoded)) => base64::engine::general_purpose::STANDARD.decode(encoded).map(Some).map_err(|e| e.to_string()),
+            Some(other) => Err(format!("kv value for {key:?} is not a base64 string: {other}")),
+        }
+    }
+
+    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), String> {
+        let db = self.db(agent_id)?;
+        let mut db = db.lock().expect("agentfs lock poisoned");
+        let (prefix, full_key) = (prefix(tool_id), format!("{}{key}", prefix(tool_id)));
+        let keys = db.kv_list().map_err(|e| e.to_string())?;
+        let held = keys.iter().filter(|entry| entry.key.starts_with(&prefix)).count();
+        if held >= max_keys && !keys.iter().any(|entry| entry.key == full_key) {
+            return Err(format!("the store already holds {max_keys} keys"));
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        db.kv_set(&full_key, &serde_json::Value::String(encoded)).map_err(|e| e.to_string())
+    }
+
+    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), String> {
+        let db = self.db(agent_id)?;
+        let mut db = db.lock().expect("agentfs lock poisoned");
+        db.kv_delete(&format!("{}{key}", prefix(tool_id))).map(drop).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_persist_in_the_agents_workspace_per_tool() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("agents/wasm-agent")).unwrap();
+        let kv = AgentFsKv::new(root.path().into(), Arc::default());
+        kv.set("wasm-agent", "scratchpad", "plan", b"\x00bytes\xff".to_vec(), 2).unwrap();
+        assert_eq!(kv.get("wasm-agent", "other-tool", "plan").unwrap(), None, "tools do not share keys");
+        kv.set("wasm-agent", "scratchpad", "b", vec![1], 2).unwrap();
+        assert!(kv.set("wasm-agent", "scratchpad", "c", vec![2], 2).is_err(), "a third key is over the limit");
+        kv.set("wasm-agent", "scratchpad", "b", vec![3], 2).unwrap();
+
+        // A new daemon (new cache) reads the same database.
+        let reopened = AgentFsKv::new(root.path().into(), Arc::default());
+        assert_eq!(reopened.get("wasm-agent", "scratchpad", "plan").unwrap().as_deref(), Some(&b"\x00bytes\xff"[..]));
+        let mut db = agentfs::AgentFs::open(root.path().join("agents/wasm-agent/workspace.db")).unwrap();
+        assert!(db.kv_get("clawos.tool/scratchpad/plan").unwrap().is_some());
+        reopened.delete("wasm-agent", "scratchpad", "plan").unwrap();
+        assert_eq!(reopened.get("wasm-agent", "scratchpad", "plan").unwrap(), None);
+        assert!(reopened.get("../x", "scratchpad", "plan").is_err(), "agent ids stay plain names");
+    }
+}
