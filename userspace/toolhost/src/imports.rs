@@ -42,9 +42,9 @@ pub struct Credential {
 /// after the tool's request has been checked against its grants, and redacts
 /// every secret from the response.
 pub trait CredentialProvider: Send + Sync {
-    /// The credentials for `tool_id`'s request to `authority` (`host` or
-    /// `host:port`). An error fails the request instead of sending it
-    /// without them.
+    /// The credentials for `tool_id`'s request to `authority` (`host:port`,
+    /// the port always explicit; match grants with [`authority_matches`]).
+    /// An error fails the request instead of sending it without them.
     fn credentials_for(&self, tool_id: &str, authority: &str) -> Result<Vec<Credential>, String>;
 }
 
