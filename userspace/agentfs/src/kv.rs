@@ -49,6 +49,16 @@ impl AgentFs {
         self.write_tx(|cx| Ok(cx.conn.execute("DELETE FROM kv_store WHERE key = ?", [key])? > 0))
     }
 
+    /// How many keys start with `prefix` (an extension: callers that share
+    /// one store by key prefix count their own keys without listing all).
+    pub fn kv_count_prefix(&mut self, prefix: &str) -> Result<usize> {
+        let count: i64 = self
+            .connection()
+            .prepare_cached("SELECT count(*) FROM kv_store WHERE substr(key, 1, length(?1)) = ?1")?
+            .query_row([prefix], |row| row.get(0))?;
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
     /// Every key in key order (spec: List All Keys).
     pub fn kv_list(&mut self) -> Result<Vec<KvEntry>> {
         let mut stmt = self

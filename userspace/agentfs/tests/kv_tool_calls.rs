@@ -18,6 +18,11 @@ fn kv_set_get_delete_list() {
     assert_eq!(ws.kv_get("missing").unwrap(), None);
     let keys: Vec<_> = ws.kv_list().unwrap().into_iter().map(|e| e.key).collect();
     assert_eq!(keys, ["a", "user:prefs"]);
+    assert_eq!(ws.kv_count_prefix("user:").unwrap(), 1);
+    assert_eq!(ws.kv_count_prefix("").unwrap(), 2);
+    assert_eq!(ws.kv_count_prefix("user:prefs:").unwrap(), 0);
+    // LIKE wildcards in a prefix are plain characters.
+    assert_eq!(ws.kv_count_prefix("_ser").unwrap(), 0);
     assert!(ws.kv_delete("a").unwrap());
     assert!(!ws.kv_delete("a").unwrap());
     assert_eq!(ws.kv_set_json("bad", "{not json").unwrap_err().errno(), libc::EINVAL);

@@ -145,9 +145,16 @@ mod tests {
         assert!(provider.credentials_for("web-fetch", "elsewhere.example.com").unwrap().is_empty());
     }
 
+    /// A rule without its header and secret.
+    const INCOMPLETE_RULE: &str = "[[credential]]\nhost = \"h\"\n";
+    /// A header name with a space in it.
+    const BAD_HEADER: &str = "[[credential]]\nhost = \"h\"\nheader = \"a b\"\nsecret = \"tool-a\"\n";
+    /// A format that never puts the secret in.
+    const FORMAT_WITHOUT_SECRET: &str = "[[credential]]\nhost = \"h\"\nheader = \"x\"\nsecret = \"tool-a\"\nformat = \"Bearer token\"\n";
+
     #[test]
     fn a_bad_file_fails_the_request_instead_of_sending_it_bare() {
-        for bad in ["[[credential]]\nhost = \"h\"\n", "[[credential]]\nhost = \"h\"\nheader = \"a b\"\nsecret = \"tool-a\"\n", "[[credential]]\nhost = \"h\"\nheader = \"x\"\nsecret = \"tool-a\"\nformat = \"no placeholder\"\n"] {
+        for bad in [INCOMPLETE_RULE, BAD_HEADER, FORMAT_WITHOUT_SECRET] {
             let (_dir, provider, _runtime) = provider(bad);
             assert!(provider.credentials_for("t", "h").is_err(), "{bad}");
         }

@@ -46,10 +46,9 @@ impl KvBackend for AgentFsKv {
     fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), String> {
         let db = self.db(agent_id)?;
         let mut db = db.lock().expect("agentfs lock poisoned");
-        let (prefix, full_key) = (prefix(tool_id), format!("{}{key}", prefix(tool_id)));
-        let keys = db.kv_list().map_err(|e| e.to_string())?;
-        let held = keys.iter().filter(|entry| entry.key.starts_with(&prefix)).count();
-        if held >= max_keys && !keys.iter().any(|entry| entry.key == full_key) {
+        let full_key = format!("{}{key}", prefix(tool_id));
+        let held = db.kv_count_prefix(&prefix(tool_id)).map_err(|e| e.to_string())?;
+        if held >= max_keys && db.kv_get(&full_key).map_err(|e| e.to_string())?.is_none() {
             return Err(format!("the store already holds {max_keys} keys"));
         }
         let encoded = base64::engine::general_purpose::STANDARD.encode(value);
