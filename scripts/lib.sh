@@ -17,3 +17,18 @@ hash_inputs() {
   local f
   for f in "$@"; do f=$(realpath "$f"); printf '%s\n' "${f#"$REPO"/}"; cat "$f"; done | sha256sum | cut -c1-16
 }
+
+# fetch_pinned URL SHA256 : downloads URL once into the cache, refuses it unless
+# its SHA-256 is the pinned one, and prints the cached file's path.
+fetch_pinned() {
+  local url=$1 sha=$2 file
+  file="$CACHE/downloads/$sha-$(basename "$url")"
+  if [[ ! -f $file ]] || ! echo "$sha  $file" | sha256sum --quiet -c - 2>/dev/null; then
+    mkdir -p "$CACHE/downloads"
+    log "downloading $url"
+    curl -fsSL --retry 3 -o "$file.part" "$url" || die "cannot download $url"
+    echo "$sha  $file.part" | sha256sum --quiet -c - || { rm -f "$file.part"; die "$url: SHA-256 is not the pinned $sha"; }
+    mv "$file.part" "$file"
+  fi
+  echo "$file"
+}

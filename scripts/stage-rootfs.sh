@@ -13,6 +13,9 @@ mkdir -p "$X/usr/lib/clawos/tools"
 # The tools and the registry tools.sh wrote for them (paths relative to it).
 install -m 0644 "$OUT"/tools/*.wasm "$OUT"/tools/*.json "$X/usr/lib/clawos/tools/"
 cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
+# ClawFS's in-box embedding model (scripts/models.sh, read by fs-engine).
+mkdir -p "$X/usr/share/clawos/models/all-minilm-l6-v2"
+install -m 0644 "$OUT"/models/all-minilm-l6-v2/{config.json,model.safetensors,tokenizer.json} "$X/usr/share/clawos/models/all-minilm-l6-v2/"
 cp "$OUT/kernel/source" "$X/usr/lib/clawos/kernel-source"
 cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"
 

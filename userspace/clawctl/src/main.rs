@@ -2,8 +2,8 @@
 //!
 //! Owns: the command line. It talks to components over IPC as the
 //! `operator` principal (it must run as an operator UID, root by default,
-//! see `/etc/clawos/ipc-acl.toml`), except `fs`, which opens workspace
-//! databases directly. One module per subcommand.
+//! see `/etc/clawos/ipc-acl.toml`), except `fs check` and `fs mount`,
+//! which open workspace databases directly. One module per subcommand.
 
 mod events;
 mod fs;
@@ -58,9 +58,11 @@ enum Command {
     /// WASM tools: list, inspect, install, run, rm.
     #[command(subcommand)]
     Tool(tool::ToolCommand),
-    /// AgentFS workspace databases: consistency check, FUSE mount.
+    /// Files under /clawfs (read, write, ls, rm) and AgentFS databases (check, mount).
     #[command(subcommand)]
     Fs(fs::FsCommand),
+    /// Hybrid search of a workspace's memory (`memory search`).
+    Search(memory::SearchArgs),
 }
 
 fn main() -> ExitCode {
@@ -84,8 +86,9 @@ fn main() -> ExitCode {
             Command::Identity(command) => identity::run(command).await,
             Command::Policy(command) => policy::run(command).await,
             Command::Tool(command) => tool::run(command).await,
-            // Blocking (a mount serves until unmounted); nothing else runs here.
-            Command::Fs(command) => fs::run(command),
+            // check and mount block (a mount serves until unmounted); nothing else runs here.
+            Command::Fs(command) => fs::run(command).await,
+            Command::Search(args) => memory::search(args).await,
         }
     });
     match outcome {

@@ -62,9 +62,9 @@ fn leg(report: &Value) -> String {
 }
 
 pub async fn run(command: MemoryCommand) -> anyhow::Result<ExitCode> {
-    let client = connect_fs_engine().await?;
     match command {
         MemoryCommand::Index(args) => {
+            let client = connect_fs_engine().await?;
             for file in &args.files {
                 let content = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
                 let params = json!({ "workspace": args.workspace, "path": file.display().to_string(), "content": content });
@@ -78,33 +78,38 @@ pub async fn run(command: MemoryCommand) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        MemoryCommand::Search(args) => {
-            let fusion = if args.rrf {
-                json!({ "method": "rrf", "k": 60.0 })
-            } else {
-                json!({ "method": "weighted", "vector": args.vector_weight, "keyword": args.keyword_weight })
-            };
-            let params = json!({ "workspace": args.workspace, "query": args.query.join(" "), "limit": args.limit, "fusion": fusion });
-            let answer = call(&client, "memory_search", params).await?;
-            if args.json {
-                println!("{}", Value::Object(answer));
-                return Ok(ExitCode::SUCCESS);
-            }
-            println!("keyword leg: {}", leg(&answer["keyword"]));
-            println!("vector leg:  {}", leg(&answer["vector"]));
-            for (rank, hit) in answer["results"].as_array().into_iter().flatten().enumerate() {
-                let first_line = hit["content"].as_str().unwrap_or("").lines().next().unwrap_or("");
-                println!(
-                    "{:>2}. {:.3}  {}#{} [{}]  {}",
-                    rank + 1,
-                    hit["score"].as_f64().unwrap_or(0.0),
-                    hit["path"].as_str().unwrap_or("?"),
-                    hit["heading"].as_str().unwrap_or(""),
-                    hit["workspace"].as_str().unwrap_or("?"),
-                    first_line
-                );
-            }
-        }
+        MemoryCommand::Search(args) => return search(args).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `clawctl memory search` and its short form `clawctl search`.
+pub async fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let client = connect_fs_engine().await?;
+    let fusion = if args.rrf {
+        json!({ "method": "rrf", "k": 60.0 })
+    } else {
+        json!({ "method": "weighted", "vector": args.vector_weight, "keyword": args.keyword_weight })
+    };
+    let params = json!({ "workspace": args.workspace, "query": args.query.join(" "), "limit": args.limit, "fusion": fusion });
+    let answer = call(&client, "memory_search", params).await?;
+    if args.json {
+        println!("{}", Value::Object(answer));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("keyword leg: {}", leg(&answer["keyword"]));
+    println!("vector leg:  {}", leg(&answer["vector"]));
+    for (rank, hit) in answer["results"].as_array().into_iter().flatten().enumerate() {
+        let first_line = hit["content"].as_str().unwrap_or("").lines().next().unwrap_or("");
+        println!(
+            "{:>2}. {:.3}  {}#{} [{}]  {}",
+            rank + 1,
+            hit["score"].as_f64().unwrap_or(0.0),
+            hit["path"].as_str().unwrap_or("?"),
+            hit["heading"].as_str().unwrap_or(""),
+            hit["workspace"].as_str().unwrap_or("?"),
+            first_line
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -30,6 +30,14 @@ pub enum EmbedError {
         /// What was wrong with it.
         reason: String,
     },
+    /// An in-process model failed (tokenizing, forward pass).
+    #[error("{model}: {reason}")]
+    Model {
+        /// The model.
+        model: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Something that maps texts to vectors of one fixed dimension.

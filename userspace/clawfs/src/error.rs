@@ -138,6 +138,15 @@ pub enum Error {
         report: String,
     },
     /// An embedder failed.
+    /// A file request that the access rules refuse (spec RULE-001) or that
+    /// cannot be served as asked.
+    #[error("{path}: refused: {reason}")]
+    Denied {
+        /// The path as asked.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     #[error("embedder: {0}")]
     Embed(#[from] crate::embed::EmbedError),
 }

@@ -140,6 +140,22 @@ fn vector_hash(key: u64, embedding: &[u8]) -> i64 {
     i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
+/// Feeds one chunk to a [`MemoryIndex::digest`]-style SHA-256: its path,
+/// content and vector (little-endian f32), each length-prefixed.
+pub fn digest_chunk(hasher: &mut Sha256, path: &str, content: &str, vector: Option<&[f32]>) {
+    for field in [path.as_bytes(), content.as_bytes()] {
+        hasher.update((field.len() as u64).to_le_bytes());
+        hasher.update(field);
+    }
+    match vector {
+        Some(vector) => {
+            hasher.update((vector.len() as u64).to_le_bytes());
+            vector.iter().for_each(|x| hasher.update(x.to_le_bytes()));
+        }
+        None => hasher.update(u64::MAX.to_le_bytes()),
+    }
+}
+
 fn open_connection(path: &Path) -> Result<Connection> {
     // AgentFS creates its own schema; ours lives beside it in the same file.
     agentfs::AgentFs::open(path).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
@@ -308,7 +324,6 @@ impl MemoryIndex {
         let mut report = IndexReport::default();
         let mut new_chunks: Vec<Chunk> = Vec::new();
         let mut stale_keys: Vec<u64> = Vec::new();
-        let db_path = self.dir.join(DATABASE_FILE);
         for (path, text) in documents {
             let existing = self.chunk_ids_of(path)?;
             let fresh = chunk_markdown(path, text);
@@ -332,17 +347,71 @@ impl MemoryIndex {
             return Ok(report);
         }
         // Embed before the transaction: a failing embedder changes nothing.
-        let embeddings = match (&self.embedder, &self.vector_unavailable) {
+        let (embeddings, model) = match (&self.embedder, &self.vector_unavailable) {
             (Some(embedder), None) => {
                 let texts: Vec<&str> = new_chunks.iter().map(|c| c.content.as_str()).collect();
-                Some(embedder.embed(&texts)?)
+                (embedder.embed(&texts)?.into_iter().map(Some).collect(), Some((embedder.dimension(), embedder.model_id().to_owned())))
             }
-            _ => None,
+            _ => (vec![None; new_chunks.len()], None),
         };
+        self.commit(&stale_keys, &new_chunks, embeddings, model.as_ref().map(|(d, m)| (*d, m.as_str())))?;
+        self.save_hnsw()?;
+        Ok(report)
+    }
+
+    /// Inserts chunks that come with their vectors (made elsewhere, e.g. by
+    /// the PostgreSQL migration), in one transaction, without an embedder.
+    /// Every vector must have the workspace's dimension and come from
+    /// `model_id`; a chunk without one is keyword-only. The HNSW file is
+    /// not written: call [`MemoryIndex::save`] after the last batch (until
+    /// then, a reopen finds it stale and rebuilds it).
+    pub fn insert_embedded(&mut self, chunks: Vec<(Chunk, Option<Vec<f32>>)>, model_id: &str) -> Result<()> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        let dimension = self.hnsw.dimensions();
+        if let Some(stored) = self.state.model_id.as_deref().filter(|stored| self.state.count > 0 && *stored != model_id) {
+            return Err(Error::Config(format!("{}: its vectors come from `{stored}`, not `{model_id}`", db_path.display())));
+        }
+        if let Some((chunk, vector)) = chunks.iter().find_map(|(c, v)| v.as_ref().filter(|v| v.len() != dimension).map(|v| (c, v))) {
+            return Err(Error::Config(format!("{}: a {}-dimension vector, the workspace stores {dimension}", chunk.path, vector.len())));
+        }
+        let (chunks, vectors): (Vec<Chunk>, Vec<Option<Vec<f32>>>) = chunks.into_iter().unzip();
+        self.commit(&[], &chunks, vectors, Some((dimension, model_id)))
+    }
+
+    /// Writes the HNSW index and its sidecar (after [`MemoryIndex::insert_embedded`]).
+    pub fn save(&self) -> Result<()> {
+        self.save_hnsw()
+    }
+
+    /// SHA-256 over every chunk in insertion order, fed by [`digest_chunk`]:
+    /// what a copy of a workspace (a migration) checks itself against.
+    pub fn digest(&self) -> Result<(u64, [u8; 32])> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        let mut statement = self
+            .connection
+            .prepare("SELECT c.path, c.content, v.embedding FROM clawfs_chunks c LEFT JOIN clawfs_vectors v USING (key) ORDER BY c.key")
+            .map_err(sqlite(&db_path))?;
+        let mut rows = statement.query([]).map_err(sqlite(&db_path))?;
+        let (mut count, mut hasher) = (0u64, Sha256::new());
+        while let Some(row) = rows.next().map_err(sqlite(&db_path))? {
+            let path: String = row.get(0).map_err(sqlite(&db_path))?;
+            let content: String = row.get(1).map_err(sqlite(&db_path))?;
+            let embedding: Option<Vec<u8>> = row.get(2).map_err(sqlite(&db_path))?;
+            digest_chunk(&mut hasher, &path, &content, embedding.as_deref().map(bytes_vector).as_deref());
+            count += 1;
+        }
+        Ok((count, hasher.finalize().into()))
+    }
+
+    /// Deletes `stale_keys` and inserts `new_chunks` (with their vectors,
+    /// from the model `(dimension, id)`) in one transaction, then updates
+    /// the in-memory HNSW index.
+    fn commit(&mut self, stale_keys: &[u64], new_chunks: &[Chunk], vectors: Vec<Option<Vec<f32>>>, model: Option<(usize, &str)>) -> Result<()> {
+        let db_path = self.dir.join(DATABASE_FILE);
         let mut state = self.state.clone();
         let mut added_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
         let transaction = self.connection.transaction().map_err(sqlite(&db_path))?;
-        for key in &stale_keys {
+        for key in stale_keys {
             let embedding: Option<Vec<u8>> = transaction
                 .query_row("SELECT embedding FROM clawfs_vectors WHERE key = ?1", [key], |row| row.get(0))
                 .optional()
@@ -353,33 +422,34 @@ impl MemoryIndex {
             }
             transaction.execute("DELETE FROM clawfs_chunks WHERE key = ?1", [key]).map_err(sqlite(&db_path))?;
         }
-        for (position, chunk) in new_chunks.iter().enumerate() {
-            transaction
-                .execute(
-                    "INSERT INTO clawfs_chunks(chunk_id, path, heading, ordinal, content) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![chunk.id, chunk.path, chunk.heading, chunk.ordinal, chunk.content],
-                )
+        {
+            let mut insert_chunk = transaction
+                .prepare_cached("INSERT INTO clawfs_chunks(chunk_id, path, heading, ordinal, content) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(sqlite(&db_path))?;
-            let key = transaction.last_insert_rowid() as u64;
-            if let Some(embeddings) = &embeddings {
-                let bytes = vector_bytes(&embeddings[position]);
-                transaction
-                    .execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![key, bytes])
+            let mut insert_vector =
+                transaction.prepare_cached("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)").map_err(sqlite(&db_path))?;
+            for (chunk, vector) in new_chunks.iter().zip(vectors) {
+                insert_chunk
+                    .execute(params![chunk.id, chunk.path, chunk.heading, chunk.ordinal, chunk.content])
                     .map_err(sqlite(&db_path))?;
-                state.count += 1;
-                state.checksum ^= vector_hash(key, &bytes);
-                added_vectors.push((key, embeddings[position].clone()));
+                let key = transaction.last_insert_rowid() as u64;
+                if let Some(vector) = vector {
+                    let bytes = vector_bytes(&vector);
+                    insert_vector.execute(params![key, bytes]).map_err(sqlite(&db_path))?;
+                    state.count += 1;
+                    state.checksum ^= vector_hash(key, &bytes);
+                    added_vectors.push((key, vector));
+                }
             }
         }
-        if let Some(embedder) = self.embedder.as_ref().filter(|_| embeddings.is_some()) {
-            state.dimension = Some(embedder.dimension());
-            state.model_id = Some(embedder.model_id().to_owned());
+        if let Some((dimension, model_id)) = model.filter(|_| !added_vectors.is_empty()) {
+            state.dimension = Some(dimension);
+            state.model_id = Some(model_id.to_owned());
         }
         write_state(&transaction, &state, &db_path)?;
         transaction.commit().map_err(sqlite(&db_path))?;
         self.state = state;
-        self.apply_to_hnsw(&stale_keys, &added_vectors)?;
-        Ok(report)
+        self.apply_to_hnsw(stale_keys, &added_vectors)
     }
 
     /// Removes every chunk of document `path`; returns how many.
@@ -403,6 +473,7 @@ impl MemoryIndex {
         transaction.commit().map_err(sqlite(&db_path))?;
         self.state = state;
         self.apply_to_hnsw(&keys, &[])?;
+        self.save_hnsw()?;
         Ok(keys.len())
     }
 
@@ -419,7 +490,7 @@ impl MemoryIndex {
         for (key, vector) in added {
             self.hnsw.add(*key, vector).map_err(|e| hnsw_error(&hnsw_path, e))?;
         }
-        self.save_hnsw()
+        Ok(())
     }
 
     fn chunk_ids_of(&self, path: &str) -> Result<HashMap<String, u64>> {

@@ -29,6 +29,7 @@
 pub mod chunk;
 pub mod embed;
 mod error;
+pub mod files;
 mod identity;
 mod index;
 pub mod names;
@@ -45,7 +46,7 @@ pub use identity::{
     IDENTITY_VERSION,
 };
 pub use snapshot::Snapshot;
-pub use index::{IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
+pub use index::{digest_chunk, IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 pub use namespace::{
     agent_dir, create_namespace, identity_checksum, initial_identity, DirSpec, NamespaceReport, Owners, AGENT_DIR_GROUP,
     AGENT_DIR_MODE, AGENT_DIR_OWNER, TOP_LEVEL,

@@ -1,19 +1,30 @@
-//! `clawos-fs-engine`: serves ClawFS over IPC: user workspaces
+//! `clawos-fs-engine`: serves ClawFS over IPC: files under `/clawfs` for
+//! agents and the operator (`read_file`, `write_file`, `list_dir`,
+//! `delete_file`, with RULE-001 checked per request), user workspaces
 //! (`workspace_create`, `workspace_list`, `workspace_delete`) and their
-//! hybrid memory search (`memory_index`, `memory_remove`, `memory_search`).
-//! Methods and parameters: `specs/clawfs/README.md`. Who may call what is
-//! the IPC ACL's job (`ipc-acl.toml`).
+//! hybrid memory search (`memory_index`, `memory_remove`, `memory_search`),
+//! snapshots and identity files. Methods and parameters:
+//! `specs/clawfs/README.md`. Which component may call which method is the
+//! IPC ACL's job (`ipc-acl.toml`); which paths a request may touch is ours.
+//! Every file and memory operation, allowed or refused, goes to the audit
+//! log first (`audit.rs`); when it cannot be written, the request fails.
 //!
 //! Owns the workspace databases and their HNSW files under
 //! `/clawfs/workspaces`; the storage and search logic is `clawos-clawfs`.
+
+mod audit;
+mod embedder;
+mod files;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use clawfs::{Clawfs, Config, Embedder, HashingEmbedder, MemoryIndex, Owners, SearchRequest};
+use std::time::Duration;
+
+use clawfs::{Clawfs, Config, Embedder, MemoryIndex, Owners, SearchRequest};
 use clawos_ipc::server::{Connection, MethodError};
-use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
+use clawos_ipc::{ComponentId, ErrorCode, Object, Principal, Request};
 use clawos_runtime::{Component, Runtime};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -28,7 +39,20 @@ struct DaemonConfig {
     /// The instance's one vector dimension (spec §4.3). Default 1536.
     #[serde(default = "default_vector_dimension")]
     vector_dimension: usize,
+    /// The ClawFS audit log. Default `/var/log/clawos/clawfs-audit.log`.
+    #[serde(default = "default_audit_log")]
+    audit_log: PathBuf,
+    /// The memory search embedder. Default: the offline hashing embedder.
+    #[serde(default)]
+    embedder: embedder::EmbedderConfig,
 }
+
+fn default_audit_log() -> PathBuf {
+    PathBuf::from("/var/log/clawos/clawfs-audit.log")
+}
+
+/// How long reading the embeddings API key from the vault may take.
+const VAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn default_clawfs_root() -> PathBuf {
     PathBuf::from("/clawfs")
@@ -42,7 +66,8 @@ fn default_vector_dimension() -> usize {
 /// done once per workspace, not per request.
 struct State {
     clawfs: Clawfs,
-    embedder: Arc<dyn Embedder>,
+    /// The embedder, or why it could not be set up (searches say so).
+    embedder: Result<Arc<dyn Embedder>, String>,
     indexes: HashMap<String, MemoryIndex>,
     namespace: Namespace,
 }
@@ -79,9 +104,19 @@ impl State {
         }
     }
 
+    /// Searches `workspace`; when the embedder could not be set up, the
+    /// vector leg's report says so rather than just "no embedder".
+    fn search(&mut self, workspace: &str, request: &SearchRequest) -> Result<clawfs::SearchResponse, MethodError> {
+        let mut response = self.index(workspace)?.search(request).map_err(method_error)?;
+        if let (Err(reason), clawfs::LegReport::NotRun { .. }) = (&self.embedder, &response.vector) {
+            response.vector = clawfs::LegReport::NotRun { reason: format!("the embedder could not be set up: {reason}") };
+        }
+        Ok(response)
+    }
+
     fn index(&mut self, workspace: &str) -> Result<&mut MemoryIndex, MethodError> {
         if !self.indexes.contains_key(workspace) {
-            let index = self.clawfs.open_memory(workspace, Some(self.embedder.clone())).map_err(method_error)?;
+            let index = self.clawfs.open_memory(workspace, self.embedder.clone().ok()).map_err(method_error)?;
             self.indexes.insert(workspace.to_owned(), index);
         }
         Ok(self.indexes.get_mut(workspace).expect("inserted above"))
@@ -90,6 +125,9 @@ impl State {
 
 struct Daemon {
     state: Arc<Mutex<State>>,
+    /// The file methods, and the audit log every file and memory request
+    /// is written to first.
+    files: Arc<files::FileService>,
 }
 
 #[derive(Deserialize)]
@@ -218,8 +256,10 @@ fn object(value: impl Serialize) -> Result<Object, MethodError> {
 /// Maps a ClawFS error to the IPC code a caller can act on: EPROTO for a
 /// request that cannot succeed as asked (bad name, name taken), ENOENT for
 /// a missing workspace, EIO for storage failures.
-fn method_error(error: clawfs::Error) -> MethodError {
+pub(crate) fn method_error(error: clawfs::Error) -> MethodError {
     let code = match &error {
+        clawfs::Error::Denied { .. } => ErrorCode::Eperm,
+        clawfs::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => ErrorCode::Enoent,
         clawfs::Error::Name(_) | clawfs::Error::Config(_) | clawfs::Error::WorkspaceExists(_) => ErrorCode::Eproto,
         clawfs::Error::NoSuchWorkspace(_)
         | clawfs::Error::NoSuchIdentityBackup { .. }
@@ -235,12 +275,18 @@ impl Daemon {
             runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
         let clawfs = Clawfs::new(Config { vector_dimension: config.vector_dimension, ..Config::new(&config.clawfs_root) })
             .map_err(|e| e.to_string())?;
-        // The offline default: no network and no model files needed.
-        let embedder: Arc<dyn Embedder> = Arc::new(clawfs::CachedEmbedder::new(
-            HashingEmbedder::new(config.vector_dimension),
-            std::num::NonZeroUsize::new(4096).expect("non-zero"),
-        ));
-        tracing::info!(model = embedder.model_id(), "memory search embedder");
+        let handle = tokio::runtime::Handle::current();
+        let secrets: embedder::SecretSource =
+            Arc::new(move |secret: &str| clawos_runtime::peers::vault_secret(&handle, ComponentId::FsEngine, secret, VAULT_TIMEOUT));
+        let embedder = embedder::build(&config.embedder, config.vector_dimension, secrets);
+        match &embedder {
+            Ok(embedder) => tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder"),
+            Err(reason) => tracing::error!("memory search has no vector leg: the embedder could not be set up: {reason}"),
+        }
+        let audit = audit::AuditLog::open(&config.audit_log).map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));
+        if let Err(reason) = &audit {
+            tracing::error!("{reason}; file and memory requests will be refused");
+        }
         let root_exists = config.clawfs_root.is_dir();
         let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace: Namespace::NotTried };
         if root_exists {
@@ -254,7 +300,8 @@ impl Daemon {
             // without it there is nothing to serve yet, which is not a fault.
             tracing::warn!("ClawFS root {} does not exist; ClawFS methods will fail until it does", config.clawfs_root.display());
         }
-        Ok(Daemon { state: Arc::new(Mutex::new(state)) })
+        let files = Arc::new(files::FileService::new(config.clawfs_root.clone(), audit));
+        Ok(Daemon { state: Arc::new(Mutex::new(state)), files })
     }
 
     /// Runs `work` on the blocking pool: SQLite and HNSW calls block.
@@ -272,7 +319,24 @@ impl Daemon {
         .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
     }
 
-    async fn dispatch(&self, request: Request) -> Result<Object, MethodError> {
+    /// Audits a memory operation of `caller` on workspace `workspace`
+    /// (`path` inside it, if any) before it runs.
+    fn audit_memory(&self, caller: Principal, operation: &str, workspace: &str, path: Option<&str>) -> Result<(), MethodError> {
+        let target = match path {
+            Some(path) => format!("/clawfs/workspaces/{workspace}/{path}"),
+            None => format!("/clawfs/workspaces/{workspace}"),
+        };
+        let entry = audit::Entry { agent: caller.as_str(), operation, path: &target, bytes: None, denied: None, caller: caller.as_str() };
+        self.files.record(&entry)
+    }
+
+    async fn dispatch(&self, caller: Principal, request: Request) -> Result<Object, MethodError> {
+        if files::METHODS.contains(&request.method.as_str()) {
+            let files = self.files.clone();
+            return tokio::task::spawn_blocking(move || files.handle(caller, &request.method, request.params))
+                .await
+                .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?;
+        }
         match request.method.as_str() {
             "workspace_create" => {
                 let p: WorkspaceCreate = params(&request)?;
@@ -294,16 +358,19 @@ impl Daemon {
             }
             "memory_index" => {
                 let p: MemoryIndexParams = params(&request)?;
+                self.audit_memory(caller, "write", &p.workspace, Some(&p.path))?;
                 object(self.blocking(move |s| s.index(&p.workspace)?.index_document(&p.path, &p.content).map_err(method_error)).await?)
             }
             "memory_remove" => {
                 let p: MemoryRemove = params(&request)?;
+                self.audit_memory(caller, "delete", &p.workspace, Some(&p.path))?;
                 let removed = self.blocking(move |s| s.index(&p.workspace)?.remove_document(&p.path).map_err(method_error)).await?;
                 object(serde_json::json!({ "removed": removed }))
             }
             "memory_search" => {
                 let p: MemorySearch = params(&request)?;
-                object(self.blocking(move |s| s.index(&p.workspace)?.search(&p.request).map_err(method_error)).await?)
+                self.audit_memory(caller, "read", &p.workspace, None)?;
+                object(self.blocking(move |s| s.search(&p.workspace, &p.request)).await?)
             }
             "snapshot_create" => {
                 let p: SnapshotWorkspace = params(&request)?;
@@ -353,7 +420,7 @@ impl Daemon {
     }
 }
 
-/// The methods this component answers itself.
+/// The methods this component answers itself, besides [`files::METHODS`].
 const METHODS: [&str; 14] = [
     "workspace_create",
     "workspace_list",
@@ -372,9 +439,9 @@ const METHODS: [&str; 14] = [
 ];
 
 impl Component for Daemon {
-    async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
-        if METHODS.contains(&request.method.as_str()) {
-            Some(self.dispatch(request).await)
+    async fn handle_request(&self, connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
+        if METHODS.contains(&request.method.as_str()) || files::METHODS.contains(&request.method.as_str()) {
+            Some(self.dispatch(connection.peer(), request).await)
         } else {
             None
         }
@@ -382,6 +449,9 @@ impl Component for Daemon {
 
     fn degraded_reason(&self) -> Option<String> {
         // try_lock: a health check must not wait behind a long index call.
+        if let Err(reason) = self.files.audit() {
+            return Some(reason.clone());
+        }
         match &self.state.try_lock().ok()?.namespace {
             Namespace::Failed(reason) => Some(reason.clone()),
             Namespace::NotTried | Namespace::Ready => None,

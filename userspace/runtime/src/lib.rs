@@ -18,6 +18,7 @@
 
 pub mod config;
 pub mod logging;
+pub mod peers;
 mod publisher;
 pub mod systemd;
 

@@ -16,6 +16,9 @@ pub const PROVIDER_SECRET_PREFIX: &str = "provider-";
 /// Secret IDs the WASM daemon may read by default: credentials it injects
 /// into tools' HTTP requests (never handed to the tools themselves).
 pub const TOOL_SECRET_PREFIX: &str = "tool-";
+/// Secret IDs fs-engine may read by default: the API key of an embeddings
+/// service (`[component.embedder]` of fs-engine.toml).
+pub const EMBEDDER_SECRET_PREFIX: &str = "embedder-";
 
 /// Which keyring caches the unsealed keys.
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -56,7 +59,8 @@ pub struct VaultSettings {
 }
 
 /// The component grants used when the config names none: the agent loop
-/// reads provider keys, the WASM daemon reads tool credentials. Nothing
+/// reads provider keys, the WASM daemon reads tool credentials, fs-engine
+/// reads embeddings service keys. Nothing
 /// else is granted to any component.
 pub fn default_component_grants() -> Vec<Grant> {
     let read_prefix = |identity: &str, prefix: &str| Grant {
@@ -67,6 +71,7 @@ pub fn default_component_grants() -> Vec<Grant> {
     vec![
         read_prefix("agent-loop", PROVIDER_SECRET_PREFIX),
         read_prefix("wasm-daemon", TOOL_SECRET_PREFIX),
+        read_prefix("fs-engine", EMBEDDER_SECRET_PREFIX),
     ]
 }
 
@@ -152,6 +157,9 @@ mod tests {
         let wasm = Caller::new("wasm-daemon");
         assert!(policy.allows(&wasm, Capability::SecretRead, Some("tool-github")));
         assert!(!policy.allows(&wasm, Capability::SecretList, None));
+        let fs_engine = Caller::new("fs-engine");
+        assert!(policy.allows(&fs_engine, Capability::SecretRead, Some("embedder-openai")));
+        assert!(!policy.allows(&fs_engine, Capability::SecretRead, Some("provider-openai")));
         // Requests relayed by the router arrive as the router: never granted.
         assert!(!policy.allows(&Caller::new("router"), Capability::SecretRead, Some("provider-openai")));
     }

@@ -23,8 +23,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use base64::Engine as _;
-use clawos_ipc::{ComponentId, Object};
+use clawos_ipc::ComponentId;
 use clawos_toolhost::{authority_matches, Credential, CredentialProvider};
 use serde::Deserialize;
 
@@ -96,15 +95,8 @@ impl VaultCredentials {
     }
 
     fn secret(&self, secret_id: &str) -> Result<String, String> {
-        let mut params = Object::new();
-        params.insert("secret_id".into(), secret_id.into());
-        let mut result = crate::peers::call(&self.runtime, ComponentId::SecurityAgent, "secret_get", params, VAULT_TIMEOUT)
-            .map_err(|e| format!("vault secret {secret_id}: {e}"))?;
-        let Some(serde_json::Value::String(value_base64)) = result.remove("value_base64") else {
-            return Err(format!("vault secret {secret_id}: the answer has no value"));
-        };
-        let bytes = base64::engine::general_purpose::STANDARD.decode(value_base64).map_err(|e| format!("vault secret {secret_id}: {e}"))?;
-        String::from_utf8(bytes).map_err(|_| format!("vault secret {secret_id} is not UTF-8, so it cannot go in a header"))
+        // A header value must be text.
+        clawos_runtime::peers::vault_secret(&self.runtime, ComponentId::WasmDaemon, secret_id, VAULT_TIMEOUT)
     }
 }
 

@@ -29,7 +29,6 @@ mod audits;
 mod credentials;
 mod kv;
 mod memory;
-mod peers;
 mod seccomp;
 
 /// `execute_tool`'s default timeout (IPC spec: method timeouts table).

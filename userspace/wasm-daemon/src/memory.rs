@@ -55,7 +55,7 @@ impl MemorySearch for FsEngineMemory {
         params.insert("workspace".into(), workspace.into());
         params.insert("query".into(), query.into());
         params.insert("limit".into(), limit.into());
-        let answer = crate::peers::call(&self.runtime, ComponentId::FsEngine, "memory_search", params, SEARCH_TIMEOUT)?;
+        let answer = clawos_runtime::peers::call(&self.runtime, ComponentId::WasmDaemon, ComponentId::FsEngine, "memory_search", params, SEARCH_TIMEOUT)?;
         let answer: Answer = serde_json::from_value(serde_json::Value::Object(answer)).map_err(|e| format!("fs-engine memory_search answer: {e}"))?;
         Ok(MemoryResults {
             hits: answer

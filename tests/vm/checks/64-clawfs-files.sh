@@ -1,0 +1,34 @@
+# fs-engine's file methods: an agent (here the operator acting as one with
+# --as, with that agent's rights only) stays inside its own directory
+# (RULE-001), and every request, allowed or refused, is in the audit log.
+check "clawfs: an agent's files stay in its own directory and every request is audited" vm_ssh '
+  set -e
+  log=/var/log/clawos/clawfs-audit.log
+  test "$(stat -c %U:%a $log)" = clawos-fs-engine:640
+  printf "# Plan\n" | clawctl fs write --as kernel-engine -p notes/plan.md
+  clawctl fs read --as kernel-engine notes/plan.md | grep -qx "# Plan"
+  clawctl fs ls --as kernel-engine notes | grep -q " plan.md$"
+  if clawctl fs read --as kernel-engine /clawfs/agents/fs-engine/identity.json 2>/tmp/vm-denied; then exit 1; fi
+  grep -q RULE-001 /tmp/vm-denied
+  if echo x | clawctl fs write --as kernel-engine ../fs-engine/planted 2>/dev/null; then exit 1; fi
+  test ! -e /clawfs/agents/fs-engine/planted
+  if echo x | clawctl fs write --as kernel-engine workspace.db 2>/dev/null; then exit 1; fi
+  clawctl fs rm --as kernel-engine notes/plan.md
+  grep -q "\[INFO\] agent=kernel-engine operation=write path=/clawfs/agents/kernel-engine/notes/plan.md bytes=7 caller=operator$" $log
+  grep -q "\[INFO\] agent=kernel-engine operation=read path=/clawfs/agents/kernel-engine/notes/plan.md bytes=7 caller=operator$" $log
+  grep -q "\[WARN\] agent=kernel-engine operation=read path=/clawfs/agents/fs-engine/identity.json denied=true reason=.*RULE-001" $log
+  grep -q "\[WARN\] agent=kernel-engine operation=write path=../fs-engine/planted denied=true" $log
+  grep -q "\[INFO\] agent=kernel-engine operation=delete path=/clawfs/agents/kernel-engine/notes/plan.md caller=operator$" $log'
+
+# The image's embedder is all-MiniLM-L6-v2, run inside fs-engine: a query
+# finds the note it means although they share no word.
+check "clawfs: the in-box MiniLM model finds a note that shares no words with the query" vm_ssh '
+  set -e
+  clawctl workspace create vm-semantic >/dev/null
+  printf "# Pets\n\nMy dog loves chasing the ball across the park every morning.\n" > /tmp/pets.md
+  printf "# Finance\n\nThe quarterly budget report shows rising costs and lower revenue.\n" > /tmp/finance.md
+  printf "# Weather\n\nHeavy rain and strong winds are expected along the coast tomorrow.\n" > /tmp/weather.md
+  clawctl memory index -w vm-semantic /tmp/pets.md /tmp/finance.md /tmp/weather.md >/dev/null
+  answer=$(clawctl search -w vm-semantic --json storm forecast)
+  echo "$answer" | jq -e ".vector.status == \"ran\" and (.results[0].path | endswith(\"weather.md\"))" >/dev/null || { echo "$answer"; exit 1; }
+  clawctl workspace delete vm-semantic >/dev/null'

@@ -1,0 +1,345 @@
+//! Plain files under `/clawfs`, read and written on someone's behalf, with
+//! the access rule of spec §1.1 (RULE-001): an agent reads and writes only
+//! inside its own directory `agents/<agent>/` (and may read `specs/`); the
+//! operator reaches everything but the vault. Inside an agent directory the
+//! files ClawFS maintains itself (`workspace.db*`, the HNSW index,
+//! `identity.json`) are read-only here: they change only through their own
+//! methods, which keep them consistent.
+//!
+//! Paths are resolved lexically (no `..`) and never through a symlink, so
+//! a request cannot leave the directory it was allowed.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{io, Error, Result};
+use crate::names::AGENTS;
+
+/// Largest read or write in one request (the IPC message limit is 4 MiB,
+/// and base64 grows data by a third).
+pub const MAX_TRANSFER_BYTES: usize = 1024 * 1024;
+/// Longest path accepted.
+const MAX_PATH_BYTES: usize = 4096;
+
+/// Whom a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requester<'a> {
+    /// The operator (clawctl).
+    Operator,
+    /// One of the eight agents.
+    Agent(&'a str),
+}
+
+impl<'a> Requester<'a> {
+    /// The name written in the audit log.
+    pub fn name(&self) -> &'a str {
+        match self {
+            Requester::Operator => "operator",
+            Requester::Agent(agent) => agent,
+        }
+    }
+}
+
+/// What a request wants to do with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read a file or list a directory.
+    Read,
+    /// Create, change or delete.
+    Write,
+}
+
+/// A path that passed the access check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The path on disk.
+    pub real: PathBuf,
+    /// The same as a `/clawfs/...` path, for answers and the audit log.
+    pub display: String,
+}
+
+/// Files in an agent directory that only their own methods change.
+fn maintained_by_clawfs(name: &str) -> bool {
+    name == "identity.json" || name.starts_with("workspace.db") || name.starts_with("workspace.hnsw")
+}
+
+/// Checks `path` (absolute `/clawfs/...`, or relative to the agent's own
+/// directory) for `requester` and `access`. `Err(Error::Denied)` says why not.
+pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access) -> Result<Resolved> {
+    let denied = |reason: String| Error::Denied { path: path.to_owned(), reason };
+    if path.len() > MAX_PATH_BYTES || path.contains('\0') {
+        return Err(denied("the path is too long or contains NUL".into()));
+    }
+    if let Requester::Agent(agent) = requester {
+        if !AGENTS.contains(&agent) {
+            return Err(denied(format!("`{agent}` is not a ClawOS agent")));
+        }
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    let relative = match (path.strip_prefix("/clawfs"), requester) {
+        (Some(rest), _) if rest.is_empty() || rest.starts_with('/') => rest,
+        (None, Requester::Agent(agent)) if !path.starts_with('/') => {
+            parts.extend(["agents", agent]);
+            path
+        }
+        _ => return Err(denied("paths are /clawfs/... (or, for an agent, relative to its own directory)".into())),
+    };
+    for component in Path::new(relative).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str().ok_or_else(|| denied("the path is not UTF-8".into()))?),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return Err(denied("`..` is not allowed in a path".into())),
+        }
+    }
+    match (requester, parts.as_slice(), access) {
+        (Requester::Operator, ["vault", ..], _) => return Err(denied("the vault is reached through `clawctl secret`, not as files".into())),
+        (Requester::Operator, _, _) => {}
+        (Requester::Agent(_), ["specs", ..], Access::Read) => {}
+        (Requester::Agent(agent), ["agents", owner, rest @ ..], _) if owner == &agent => {
+            if access == Access::Write && rest.first().is_some_and(|name| maintained_by_clawfs(name)) {
+                return Err(denied(format!("{} is maintained by ClawFS and changes only through its own methods", rest[0])));
+            }
+            if access == Access::Write && rest.is_empty() {
+                return Err(denied("an agent cannot replace or remove its own directory".into()));
+            }
+        }
+        (Requester::Agent(agent), _, _) => return Err(denied(format!("outside the directory of agent `{agent}` (RULE-001)"))),
+    }
+    let mut real = root.to_owned();
+    for (position, part) in parts.iter().enumerate() {
+        real.push(part);
+        // Every directory on the way must be a real one: a symlink could point anywhere.
+        let is_last = position + 1 == parts.len();
+        match fs::symlink_metadata(&real) {
+            Ok(metadata) if metadata.file_type().is_symlink() => return Err(denied(format!("{} is a symlink", real.display()))),
+            Ok(metadata) if !is_last && !metadata.is_dir() => return Err(denied(format!("{} is not a directory", real.display()))),
+            _ => {}
+        }
+    }
+    Ok(Resolved { real, display: format!("/clawfs/{}", parts.join("/")) })
+}
+
+/// Contents read from a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// The bytes, at most [`MAX_TRANSFER_BYTES`].
+    pub data: Vec<u8>,
+    /// The whole file's size.
+    pub size: u64,
+    /// Whether the read reached the end of the file.
+    pub eof: bool,
+}
+
+fn open_no_follow(path: &Path, options: &mut OpenOptions) -> Result<File> {
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path).map_err(io("open", path))
+}
+
+/// Reads up to `length` bytes (at most [`MAX_TRANSFER_BYTES`]) from `offset`.
+pub fn read(file: &Resolved, offset: u64, length: Option<usize>) -> Result<ReadResult> {
+    let mut handle = open_no_follow(&file.real, OpenOptions::new().read(true))?;
+    let metadata = handle.metadata().map_err(io("stat", &file.real))?;
+    if !metadata.is_file() {
+        return Err(Error::Denied { path: file.display.clone(), reason: "not a regular file".into() });
+    }
+    let size = metadata.len();
+    let wanted = length.unwrap_or(MAX_TRANSFER_BYTES).min(MAX_TRANSFER_BYTES);
+    handle.seek(SeekFrom::Start(offset)).map_err(io("seek", &file.real))?;
+    let mut data = Vec::with_capacity(wanted.min(size.saturating_sub(offset) as usize));
+    handle.take(wanted as u64).read_to_end(&mut data).map_err(io("read", &file.real))?;
+    let eof = offset + data.len() as u64 >= size;
+    Ok(ReadResult { data, size, eof })
+}
+
+/// How [`write`] changes a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Replace the whole file atomically: a reader or a crash sees the old
+    /// contents or the new, never a mix; a full disk leaves the old.
+    Replace,
+    /// Append to the end (creating the file).
+    Append,
+}
+
+/// Writes `data` (at most [`MAX_TRANSFER_BYTES`]); returns the file's new size.
+pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
+    if data.len() > MAX_TRANSFER_BYTES {
+        return Err(Error::Denied {
+            path: file.display.clone(),
+            reason: format!("{} bytes is more than the {MAX_TRANSFER_BYTES} of one write; append in parts", data.len()),
+        });
+    }
+    let parent = file.real.parent().ok_or_else(|| Error::Denied { path: file.display.clone(), reason: "no parent directory".into() })?;
+    match mode {
+        WriteMode::Append => {
+            let mut handle = open_no_follow(&file.real, OpenOptions::new().append(true).create(true).mode(0o640))?;
+            handle.write_all(data).map_err(io("write", &file.real))?;
+            handle.sync_data().map_err(io("fsync", &file.real))?;
+            Ok(handle.metadata().map_err(io("stat", &file.real))?.len())
+        }
+        WriteMode::Replace => {
+            if fs::symlink_metadata(&file.real).is_ok_and(|m| m.is_dir()) {
+                return Err(Error::Denied { path: file.display.clone(), reason: "is a directory".into() });
+            }
+            let name = file.real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let temporary = parent.join(format!(".{name}.{}.tmp", std::process::id()));
+            let written = (|| {
+                let mut handle = open_no_follow(&temporary, OpenOptions::new().write(true).create_new(true).mode(0o640))?;
+                handle.write_all(data).map_err(io("write", &temporary))?;
+                handle.sync_all().map_err(io("fsync", &temporary))?;
+                fs::rename(&temporary, &file.real).map_err(io("rename", &file.real))?;
+                File::open(parent).and_then(|dir| dir.sync_all()).map_err(io("fsync", parent))
+            })();
+            if written.is_err() {
+                // A failed write (a full disk) leaves the old file as it was.
+                let _ = fs::remove_file(&temporary);
+            }
+            written.map(|()| data.len() as u64)
+        }
+    }
+}
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirEntry {
+    /// The name.
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: &'static str,
+    /// Size in bytes.
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// The entries of a directory, sorted by name.
+pub fn list(dir: &Resolved) -> Result<Vec<DirEntry>> {
+    let mut entries = Vec::new();
+    for entry in fs::read_dir(&dir.real).map_err(io("list", &dir.real))? {
+        let entry = entry.map_err(io("list", &dir.real))?;
+        let metadata = entry.metadata().map_err(io("stat", entry.path()))?;
+        let kind = match metadata.file_type() {
+            t if t.is_symlink() => "symlink",
+            t if t.is_dir() => "dir",
+            t if t.is_file() => "file",
+            _ => "other",
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        entries.push(DirEntry { name, kind, size: metadata.len(), mode: metadata.permissions().mode() & 0o7777 });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// Removes a file or an empty directory.
+pub fn delete(path: &Resolved) -> Result<()> {
+    let metadata = fs::symlink_metadata(&path.real).map_err(io("stat", &path.real))?;
+    if metadata.is_dir() {
+        fs::remove_dir(&path.real).map_err(io("remove", &path.real))
+    } else {
+        fs::remove_file(&path.real).map_err(io("remove", &path.real))
+    }
+}
+
+/// Creates a directory (and its missing parents, each checked the same way).
+pub fn make_dir(dir: &Resolved) -> Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir.real).map_err(io("mkdir", &dir.real))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for path in ["agents/kernel-engine/logs", "agents/fs-engine", "specs", "vault", "workspaces"] {
+            fs::create_dir_all(dir.path().join(path)).unwrap();
+        }
+        fs::write(dir.path().join("agents/fs-engine/secret.md"), "fs-engine's").unwrap();
+        dir
+    }
+
+    fn denied(result: Result<Resolved>) -> String {
+        match result {
+            Err(Error::Denied { reason, .. }) => reason,
+            other => panic!("expected a denial, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_agent_stays_in_its_own_directory() {
+        let dir = root();
+        let me = Requester::Agent("kernel-engine");
+        let own = resolve(dir.path(), me, "notes/today.md", Access::Write).unwrap();
+        assert_eq!(own.display, "/clawfs/agents/kernel-engine/notes/today.md");
+        assert_eq!(own.real, dir.path().join("agents/kernel-engine/notes/today.md"));
+        assert_eq!(resolve(dir.path(), me, "/clawfs/agents/kernel-engine/logs", Access::Read).unwrap().display, "/clawfs/agents/kernel-engine/logs");
+        assert!(resolve(dir.path(), me, "/clawfs/specs/README.md", Access::Read).is_ok());
+
+        assert!(denied(resolve(dir.path(), me, "/clawfs/agents/fs-engine/secret.md", Access::Read)).contains("RULE-001"));
+        assert!(denied(resolve(dir.path(), me, "../fs-engine/secret.md", Access::Read)).contains(".."));
+        assert!(denied(resolve(dir.path(), me, "/clawfs/vault/master-key.enc", Access::Read)).contains("RULE-001"));
+        assert!(denied(resolve(dir.path(), me, "/clawfs/specs/README.md", Access::Write)).contains("RULE-001"));
+        assert!(denied(resolve(dir.path(), me, "/etc/shadow", Access::Read)).contains("/clawfs"));
+        assert!(denied(resolve(dir.path(), me, "/clawfsx/agents", Access::Read)).contains("/clawfs"));
+        assert!(denied(resolve(dir.path(), me, "workspace.db", Access::Write)).contains("maintained by ClawFS"));
+        assert!(denied(resolve(dir.path(), me, "identity.json", Access::Write)).contains("maintained by ClawFS"));
+        assert!(resolve(dir.path(), me, "identity.json", Access::Read).is_ok());
+        assert!(denied(resolve(dir.path(), me, "/clawfs/agents/kernel-engine", Access::Write)).contains("own directory"));
+        assert!(denied(resolve(dir.path(), Requester::Agent("root"), "x", Access::Read)).contains("not a ClawOS agent"));
+    }
+
+    #[test]
+    fn symlinks_are_never_followed() {
+        let dir = root();
+        std::os::unix::fs::symlink(dir.path().join("agents/fs-engine"), dir.path().join("agents/kernel-engine/escape")).unwrap();
+        let me = Requester::Agent("kernel-engine");
+        assert!(denied(resolve(dir.path(), me, "escape/secret.md", Access::Read)).contains("symlink"));
+        assert!(denied(resolve(dir.path(), me, "escape", Access::Write)).contains("symlink"));
+    }
+
+    #[test]
+    fn the_operator_reaches_all_but_the_vault() {
+        let dir = root();
+        assert!(resolve(dir.path(), Requester::Operator, "/clawfs/agents/fs-engine/secret.md", Access::Read).is_ok());
+        assert!(resolve(dir.path(), Requester::Operator, "/clawfs", Access::Read).is_ok());
+        assert!(denied(resolve(dir.path(), Requester::Operator, "/clawfs/vault/master-key.enc", Access::Read)).contains("vault"));
+        assert!(denied(resolve(dir.path(), Requester::Operator, "relative.md", Access::Read)).contains("/clawfs"));
+    }
+
+    #[test]
+    fn write_read_append_list_delete() {
+        let dir = root();
+        let me = Requester::Agent("kernel-engine");
+        let file = resolve(dir.path(), me, "logs/run.log", Access::Write).unwrap();
+        assert_eq!(write(&file, b"first\n", WriteMode::Replace).unwrap(), 6);
+        assert_eq!(write(&file, b"second\n", WriteMode::Append).unwrap(), 13);
+        let whole = read(&file, 0, None).unwrap();
+        assert_eq!((whole.data.as_slice(), whole.size, whole.eof), (&b"first\nsecond\n"[..], 13, true));
+        let part = read(&file, 6, Some(3)).unwrap();
+        assert_eq!((part.data.as_slice(), part.eof), (&b"sec"[..], false));
+        assert_eq!(write(&file, b"replaced", WriteMode::Replace).unwrap(), 8);
+        assert_eq!(read(&file, 0, None).unwrap().data, b"replaced");
+
+        let logs = resolve(dir.path(), me, "logs", Access::Read).unwrap();
+        let entries = list(&logs).unwrap();
+        assert_eq!(entries.len(), 1, "no temporary file is left: {entries:?}");
+        assert_eq!((entries[0].name.as_str(), entries[0].kind, entries[0].size), ("run.log", "file", 8));
+        delete(&file).unwrap();
+        assert!(list(&logs).unwrap().is_empty());
+        assert!(matches!(read(&file, 0, None), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn oversized_writes_are_refused_and_change_nothing() {
+        let dir = root();
+        let file = resolve(dir.path(), Requester::Agent("kernel-engine"), "big.bin", Access::Write).unwrap();
+        write(&file, b"kept", WriteMode::Replace).unwrap();
+        let error = write(&file, &vec![0; MAX_TRANSFER_BYTES + 1], WriteMode::Replace).unwrap_err();
+        assert!(error.to_string().contains("append in parts"), "{error}");
+        assert_eq!(read(&file, 0, None).unwrap().data, b"kept");
+    }
+}

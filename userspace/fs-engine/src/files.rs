@@ -1,0 +1,265 @@
+//! `read_file`, `write_file`, `list_dir` and `delete_file`: files under
+//! `/clawfs` on behalf of an agent or the operator. A component (the agent
+//! loop, the WASM daemon) must name the agent it acts for in `agent`, and
+//! gets that agent's rights (RULE-001, `clawfs::files`); the operator acts
+//! as itself, or as an agent when it names one. Each request is audited
+//! before it is carried out.
+
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use clawfs::files::{self, Access, Requester, WriteMode};
+use clawos_ipc::server::MethodError;
+use clawos_ipc::{ErrorCode, Object, Principal};
+use serde::Deserialize;
+
+use crate::audit::{AuditLog, Entry};
+
+/// The file methods.
+pub const METHODS: [&str; 4] = ["read_file", "write_file", "list_dir", "delete_file"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadFile {
+    path: String,
+    agent: Option<String>,
+    #[serde(default)]
+    offset: u64,
+    length: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteFile {
+    path: String,
+    agent: Option<String>,
+    /// UTF-8 text; or `content_base64` for bytes.
+    content: Option<String>,
+    content_base64: Option<String>,
+    /// Append instead of replacing the file.
+    #[serde(default)]
+    append: bool,
+    /// Create missing parent directories.
+    #[serde(default)]
+    create_dirs: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathParams {
+    path: String,
+    agent: Option<String>,
+}
+
+/// Serves the file methods under one ClawFS root.
+pub struct FileService {
+    root: PathBuf,
+    audit: Result<AuditLog, String>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(method: &str, params: Object) -> Result<T, MethodError> {
+    serde_json::from_value(serde_json::Value::Object(params)).map_err(|e| MethodError::bad_params(format!("{method}: {e}")))
+}
+
+impl FileService {
+    /// Files under `root`, audited to `audit`.
+    pub fn new(root: PathBuf, audit: Result<AuditLog, String>) -> Self {
+        FileService { root, audit }
+    }
+
+    /// The audit log, or why it could not be opened.
+    pub fn audit(&self) -> &Result<AuditLog, String> {
+        &self.audit
+    }
+
+    /// Writes `entry` to the audit log; a request that cannot be audited fails.
+    pub fn record(&self, entry: &Entry<'_>) -> Result<(), MethodError> {
+        let log = self.audit.as_ref().map_err(|reason| MethodError::new(ErrorCode::Eio, format!("refused: {reason}")))?;
+        log.record(entry).map_err(|e| MethodError::new(ErrorCode::Eio, format!("refused: cannot write the audit log {}: {e}", log.path().display())))
+    }
+
+    /// Resolves `path` for whoever the request is for, auditing a refusal.
+    fn resolve(&self, caller: Principal, agent: Option<&str>, operation: &str, path: &str, access: Access) -> Result<(Requester<'static>, files::Resolved), MethodError> {
+        let requester = match (agent, caller) {
+            (Some(agent), _) => clawfs::names::AGENTS.iter().find(|known| **known == agent).map(|known| Requester::Agent(known)),
+            (None, Principal::Operator) => Some(Requester::Operator),
+            (None, Principal::Component(_)) => None,
+        };
+        let resolved = match requester {
+            Some(requester) => files::resolve(&self.root, requester, path, access),
+            None => Err(clawfs::Error::Denied {
+                path: path.to_owned(),
+                reason: match agent {
+                    Some(agent) => format!("`{agent}` is not a ClawOS agent"),
+                    None => "a component must name the agent it acts for (`agent`)".to_owned(),
+                },
+            }),
+        };
+        match resolved {
+            Ok(resolved) => Ok((requester.expect("resolved only with a requester"), resolved)),
+            Err(error) => {
+                let reason = match &error {
+                    clawfs::Error::Denied { reason, .. } => reason.clone(),
+                    other => other.to_string(),
+                };
+                let name = requester.map_or("unknown", |r| r.name());
+                self.record(&Entry { agent: name, operation, path, bytes: None, denied: Some(&reason), caller: caller.as_str() })?;
+                Err(crate::method_error(error))
+            }
+        }
+    }
+
+    /// Runs file method `method` for `caller`.
+    pub fn handle(&self, caller: Principal, method: &str, params: Object) -> Result<Object, MethodError> {
+        let mut answer = Object::new();
+        match method {
+            "read_file" => {
+                let p: ReadFile = parse(method, params)?;
+                let (requester, file) = self.resolve(caller, p.agent.as_deref(), "read", &p.path, Access::Read)?;
+                let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
+                self.record(&entry("open", None))?;
+                let read = files::read(&file, p.offset, p.length).map_err(crate::method_error)?;
+                self.record(&entry("read", Some(read.data.len() as u64)))?;
+                answer.insert("path".into(), file.display.clone().into());
+                answer.insert("size".into(), read.size.into());
+                answer.insert("eof".into(), read.eof.into());
+                match String::from_utf8(read.data) {
+                    Ok(text) => answer.insert("content".into(), text.into()),
+                    Err(bytes) => answer.insert("content_base64".into(), base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes()).into()),
+                };
+            }
+            "write_file" => {
+                let p: WriteFile = parse(method, params)?;
+                let data = match (p.content, p.content_base64) {
+                    (Some(text), None) => text.into_bytes(),
+                    (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                        .decode(encoded)
+                        .map_err(|e| MethodError::bad_params(format!("write_file: content_base64: {e}")))?,
+                    _ => return Err(MethodError::bad_params("write_file: give exactly one of content and content_base64")),
+                };
+                let (requester, file) = self.resolve(caller, p.agent.as_deref(), "write", &p.path, Access::Write)?;
+                let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
+                self.record(&entry("open", None))?;
+                if p.create_dirs {
+                    // The parent was checked with the file: it lies inside the same allowed tree.
+                    if let Some(parent) = file.real.parent() {
+                        let parent = files::Resolved { real: parent.to_owned(), display: file.display.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned() };
+                        files::make_dir(&parent).map_err(crate::method_error)?;
+                    }
+                }
+                let mode = if p.append { WriteMode::Append } else { WriteMode::Replace };
+                let size = files::write(&file, &data, mode).map_err(crate::method_error)?;
+                self.record(&entry("write", Some(data.len() as u64)))?;
+                answer.insert("path".into(), file.display.clone().into());
+                answer.insert("bytes_written".into(), data.len().into());
+                answer.insert("size".into(), size.into());
+            }
+            "list_dir" => {
+                let p: PathParams = parse(method, params)?;
+                let (requester, dir) = self.resolve(caller, p.agent.as_deref(), "list", &p.path, Access::Read)?;
+                self.record(&Entry { agent: requester.name(), operation: "list", path: &dir.display, bytes: None, denied: None, caller: caller.as_str() })?;
+                let entries = files::list(&dir).map_err(crate::method_error)?;
+                answer.insert("path".into(), dir.display.clone().into());
+                answer.insert("entries".into(), serde_json::to_value(entries).map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?);
+            }
+            "delete_file" => {
+                let p: PathParams = parse(method, params)?;
+                let (requester, path) = self.resolve(caller, p.agent.as_deref(), "delete", &p.path, Access::Write)?;
+                self.record(&Entry { agent: requester.name(), operation: "delete", path: &path.display, bytes: None, denied: None, caller: caller.as_str() })?;
+                files::delete(&path).map_err(crate::method_error)?;
+                answer.insert("path".into(), path.display.clone().into());
+            }
+            other => return Err(MethodError::unknown_method(other)),
+        }
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clawos_ipc::ComponentId;
+    use serde_json::json;
+
+    use super::*;
+
+    fn service() -> (tempfile::TempDir, FileService) {
+        let dir = tempfile::tempdir().unwrap();
+        for agent in ["kernel-engine", "fs-engine"] {
+            std::fs::create_dir_all(dir.path().join("clawfs/agents").join(agent)).unwrap();
+        }
+        let audit = AuditLog::open(&dir.path().join("clawfs-audit.log")).map_err(|e| e.to_string());
+        let service = FileService::new(dir.path().join("clawfs"), audit);
+        (dir, service)
+    }
+
+    fn call(service: &FileService, caller: Principal, method: &str, params: serde_json::Value) -> Result<Object, MethodError> {
+        let serde_json::Value::Object(params) = params else { panic!("params must be an object") };
+        service.handle(caller, method, params)
+    }
+
+    fn audit_lines(dir: &tempfile::TempDir) -> Vec<String> {
+        std::fs::read_to_string(dir.path().join("clawfs-audit.log")).unwrap().lines().map(|line| line[21..].to_owned()).collect()
+    }
+
+    const AGENT_LOOP: Principal = Principal::Component(ComponentId::AgentLoop);
+
+    #[test]
+    fn an_agent_writes_and_reads_its_own_files_and_every_step_is_audited() {
+        let (dir, service) = service();
+        let written = call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "notes/plan.md", "content": "# Plan\n", "create_dirs": true})).unwrap();
+        assert_eq!(written["path"], "/clawfs/agents/kernel-engine/notes/plan.md");
+        let read = call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "/clawfs/agents/kernel-engine/notes/plan.md"})).unwrap();
+        assert_eq!((read["content"].as_str(), read["size"].as_u64(), read["eof"].as_bool()), (Some("# Plan\n"), Some(7), Some(true)));
+        let binary = call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "blob", "content_base64": "AP8="})).unwrap();
+        assert_eq!(binary["size"], 2);
+        assert_eq!(call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap()["content_base64"], "AP8=");
+        let listing = call(&service, AGENT_LOOP, "list_dir", json!({"agent": "kernel-engine", "path": "."})).unwrap();
+        let names: Vec<&str> = listing["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["blob", "notes"]);
+        call(&service, AGENT_LOOP, "delete_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap();
+        let missing = call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap_err();
+        assert_eq!(missing.code, ErrorCode::Enoent);
+
+        let plan = "agent=kernel-engine operation={} path=/clawfs/agents/kernel-engine/notes/plan.md";
+        let lines = audit_lines(&dir);
+        assert_eq!(lines[0], format!("[INFO] {} caller=agent-loop", plan.replace("{}", "open")));
+        assert_eq!(lines[1], format!("[INFO] {} bytes=7 caller=agent-loop", plan.replace("{}", "write")));
+        assert_eq!(lines[3], format!("[INFO] {} bytes=7 caller=agent-loop", plan.replace("{}", "read")));
+        assert!(lines.iter().any(|l| l == "[INFO] agent=kernel-engine operation=delete path=/clawfs/agents/kernel-engine/blob caller=agent-loop"), "{lines:#?}");
+    }
+
+    #[test]
+    fn refusals_are_audited_and_touch_nothing() {
+        let (dir, service) = service();
+        std::fs::write(dir.path().join("clawfs/agents/fs-engine/private.md"), "mine").unwrap();
+        let cases = [
+            json!({"agent": "kernel-engine", "path": "/clawfs/agents/fs-engine/private.md", "content": "overwritten"}),
+            json!({"agent": "kernel-engine", "path": "../fs-engine/private.md", "content": "overwritten"}),
+            json!({"path": "/clawfs/agents/fs-engine/private.md", "content": "overwritten"}),
+            json!({"agent": "intruder", "path": "/clawfs/agents/fs-engine/private.md", "content": "overwritten"}),
+        ];
+        for params in cases {
+            let error = call(&service, AGENT_LOOP, "write_file", params.clone()).unwrap_err();
+            assert_eq!(error.code, ErrorCode::Eperm, "{params}: {error:?}");
+        }
+        assert_eq!(std::fs::read_to_string(dir.path().join("clawfs/agents/fs-engine/private.md")).unwrap(), "mine");
+        let lines = audit_lines(&dir);
+        assert_eq!(lines.len(), 4);
+        assert!(lines.iter().all(|l| l.starts_with("[WARN] ") && l.contains(" operation=write ") && l.contains(" denied=true ")), "{lines:#?}");
+        assert!(lines[0].contains("agent=kernel-engine") && lines[0].contains("RULE-001"), "{}", lines[0]);
+        assert!(lines[2].contains("agent=unknown") && lines[2].contains("must name the agent"), "{}", lines[2]);
+        // The operator may read it.
+        let read = call(&service, Principal::Operator, "read_file", json!({"path": "/clawfs/agents/fs-engine/private.md"})).unwrap();
+        assert_eq!(read["content"], "mine");
+    }
+
+    #[test]
+    fn without_an_audit_log_nothing_happens() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("agents/kernel-engine")).unwrap();
+        let service = FileService::new(dir.path().to_owned(), Err("cannot open the audit log".into()));
+        let error = call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "x", "content": "y"})).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Eio);
+        assert!(!dir.path().join("agents/kernel-engine/x").exists());
+    }
+}
