@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf tools models userspace image qemu run test test-unit test-ebpf-vm test-vm bench-ebpf clean
+.PHONY: all deps buildroot kernel ebpf tools models userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
 all: image
 
 deps:
@@ -43,12 +43,16 @@ qemu:
 
 run: image qemu
 
-test: test-unit test-ebpf-vm test-vm
+test: test-unit test-pg test-ebpf-vm test-vm
 
 # The tools first: tests/built_tools.rs runs every shipped tool, hostile ones
 # included; the model too: with CLAWOS_MINILM_DIR set its tests cannot skip.
 test-unit: deps tools models
 	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 cargo test --release --locked --workspace
+
+# migrate-pg-to-sqlite against a throwaway PostgreSQL 15 + pgvector server.
+test-pg: deps
+	bash tests/pg/run.sh
 
 # The eBPF monitor's scenarios and benchmarks: the ClawOS kernel booted on a
 # small initramfs with the test harness as /init (seconds, not minutes).

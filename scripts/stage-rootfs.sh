@@ -7,7 +7,7 @@ X="$OUT/rootfs-extra"
 TARGET="${CARGO_TARGET_DIR:-$REPO/target}/release"
 rm -rf "$X"; mkdir -p "$X/usr/bin" "$X/usr/lib/clawos/ebpf" "$X/usr/share/clawos" "$X/etc/ssh/authorized_keys"
 
-find "$TARGET" -maxdepth 1 -type f -executable \( -name 'clawos-*' -o -name clawctl \) -exec install -m 0755 {} "$X/usr/bin/" \;
+find "$TARGET" -maxdepth 1 -type f -executable \( -name 'clawos-*' -o -name clawctl -o -name migrate-pg-to-sqlite \) -exec install -m 0755 {} "$X/usr/bin/" \;
 install -m 0644 "$OUT/ebpf/clawos-monitor.bpf.o" "$X/usr/lib/clawos/ebpf/"
 mkdir -p "$X/usr/lib/clawos/tools"
 # The tools and the registry tools.sh wrote for them (paths relative to it).

@@ -273,16 +273,14 @@ impl MemoryIndex {
         let db_path = self.dir.join(DATABASE_FILE);
         let hnsw_path = self.dir.join(HNSW_FILE);
         self.hnsw.reset().map_err(|e| hnsw_error(&hnsw_path, e))?;
-        self.hnsw.reserve(self.state.count as usize).map_err(|e| hnsw_error(&hnsw_path, e))?;
         let mut statement = self.connection.prepare("SELECT key, embedding FROM clawfs_vectors").map_err(sqlite(&db_path))?;
-        let mut rows = statement.query([]).map_err(sqlite(&db_path))?;
-        while let Some(row) = rows.next().map_err(sqlite(&db_path))? {
-            let key: u64 = row.get(0).map_err(sqlite(&db_path))?;
-            let bytes: Vec<u8> = row.get(1).map_err(sqlite(&db_path))?;
-            self.hnsw.add(key, &bytes_vector(&bytes)).map_err(|e| hnsw_error(&hnsw_path, e))?;
-        }
-        drop(rows);
+        let vectors = statement
+            .query_map([], |row| Ok((row.get::<_, u64>(0)?, bytes_vector(&row.get::<_, Vec<u8>>(1)?))))
+            .map_err(sqlite(&db_path))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sqlite(&db_path))?;
         drop(statement);
+        self.apply_to_hnsw(&[], &vectors)?;
         self.save_hnsw()
     }
 
@@ -482,15 +480,24 @@ impl MemoryIndex {
         for key in removed {
             self.hnsw.remove(*key).map_err(|e| hnsw_error(&hnsw_path, e))?;
         }
+        // Graph construction dominates inserts; usearch's add is thread-safe,
+        // so large batches are spread over the cores.
+        let threads = if added.len() >= 64 { std::thread::available_parallelism().map_or(1, usize::from).min(8) } else { 1 };
         if self.hnsw.size() + added.len() > self.hnsw.capacity() {
             // Grow geometrically so a stream of small inserts stays cheap.
             let wanted = (self.hnsw.size() + added.len()).max(self.hnsw.capacity() * 2).max(64);
-            self.hnsw.reserve(wanted).map_err(|e| hnsw_error(&hnsw_path, e))?;
+            self.hnsw.reserve_capacity_and_threads(wanted, threads).map_err(|e| hnsw_error(&hnsw_path, e))?;
         }
-        for (key, vector) in added {
-            self.hnsw.add(*key, vector).map_err(|e| hnsw_error(&hnsw_path, e))?;
-        }
-        Ok(())
+        let hnsw = &self.hnsw;
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|worker| {
+                    scope.spawn(move || added.iter().skip(worker).step_by(threads).try_for_each(|(key, vector)| hnsw.add(*key, vector)))
+                })
+                .collect();
+            workers.into_iter().try_for_each(|worker| worker.join().expect("an HNSW insert thread panicked"))
+        })
+        .map_err(|e| hnsw_error(&hnsw_path, e))
     }
 
     fn chunk_ids_of(&self, path: &str) -> Result<HashMap<String, u64>> {
@@ -531,6 +538,26 @@ impl MemoryIndex {
             })
             .collect::<Result<_>>()?;
         Ok(SearchResponse { results, keyword, vector, fusion: request.fusion })
+    }
+
+    /// The `limit` chunks nearest to `vector` (cosine, through the HNSW
+    /// index): "more like this" for a vector at hand, without an embedder.
+    pub fn search_by_vector(&self, vector: &[f32], limit: usize) -> Result<Vec<SearchHit>> {
+        let hnsw_path = self.dir.join(HNSW_FILE);
+        if vector.len() != self.hnsw.dimensions() {
+            return Err(Error::Config(format!("a {}-dimension query vector; the workspace stores {}", vector.len(), self.hnsw.dimensions())));
+        }
+        let matches = self.hnsw.search(vector, limit).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        matches
+            .keys
+            .into_iter()
+            .zip(matches.distances)
+            .map(|(key, distance)| {
+                let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
+                let similarity = 1.0 - distance;
+                Ok(SearchHit { workspace: self.workspace.clone(), chunk_id, path, heading, ordinal, content, score: similarity, keyword_score: None, vector_score: Some(similarity) })
+            })
+            .collect()
     }
 
     /// BM25 over the chunks, as (key, score) with higher better.

@@ -1,0 +1,254 @@
+//! `clawfs-bench`: one ClawFS workspace at scale (issue 8's benchmark).
+//!
+//! - `--vectors synthetic` (default): 100,000 generated Markdown notes with
+//!   clustered synthetic vectors (1536 dimensions by default: cluster
+//!   centres plus noise, not uniform noise, so neighbours exist);
+//! - `--vectors minilm`: the same notes embedded by all-MiniLM-L6-v2 (384
+//!   dimensions; the embedding time is reported on its own).
+//!
+//! Reports insert throughput (SQLite + FTS5 + HNSW, embedding excluded),
+//! p50/p95 of keyword, vector and hybrid top-10 queries, recall@10 of the
+//! vector leg against exact (brute-force) search, the time to open the
+//! workspace with its persisted index, and the size on disk.
+//!
+//! Run: `cargo run --release -p clawos-clawfs-bench -- --help`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use clawfs::chunk::{chunk_id, Chunk};
+use clawfs::{Clawfs, Config, EmbedError, Embedder, Fusion, MemoryIndex, SearchRequest};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Vectors {
+    /// Clustered synthetic vectors.
+    Synthetic,
+    /// all-MiniLM-L6-v2 on the generated text (384 dimensions).
+    Minilm,
+}
+
+#[derive(Parser)]
+#[command(about = "ClawFS memory search at scale")]
+struct Cli {
+    /// Documents in the workspace.
+    #[arg(long, default_value_t = 100_000)]
+    documents: usize,
+    /// Where the vectors come from.
+    #[arg(long, value_enum, default_value_t = Vectors::Synthetic)]
+    vectors: Vectors,
+    /// Dimension of synthetic vectors.
+    #[arg(long, default_value_t = 1536)]
+    dimension: usize,
+    /// Clusters of synthetic vectors (and topics of the text).
+    #[arg(long, default_value_t = 200)]
+    clusters: usize,
+    /// Queries per kind.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// The model directory for `--vectors minilm`.
+    #[arg(long, default_value = "out/models/all-minilm-l6-v2")]
+    model_dir: PathBuf,
+    /// Where to build the workspace (a temporary directory by default).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+const TOPIC_WORDS: usize = 12;
+const SYLLABLES: [&str; 24] =
+    ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "ba", "di", "fu", "ge", "ho", "ju", "ki", "ma", "no", "pe", "qui", "ro", "su", "te"];
+
+/// A pronounceable word per number, so the FTS index sees a real vocabulary.
+fn word(mut n: usize) -> String {
+    let mut word = String::new();
+    loop {
+        word.push_str(SYLLABLES[n % SYLLABLES.len()]);
+        n /= SYLLABLES.len();
+        if n == 0 {
+            return word;
+        }
+    }
+}
+
+/// Notes about `clusters` topics: each draws most words from its topic's
+/// vocabulary and some from a shared one, like real notes.
+fn generate_texts(documents: usize, clusters: usize, rng: &mut StdRng) -> (Vec<String>, Vec<usize>) {
+    let mut texts = Vec::with_capacity(documents);
+    let mut topics = Vec::with_capacity(documents);
+    for n in 0..documents {
+        let topic = rng.random_range(0..clusters);
+        let words: Vec<String> = (0..rng.random_range(25..60))
+            .map(|_| if rng.random_bool(0.6) { word(1000 + topic * TOPIC_WORDS + rng.random_range(0..TOPIC_WORDS)) } else { word(rng.random_range(0..1000)) })
+            .collect();
+        texts.push(format!("# {} note {n}\n\n{}.\n", word(1000 + topic * TOPIC_WORDS), words.join(" ")));
+        topics.push(topic);
+    }
+    (texts, topics)
+}
+
+fn normalize(mut vector: Vec<f32>) -> Vec<f32> {
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    vector.iter_mut().for_each(|x| *x /= norm);
+    vector
+}
+
+/// Cluster centre plus noise of 0.6x its scale per component: neighbours
+/// within a cluster, clusters apart, and far from uniform noise.
+fn synthetic_vectors(topics: &[usize], clusters: usize, dimension: usize, rng: &mut StdRng) -> Vec<Vec<f32>> {
+    let unit = Normal::new(0.0f32, 1.0).expect("valid normal");
+    let centres: Vec<Vec<f32>> = (0..clusters).map(|_| (0..dimension).map(|_| unit.sample(rng)).collect()).collect();
+    topics.iter().map(|topic| normalize(centres[*topic].iter().map(|c| c + 0.6 * unit.sample(rng)).collect())).collect()
+}
+
+/// Answers each benchmark query with its precomputed vector, so query
+/// latency measures the search, not an embedding model.
+struct QueryVectors(HashMap<String, Vec<f32>>, usize);
+
+impl Embedder for QueryVectors {
+    fn dimension(&self) -> usize {
+        self.1
+    }
+    fn model_id(&self) -> &str {
+        "clawfs-bench"
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        texts
+            .iter()
+            .map(|text| self.0.get(*text).cloned().ok_or_else(|| EmbedError::Model { model: "clawfs-bench".into(), reason: format!("unknown query {text}") }))
+            .collect()
+    }
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).saturating_sub(1)].as_secs_f64() * 1e3;
+    (at(0.50), at(0.95))
+}
+
+fn size_of(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0)
+}
+
+/// Exact top-10 by cosine (vectors are unit length, so a dot product).
+fn exact_top10(vectors: &[Vec<f32>], query: &[f32]) -> Vec<usize> {
+    let mut scored: Vec<(f32, usize)> = vectors.iter().enumerate().map(|(n, v)| (v.iter().zip(query).map(|(a, b)| a * b).sum(), n)).collect();
+    scored.select_nth_unstable_by(10, |a, b| b.0.total_cmp(&a.0));
+    scored.truncate(10);
+    scored.into_iter().map(|(_, n)| n).collect()
+}
+
+fn document_number(path: &str) -> usize {
+    path.trim_start_matches("notes/").trim_end_matches(".md").parse().expect("bench paths are notes/<n>.md")
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let mut rng = StdRng::seed_from_u64(8);
+    let (texts, topics) = generate_texts(cli.documents, cli.clusters, &mut rng);
+    let (vectors, dimension, model_id) = match cli.vectors {
+        Vectors::Synthetic => (synthetic_vectors(&topics, cli.clusters, cli.dimension, &mut rng), cli.dimension, "synthetic-clustered".to_owned()),
+        Vectors::Minilm => {
+            let model = minilm::MiniLmEmbedder::load(&cli.model_dir)?;
+            let started = Instant::now();
+            let all: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let mut vectors = Vec::with_capacity(all.len());
+            for part in all.chunks(256) {
+                vectors.extend(model.embed(part)?);
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            println!("embedding (all-MiniLM-L6-v2, in-process): {} texts in {seconds:.1} s, {:.0} texts/s", texts.len(), texts.len() as f64 / seconds);
+            (vectors, minilm::DIMENSION, minilm::MODEL_ID.to_owned())
+        }
+    };
+    let temporary = tempfile::tempdir()?;
+    let root = cli.dir.clone().unwrap_or_else(|| temporary.path().to_owned());
+    let clawfs = Clawfs::new(Config { vector_dimension: dimension, ..Config::new(&root) })?;
+    clawfs.create_workspace("bench", "bench").context("a fresh --dir is needed")?;
+
+    // Inserts: chunk rows, FTS5, vectors and HNSW, 1000 per transaction.
+    let mut index = clawfs.open_memory("bench", None)?;
+    let started = Instant::now();
+    let mut batch = Vec::with_capacity(1000);
+    for (n, (text, vector)) in texts.iter().zip(&vectors).enumerate() {
+        let path = format!("notes/{n}.md");
+        let heading = text.lines().next().unwrap_or("").trim_start_matches("# ").to_owned();
+        batch.push((Chunk { id: chunk_id(&path, &heading, 0, text), path, heading, ordinal: 0, content: text.clone() }, Some(vector.clone())));
+        if batch.len() == 1000 || n + 1 == texts.len() {
+            index.insert_embedded(std::mem::take(&mut batch), &model_id)?;
+        }
+    }
+    index.save()?;
+    let insert_seconds = started.elapsed().as_secs_f64();
+    drop(index);
+    println!(
+        "{} documents, {dimension} dimensions ({model_id}): inserted in {insert_seconds:.1} s, {:.0} inserts/s",
+        cli.documents,
+        cli.documents as f64 / insert_seconds
+    );
+
+    // Queries: a topic's words, and a vector near that topic (a held-out
+    // document's vector for synthetic ones, its text's embedding for MiniLM).
+    let query_topics: Vec<usize> = (0..cli.queries).map(|_| rng.random_range(0..cli.documents)).collect();
+    let query_texts: Vec<String> =
+        query_topics.iter().map(|n| format!("{} {}", word(1000 + topics[*n] * TOPIC_WORDS + 1), word(1000 + topics[*n] * TOPIC_WORDS + 2))).collect();
+    let query_vectors: Vec<Vec<f32>> = query_topics
+        .iter()
+        .map(|n| normalize(vectors[*n].iter().map(|x| x + 0.05 * rng.random_range(-1.0f32..1.0)).collect()))
+        .collect();
+    let lookup = QueryVectors(query_texts.iter().cloned().zip(query_vectors.iter().cloned()).collect(), dimension);
+
+    let started = Instant::now();
+    let index: MemoryIndex = clawfs.open_memory("bench", Some(Arc::new(lookup)))?;
+    let open_ms = started.elapsed().as_secs_f64() * 1e3;
+    let keyword_only = SearchRequest { fusion: Fusion::Weighted { vector: 0.0, keyword: 1.0 }, ..SearchRequest::new("") };
+
+    let time = |run: &dyn Fn(usize) -> anyhow::Result<()>| -> anyhow::Result<(f64, f64)> {
+        let mut samples = Vec::with_capacity(cli.queries);
+        for q in 0..cli.queries {
+            let started = Instant::now();
+            run(q)?;
+            samples.push(started.elapsed());
+        }
+        Ok(percentiles(samples))
+    };
+    let keyword_index = clawfs.open_memory("bench", None)?;
+    let keyword = time(&|q| {
+        let response = keyword_index.search(&SearchRequest { query: query_texts[q].clone(), ..keyword_only.clone() })?;
+        anyhow::ensure!(!response.results.is_empty(), "keyword query {} found nothing", query_texts[q]);
+        Ok(())
+    })?;
+    let vector = time(&|q| {
+        anyhow::ensure!(index.search_by_vector(&query_vectors[q], 10)?.len() == 10, "vector query {q} found fewer than 10");
+        Ok(())
+    })?;
+    let hybrid = time(&|q| {
+        let response = index.search(&SearchRequest::new(query_texts[q].clone()))?;
+        anyhow::ensure!(response.results.len() == 10, "hybrid query {} found fewer than 10", query_texts[q]);
+        Ok(())
+    })?;
+    let mut found = 0usize;
+    for query in &query_vectors {
+        let exact = exact_top10(&vectors, query);
+        let approximate: Vec<usize> = index.search_by_vector(query, 10)?.iter().map(|hit| document_number(&hit.path)).collect();
+        found += exact.iter().filter(|n| approximate.contains(n)).count();
+    }
+    let recall = found as f64 / (10 * cli.queries) as f64;
+    let workspace_dir = clawfs.workspace_dir("bench")?;
+    let bytes = size_of(&workspace_dir);
+
+    println!("top-10 latency over {} queries each (p50 / p95):", cli.queries);
+    println!("  keyword  {:>7.3} / {:>7.3} ms   (target p95 < 5 ms)", keyword.0, keyword.1);
+    println!("  vector   {:>7.3} / {:>7.3} ms   (target p95 < 10 ms)", vector.0, vector.1);
+    println!("  hybrid   {:>7.3} / {:>7.3} ms   (target p95 < 15 ms)", hybrid.0, hybrid.1);
+    println!("recall@10 of the vector leg vs exact search: {recall:.4} (target >= 0.95)");
+    println!("insert throughput: {:.0} documents/s (target >= 2000)", cli.documents as f64 / insert_seconds);
+    println!("open with the persisted index: {open_ms:.1} ms (target < 1000 ms)");
+    println!("size on disk: {:.1} MiB (database, WAL, HNSW index; spec target < 1 GiB)", bytes as f64 / (1024.0 * 1024.0));
+    Ok(())
+}
