@@ -19,7 +19,10 @@
 //!   search legs ran.
 //! - [`Embedder`] turns text into vectors; [`HashingEmbedder`] is the
 //!   offline default, [`OpenAiEmbedder`] calls an embeddings service, and
-//!   [`CachedEmbedder`] keeps either from embedding a text twice.
+//!   [`CachedEmbedder`] keeps either from embedding a text twice (the real
+//!   in-process model is `clawos-minilm`, which implements the trait).
+//! - [`files`] reads and writes plain files under `/clawfs` for an agent or
+//!   the operator, with the access rule RULE-001.
 //! - [`Clawfs::create_snapshot`] and its siblings keep consistent daily
 //!   copies of a workspace ([`Snapshot`]) and restore them.
 //! - [`Clawfs::read_identity`] and [`Clawfs::update_identity`] verify and

@@ -19,7 +19,6 @@ mod files;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
 use std::time::Duration;
 
 use clawfs::{Clawfs, Config, Embedder, MemoryIndex, Owners, SearchRequest};
@@ -253,9 +252,10 @@ fn object(value: impl Serialize) -> Result<Object, MethodError> {
     }
 }
 
-/// Maps a ClawFS error to the IPC code a caller can act on: EPROTO for a
-/// request that cannot succeed as asked (bad name, name taken), ENOENT for
-/// a missing workspace, EIO for storage failures.
+/// Maps a ClawFS error to the IPC code a caller can act on: EPERM for a
+/// path the access rules refuse, EPROTO for a request that cannot succeed
+/// as asked (bad name, name taken), ENOENT for a missing workspace or file,
+/// EIO for storage failures.
 pub(crate) fn method_error(error: clawfs::Error) -> MethodError {
     let code = match &error {
         clawfs::Error::Denied { .. } => ErrorCode::Eperm,
@@ -280,7 +280,18 @@ impl Daemon {
             Arc::new(move |secret: &str| clawos_runtime::peers::vault_secret(&handle, ComponentId::FsEngine, secret, VAULT_TIMEOUT));
         let embedder = embedder::build(&config.embedder, config.vector_dimension, secrets);
         match &embedder {
-            Ok(embedder) => tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder"),
+            Ok(embedder) => {
+                tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder");
+                if matches!(config.embedder, embedder::EmbedderConfig::Minilm { .. }) {
+                    // Load the model now, off the request path: the first
+                    // search must not wait seconds for it.
+                    let embedder = embedder.clone();
+                    std::thread::spawn(move || match embedder.embed(&["warm-up"]) {
+                        Ok(_) => tracing::info!("embedding model loaded"),
+                        Err(error) => tracing::error!("embedding model: {error}"),
+                    });
+                }
+            }
             Err(reason) => tracing::error!("memory search has no vector leg: the embedder could not be set up: {reason}"),
         }
         let audit = audit::AuditLog::open(&config.audit_log).map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));
