@@ -82,7 +82,7 @@ fn start() -> Daemons {
         ),
     );
     let prometheus = free_port();
-    for (id, _) in DAEMONS {
+    for (id, uid) in DAEMONS {
         let mut config = format!(
             "[ipc]\npolicy_path = \"{}\"\n[heartbeat]\ninterval_ms = 200\nunhealthy_after_ms = 1500\n",
             dir.join("ipc-acl.toml").display()
@@ -90,6 +90,13 @@ fn start() -> Daemons {
         match id {
             "router" => config.push_str("[ipc.rate_limit]\nmessages_per_second = 0\nburst = 0\n[component]\nsubscriber_queue = 16\n"),
             "observability" => config.push_str(&format!("[component]\nprometheus_listen = \"127.0.0.1:{prometheus}\"\n")),
+            // Without a writable audit log fs-engine is degraded (fail closed).
+            "fs-engine" => {
+                let log = dir.join("clawfs-audit.log");
+                write(&log, "");
+                std::os::unix::fs::chown(&log, Some(uid), None).unwrap();
+                config.push_str(&format!("[component]\naudit_log = \"{}\"\n", log.display()));
+            }
             _ => {}
         }
         write(&dir.join(format!("{id}.toml")), &config);
