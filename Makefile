@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
-.PHONY: all deps buildroot kernel ebpf tools models userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
 all: image
 
 deps:
@@ -37,6 +37,10 @@ image: kernel ebpf tools models userspace buildroot
 	bash scripts/stage-rootfs.sh
 	bash scripts/in-buildroot.sh env SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash /src/image/build.sh
 
+# The reference AgentFS SDK (PyPI, hash-pinned) for the interoperability test.
+agentfs-sdk: deps
+	bash scripts/agentfs-sdk.sh
+
 # Boots the built image interactively (serial console on this terminal).
 qemu:
 	bash qemu/run.sh --image $(OUT)/clawos.raw --state $(OUT)/vm/interactive
@@ -46,9 +50,12 @@ run: image qemu
 test: test-unit test-pg test-ebpf-vm test-vm
 
 # The tools first: tests/built_tools.rs runs every shipped tool, hostile ones
-# included; the model too: with CLAWOS_MINILM_DIR set its tests cannot skip.
-test-unit: deps tools models
-	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 cargo test --release --locked --workspace
+# included; the model and the AgentFS SDK too: with them named here, the tests
+# that use them fail instead of skipping when they are missing.
+test-unit: deps tools models agentfs-sdk
+	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 \
+	PYTHONPATH=$(OUT)/agentfs-sdk CLAWOS_REQUIRE_AGENTFS_SDK=1 \
+	cargo test --release --locked --workspace
 
 # migrate-pg-to-sqlite against a throwaway PostgreSQL 15 + pgvector server.
 test-pg: deps

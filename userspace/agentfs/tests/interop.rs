@@ -1,7 +1,8 @@
 //! Interoperability with the reference AgentFS SDK (PyPI `agentfs-sdk`
 //! 0.6.4): a workspace written here is read by the SDK and the other way
-//! round. Skipped, saying so, when python3 cannot import the SDK; set
-//! CLAWOS_REQUIRE_AGENTFS_SDK=1 to make a missing SDK a failure.
+//! round. `make test` installs the SDK (scripts/agentfs-sdk.sh) and sets
+//! CLAWOS_REQUIRE_AGENTFS_SDK=1, which makes a missing SDK a failure; a bare
+//! `cargo test` without it skips these tests, saying so.
 
 mod common;
 
@@ -20,7 +21,7 @@ fn sdk_available() -> bool {
         .status()
         .is_ok_and(|status| status.success());
     if !found {
-        let message = "SKIPPED: python3 cannot import agentfs_sdk; install it with `pip install agentfs-sdk==0.6.4`";
+        let message = "SKIPPED: python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk";
         assert!(std::env::var_os("CLAWOS_REQUIRE_AGENTFS_SDK").is_none(), "{message}");
         eprintln!("{message}");
     }
