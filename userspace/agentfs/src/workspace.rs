@@ -31,13 +31,17 @@ pub struct OpenOptions {
     /// Chunk size written to `fs_config` when the database is created; an
     /// existing database keeps its own, as the spec makes it immutable.
     pub chunk_size: u64,
+    /// SQLite page size of a database this open creates (512..=65536, a
+    /// power of two); `None` for SQLite's 4096. An existing database keeps
+    /// its own: WAL mode cannot change it.
+    pub page_size: Option<u32>,
     /// Read-only lower layer; `None` for a plain workspace.
     pub base: Option<BaseSource>,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { chunk_size: DEFAULT_CHUNK_SIZE, base: None }
+        OpenOptions { chunk_size: DEFAULT_CHUNK_SIZE, page_size: None, base: None }
     }
 }
 
@@ -112,6 +116,10 @@ impl AgentFs {
     /// Opens the workspace at `path` with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<AgentFs> {
         let mut conn = Connection::open(path)?;
+        if let Some(page_size) = options.page_size {
+            // Only takes effect before the first page is written.
+            conn.pragma_update(None, "page_size", page_size)?;
+        }
         db::apply_pragmas(&conn)?;
         let chunk_size = db::init(&mut conn, options.chunk_size)?;
         let base = match &options.base {

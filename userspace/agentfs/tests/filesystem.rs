@@ -26,10 +26,23 @@ fn fresh_workspace_follows_the_spec_initialization() {
 fn chunk_size_is_fixed_at_creation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
-    let options = agentfs::OpenOptions { chunk_size: 16, base: None };
+    let options = agentfs::OpenOptions { chunk_size: 16, ..agentfs::OpenOptions::default() };
     agentfs::AgentFs::open_with(&path, &options).unwrap();
     let reopened = agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions::default()).unwrap();
     assert_eq!(reopened.chunk_size(), 16);
+}
+
+#[test]
+fn page_size_is_set_at_creation_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let page_size = |fs: &agentfs::AgentFs| fs.connection().query_row("PRAGMA page_size", [], |r| r.get::<_, u32>(0)).unwrap();
+    let created = agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions { page_size: Some(32768), ..Default::default() }).unwrap();
+    assert_eq!(page_size(&created), 32768);
+    drop(created);
+    let reopened = agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions { page_size: Some(8192), ..Default::default() }).unwrap();
+    assert_eq!(page_size(&reopened), 32768, "an existing database keeps its page size");
+    assert_eq!(page_size(&Workspace::new()), 4096, "SQLite's default without the option");
 }
 
 #[test]

@@ -186,7 +186,7 @@ proptest! {
     #[test]
     fn workspace_matches_the_model(ops in proptest::collection::vec(op(), 1..30)) {
         // A 16-byte chunk size makes multi-chunk writes and truncates common.
-        let mut ws = Workspace::with_options(&agentfs::OpenOptions { chunk_size: 16, base: None });
+        let mut ws = Workspace::with_options(&agentfs::OpenOptions { chunk_size: 16, ..agentfs::OpenOptions::default() });
         let mut model = Model::default();
         for op in &ops {
             let expected = model.apply(op);

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
+use crate::index::open_agentfs;
 use crate::names::AGENTS;
 use crate::time::now_rfc3339;
 
@@ -104,7 +105,7 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
         let dir = root.join(&agent_rel);
         let db = dir.join("workspace.db");
         if !db.exists() {
-            agentfs::AgentFs::open(&db).map_err(|source| Error::AgentFs { path: db.clone(), source })?;
+            open_agentfs(&db)?;
             fs::set_permissions(&db, fs::Permissions::from_mode(AGENT_DB_MODE)).map_err(io("chmod", &db))?;
             report.created.push(format!("{agent_rel}/workspace.db"));
         }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::embed::Embedder;
 use crate::error::{io, Error, Result};
-use crate::index::MemoryIndex;
+use crate::index::{open_agentfs, MemoryIndex};
 use crate::names::{validate_workspace_name, validate_workspace_to_open};
 use crate::time::now_rfc3339;
 
@@ -179,7 +179,7 @@ impl Clawfs {
         let created = (|| {
             fs::create_dir(dir.join("snapshots")).map_err(io("create directory", dir.join("snapshots")))?;
             let db = dir.join("workspace.db");
-            agentfs::AgentFs::open(&db).map_err(|source| Error::AgentFs { path: db, source })?;
+            open_agentfs(&db)?;
             write_json_atomic(&dir.join("metadata.json"), &metadata)
         })();
         if let Err(error) = created {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use clawfs::chunk::{chunk_id, Chunk};
 use clawfs::{Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest, HNSW_FILE, HNSW_SIDECAR_FILE};
 
 const DIMENSION: usize = 256;
@@ -118,6 +119,62 @@ fn a_missing_or_stale_hnsw_file_is_rebuilt_on_open() {
     assert_ne!(std::fs::read(workspace.join(HNSW_SIDECAR_FILE)).unwrap(), old_sidecar, "rebuilt and re-saved");
     let response = index.search(&SearchRequest { fusion: Fusion::Weighted { vector: 1.0, keyword: 0.0 }, ..SearchRequest::new("PCR policies sealed key") }).unwrap();
     assert_eq!(response.results[0].path, "tpm.md");
+}
+
+#[test]
+fn an_index_file_of_another_scalar_kind_is_rebuilt() {
+    let (dir, clawfs) = instance();
+    let sidecar_path = dir.path().join("workspaces/notes").join(HNSW_SIDECAR_FILE);
+    clawfs.open_memory("notes", embedder()).unwrap().index_document("guide.md", GUIDE).unwrap();
+    let mut sidecar: serde_json::Value = serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
+    assert_eq!(sidecar["scalar"], "i8");
+    sidecar["scalar"] = "f32".into();
+    std::fs::write(&sidecar_path, serde_json::to_vec(&sidecar).unwrap()).unwrap();
+    let index = clawfs.open_memory("notes", embedder()).unwrap();
+    let rebuilt: serde_json::Value = serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
+    assert_eq!(rebuilt["scalar"], "i8", "rebuilt and re-saved");
+    assert_eq!(index.search(&SearchRequest::new("vault")).unwrap().results[0].heading, "Secrets");
+}
+
+/// The graph holds quantized vectors; the scores must still be the exact
+/// cosine of the float32 vectors, and the order exact among the candidates.
+#[test]
+fn vector_scores_are_exact_cosine_over_the_stored_float32_vectors() {
+    let (_dir, clawfs) = instance();
+    let mut index = clawfs.open_memory("notes", None).unwrap();
+    let vectors: Vec<Vec<f32>> = (0..200u32)
+        .map(|n| (0..DIMENSION as u32).map(|d| ((n * 7919 + d * 104_729) % 1000) as f32 / 100.0 - 5.0 + (n % 3) as f32).collect())
+        .collect();
+    let chunks = vectors
+        .iter()
+        .enumerate()
+        .map(|(n, vector)| {
+            let (path, text) = (format!("v/{n}.md"), format!("vector {n}"));
+            (Chunk { id: chunk_id(&path, "", 0, &text), path, heading: String::new(), ordinal: 0, content: text }, Some(vector.clone()))
+        })
+        .collect();
+    index.insert_embedded(chunks, "test-vectors").unwrap();
+    index.save().unwrap();
+    let cosine = |a: &[f32], b: &[f32]| {
+        let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| (*p as f64) * (*q as f64)).sum::<f64>();
+        dot(a, b) / (dot(a, a).sqrt() * dot(b, b).sqrt())
+    };
+    let query: Vec<f32> = vectors[17].iter().enumerate().map(|(d, x)| x * 3.0 + (d % 5) as f32 * 0.01).collect();
+    let hits = index.search_by_vector(&query, 10).unwrap();
+    assert_eq!(hits[0].path, "v/17.md");
+    let mut exact: Vec<(f64, String)> = vectors.iter().enumerate().map(|(n, v)| (cosine(&query, v), format!("v/{n}.md"))).collect();
+    exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (hit, (score, path)) in hits.iter().zip(&exact) {
+        assert_eq!(&hit.path, path);
+        assert!((hit.vector_score.unwrap() as f64 - score).abs() < 1e-5, "{}: {} vs exact {score}", hit.path, hit.score);
+    }
+}
+
+#[test]
+fn workspace_databases_use_large_pages_for_their_vectors() {
+    let (dir, _clawfs) = instance();
+    let db = rusqlite::Connection::open(dir.path().join("workspaces/notes/workspace.db")).unwrap();
+    assert_eq!(db.query_row("PRAGMA page_size", [], |row| row.get::<_, u32>(0)).unwrap(), 32768);
 }
 
 #[test]
