@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use clawfs::chunk::{chunk_id, Chunk};
-use clawfs::{Clawfs, Config, EmbedError, Embedder, Fusion, MemoryIndex, SearchRequest};
+use clawfs::{Clawfs, Config, EmbedError, Embedder, Fusion, HnswParams, MemoryIndex, SearchRequest};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
@@ -55,6 +55,9 @@ struct Cli {
     /// The model directory for `--vectors minilm`.
     #[arg(long, default_value = "out/models/all-minilm-l6-v2")]
     model_dir: PathBuf,
+    /// HNSW ef_construction of the workspace (spec range 100..=1000).
+    #[arg(long, default_value_t = HnswParams::default().ef_construction)]
+    ef_construction: usize,
     /// Where to build the workspace (a temporary directory by default).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -168,7 +171,8 @@ fn main() -> anyhow::Result<()> {
     };
     let temporary = tempfile::tempdir()?;
     let root = cli.dir.clone().unwrap_or_else(|| temporary.path().to_owned());
-    let clawfs = Clawfs::new(Config { vector_dimension: dimension, ..Config::new(&root) })?;
+    let hnsw = HnswParams { ef_construction: cli.ef_construction, ..HnswParams::default() };
+    let clawfs = Clawfs::new(Config { vector_dimension: dimension, hnsw, ..Config::new(&root) })?;
     clawfs.create_workspace("bench", "bench").context("a fresh --dir is needed")?;
 
     // Inserts: chunk rows, FTS5, vectors and HNSW, 1000 per transaction.
@@ -187,8 +191,9 @@ fn main() -> anyhow::Result<()> {
     let insert_seconds = started.elapsed().as_secs_f64();
     drop(index);
     println!(
-        "{} documents, {dimension} dimensions ({model_id}): inserted in {insert_seconds:.1} s, {:.0} inserts/s",
+        "{} documents, {dimension} dimensions ({model_id}), ef_construction {}: inserted in {insert_seconds:.1} s, {:.0} inserts/s",
         cli.documents,
+        cli.ef_construction,
         cli.documents as f64 / insert_seconds
     );
 
