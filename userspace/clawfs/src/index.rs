@@ -10,7 +10,7 @@
 //! must agree, else (missing file, crash between commit and save, copied
 //! database) the index is rebuilt from the database with a log line.
 //!
-//! The HNSW graph holds its vectors quantized ([`HNSW_SCALAR`]): a quarter
+//! The HNSW graph holds its vectors quantized to i8 ([`quantize`]): a quarter
 //! of the memory, disk and distance work of float32, which is what makes
 //! 1536-dimension inserts fast and 100,000 documents fit the spec's 1 GB.
 //! The graph only proposes candidates; the vector leg re-ranks them by
@@ -40,10 +40,22 @@ pub const HNSW_FILE: &str = "workspace.hnsw";
 /// What the HNSW file holds, for the check on open.
 pub const HNSW_SIDECAR_FILE: &str = "workspace.hnsw.json";
 
-/// How the HNSW graph stores its vectors. Recorded in the sidecar: a file
-/// built with another kind is rebuilt on open.
+/// How the HNSW graph stores its vectors ([`quantize`]). Recorded in the
+/// sidecar: a file built another way is rebuilt on open.
 const HNSW_SCALAR: ScalarKind = ScalarKind::I8;
-const HNSW_SCALAR_NAME: &str = "i8";
+const HNSW_SCALAR_NAME: &str = "i8-maxabs";
+
+/// A vector as the graph stores it: scaled so its largest component is
+/// ±127, then rounded. Cosine ignores the scale, and using the whole i8
+/// range keeps the error near 1% (usearch's own cast scales unit vectors,
+/// whose 1536 components are then a few units each).
+fn quantize(vector: &[f32]) -> Vec<i8> {
+    let largest = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if largest == 0.0 || vector.iter().any(|x| !x.is_finite()) {
+        return vec![0; vector.len()];
+    }
+    vector.iter().map(|x| (x * 127.0 / largest).round() as i8).collect()
+}
 
 /// Texts embedded per embedder call while re-embedding.
 const EMBED_BATCH: usize = 64;
@@ -538,7 +550,7 @@ impl MemoryIndex {
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|worker| {
-                    scope.spawn(move || added.iter().skip(worker).step_by(threads).try_for_each(|(key, vector)| hnsw.add(*key, vector)))
+                    scope.spawn(move || added.iter().skip(worker).step_by(threads).try_for_each(|(key, vector)| hnsw.add(*key, &quantize(vector))))
                 })
                 .collect();
             workers.into_iter().try_for_each(|worker| worker.join().expect("an HNSW insert thread panicked"))
@@ -606,7 +618,7 @@ impl MemoryIndex {
     /// by exact cosine similarity over their float32 vectors, best first.
     fn nearest(&self, query: &[f32], count: usize) -> Result<Vec<(u64, f32)>> {
         let (db_path, hnsw_path) = (self.dir.join(DATABASE_FILE), self.dir.join(HNSW_FILE));
-        let matches = self.hnsw.search(query, count).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        let matches = self.hnsw.search(&quantize(query), count).map_err(|e| hnsw_error(&hnsw_path, e))?;
         let mut statement =
             self.connection.prepare_cached("SELECT embedding FROM clawfs_vectors WHERE key = ?1").map_err(sqlite(&db_path))?;
         let query_norm = dot(query, query).sqrt();
@@ -699,4 +711,18 @@ fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> =
         text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| format!("\"{w}\"")).collect();
     (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantize;
+
+    #[test]
+    fn quantize_uses_the_whole_i8_range_and_keeps_direction() {
+        let small = [0.01f32, -0.02, 0.005, 0.0];
+        assert_eq!(quantize(&small), vec![64, -127, 32, 0]);
+        assert_eq!(quantize(&small.map(|x| x * 1000.0)), quantize(&small), "scale does not matter to cosine");
+        assert_eq!(quantize(&[0.0; 3]), vec![0; 3]);
+        assert_eq!(quantize(&[f32::NAN, 1.0]), vec![0; 2], "a non-finite vector quantizes to zero, not to garbage");
+    }
 }
