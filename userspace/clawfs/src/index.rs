@@ -40,21 +40,30 @@ pub const HNSW_FILE: &str = "workspace.hnsw";
 /// What the HNSW file holds, for the check on open.
 pub const HNSW_SIDECAR_FILE: &str = "workspace.hnsw.json";
 
-/// How the HNSW graph stores its vectors ([`quantize`]). Recorded in the
-/// sidecar: a file built another way is rebuilt on open.
+/// How the HNSW graph stores its vectors ([`quantize`]) and compares them.
+/// Recorded in the sidecar: a file built another way is rebuilt on open.
 const HNSW_SCALAR: ScalarKind = ScalarKind::I8;
-const HNSW_SCALAR_NAME: &str = "i8-maxabs";
+const HNSW_METRIC: MetricKind = MetricKind::IP;
+const HNSW_SCALAR_NAME: &str = "i8-ip";
 
-/// A vector as the graph stores it: scaled so its largest component is
-/// ±127, then rounded. Cosine ignores the scale, and using the whole i8
-/// range keeps the error near 1% (usearch's own cast scales unit vectors,
-/// whose 1536 components are then a few units each).
+/// Components of a unit vector, in standard deviations (1/√dimension),
+/// that still fit the i8 range; larger ones are clamped.
+const QUANTIZATION_SIGMAS: f32 = 5.0;
+
+/// A vector as the graph stores it: normalized to unit length, scaled so a
+/// component of [`QUANTIZATION_SIGMAS`] standard deviations is 127, rounded
+/// and clamped. Every vector gets the same scale, so the i8 inner product
+/// is the cosine times a constant, and the graph can use the plain dot
+/// product kernel (about 1.5x faster to build than i8 cosine). usearch's
+/// own cast would scale unit vectors to ±127, leaving 1536 components a few
+/// units each.
 fn quantize(vector: &[f32]) -> Vec<i8> {
-    let largest = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-    if largest == 0.0 || vector.iter().any(|x| !x.is_finite()) {
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm == 0.0 || !norm.is_finite() {
         return vec![0; vector.len()];
     }
-    vector.iter().map(|x| (x * 127.0 / largest).round() as i8).collect()
+    let scale = 127.0 * (vector.len() as f32).sqrt() / (QUANTIZATION_SIGMAS * norm);
+    vector.iter().map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8).collect()
 }
 
 /// Texts embedded per embedder call while re-embedding.
@@ -266,7 +275,7 @@ impl MemoryIndex {
         let params = metadata.hnsw_params;
         let options = IndexOptions {
             dimensions: metadata.vector_dimension,
-            metric: MetricKind::Cos,
+            metric: HNSW_METRIC,
             quantization: HNSW_SCALAR,
             connectivity: params.m,
             expansion_add: params.ef_construction,
@@ -715,14 +724,21 @@ fn fts_query(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::quantize;
+    use super::{quantize, QUANTIZATION_SIGMAS};
 
     #[test]
-    fn quantize_uses_the_whole_i8_range_and_keeps_direction() {
-        let small = [0.01f32, -0.02, 0.005, 0.0];
-        assert_eq!(quantize(&small), vec![64, -127, 32, 0]);
-        assert_eq!(quantize(&small.map(|x| x * 1000.0)), quantize(&small), "scale does not matter to cosine");
+    fn quantize_scales_unit_vectors_alike_and_clamps_outliers() {
+        // 100 dimensions: one standard deviation of a unit vector's component is 0.1.
+        let mut vector = [0.0f32; 100];
+        vector[..3].copy_from_slice(&[0.3, -0.1, 0.9]);
+        let quantized = quantize(&vector);
+        let norm = (0.09f32 + 0.01 + 0.81).sqrt();
+        let expected = |x: f32| (x / norm * 127.0 / (QUANTIZATION_SIGMAS * 0.1)).round() as i8;
+        assert_eq!(&quantized[..3], &[expected(0.3), expected(-0.1), 127], "0.9 / norm is 9.4 sigmas: clamped");
+        assert!(quantized[3..].iter().all(|x| *x == 0));
+        assert_eq!(quantize(&vector.map(|x| x * 1000.0)), quantized, "the length does not matter to cosine");
         assert_eq!(quantize(&[0.0; 3]), vec![0; 3]);
         assert_eq!(quantize(&[f32::NAN, 1.0]), vec![0; 2], "a non-finite vector quantizes to zero, not to garbage");
+        assert_eq!(quantize(&[f32::INFINITY, 1.0]), vec![0; 2]);
     }
 }

@@ -127,12 +127,12 @@ fn an_index_file_of_another_scalar_kind_is_rebuilt() {
     let sidecar_path = dir.path().join("workspaces/notes").join(HNSW_SIDECAR_FILE);
     clawfs.open_memory("notes", embedder()).unwrap().index_document("guide.md", GUIDE).unwrap();
     let mut sidecar: serde_json::Value = serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
-    assert_eq!(sidecar["scalar"], "i8-maxabs");
+    assert_eq!(sidecar["scalar"], "i8-ip");
     sidecar["scalar"] = "f32".into();
     std::fs::write(&sidecar_path, serde_json::to_vec(&sidecar).unwrap()).unwrap();
     let index = clawfs.open_memory("notes", embedder()).unwrap();
     let rebuilt: serde_json::Value = serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
-    assert_eq!(rebuilt["scalar"], "i8-maxabs", "rebuilt and re-saved");
+    assert_eq!(rebuilt["scalar"], "i8-ip", "rebuilt and re-saved");
     assert_eq!(index.search(&SearchRequest::new("vault")).unwrap().results[0].heading, "Secrets");
 }
 
