@@ -86,7 +86,7 @@ fn documents_and_vectors_arrive_verified_in_batches() {
 
     // The workspace is a normal ClawFS workspace: both search legs work on it.
     let clawfs = Clawfs::new(Config { vector_dimension: DIMENSION, ..Config::new(root.path()) }).unwrap();
-    let mut index = clawfs.open_memory("memory", Some(Arc::new(KnownVectors))).unwrap();
+    let index = clawfs.open_memory("memory", Some(Arc::new(KnownVectors))).unwrap();
     assert_eq!((index.chunk_count().unwrap(), index.vector_count()), (2500, 2400));
     let top = |query: &str, vector: f32| {
         let request = SearchRequest { limit: 1, fusion: Fusion::Weighted { vector, keyword: 1.0 - vector }, ..SearchRequest::new(query) };
