@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use clawfs::chunk::{chunk_id, Chunk};
-use clawfs::{Clawfs, Config, EmbedError, Embedder, Fusion, HnswParams, MemoryIndex, SearchRequest};
+use clawfs::{Clawfs, Config, EmbedError, Embedder, Fusion, HnswParams, LegReport, MemoryIndex, SearchRequest};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
@@ -110,20 +110,25 @@ fn synthetic_vectors(topics: &[usize], clusters: usize, dimension: usize, rng: &
 }
 
 /// Answers each benchmark query with its precomputed vector, so query
-/// latency measures the search, not an embedding model.
-struct QueryVectors(HashMap<String, Vec<f32>>, usize);
+/// latency measures the search, not an embedding model. It passes for the
+/// model of the stored vectors, or the index would not run the vector leg.
+struct QueryVectors {
+    vectors: HashMap<String, Vec<f32>>,
+    dimension: usize,
+    model_id: String,
+}
 
 impl Embedder for QueryVectors {
     fn dimension(&self) -> usize {
-        self.1
+        self.dimension
     }
     fn model_id(&self) -> &str {
-        "clawfs-bench"
+        &self.model_id
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         texts
             .iter()
-            .map(|text| self.0.get(*text).cloned().ok_or_else(|| EmbedError::Model { model: "clawfs-bench".into(), reason: format!("unknown query {text}") }))
+            .map(|text| self.vectors.get(*text).cloned().ok_or_else(|| EmbedError::Model { model: "clawfs-bench".into(), reason: format!("unknown query {text}") }))
             .collect()
     }
 }
@@ -160,10 +165,15 @@ fn main() -> anyhow::Result<()> {
             let model = minilm::MiniLmEmbedder::load(&cli.model_dir)?;
             let started = Instant::now();
             let all: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let mut vectors = Vec::with_capacity(all.len());
-            for part in all.chunks(256) {
-                vectors.extend(model.embed(part)?);
-            }
+            // candle's matrix products use one core at this size: one
+            // embedding thread per core.
+            let threads = std::thread::available_parallelism().map_or(1, usize::from);
+            let parts: Vec<&[&str]> = all.chunks(all.len().div_ceil(threads).max(1)).collect();
+            let vectors = std::thread::scope(|scope| {
+                let workers: Vec<_> = parts.iter().map(|part| scope.spawn(|| model.embed(part))).collect();
+                workers.into_iter().map(|worker| worker.join().expect("an embedding thread panicked")).collect::<Result<Vec<_>, _>>()
+            })?
+            .concat();
             let seconds = started.elapsed().as_secs_f64();
             println!("embedding (all-MiniLM-L6-v2, in-process): {} texts in {seconds:.1} s, {:.0} texts/s", texts.len(), texts.len() as f64 / seconds);
             (vectors, minilm::DIMENSION, minilm::MODEL_ID.to_owned())
@@ -206,7 +216,7 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|n| normalize(vectors[*n].iter().map(|x| x + 0.05 * rng.random_range(-1.0f32..1.0)).collect()))
         .collect();
-    let lookup = QueryVectors(query_texts.iter().cloned().zip(query_vectors.iter().cloned()).collect(), dimension);
+    let lookup = QueryVectors { vectors: query_texts.iter().cloned().zip(query_vectors.iter().cloned()).collect(), dimension, model_id };
 
     let started = Instant::now();
     let index: MemoryIndex = clawfs.open_memory("bench", Some(Arc::new(lookup)))?;
@@ -234,6 +244,13 @@ fn main() -> anyhow::Result<()> {
     })?;
     let hybrid = time(&|q| {
         let response = index.search(&SearchRequest::new(query_texts[q].clone()))?;
+        anyhow::ensure!(
+            matches!((&response.keyword, &response.vector), (LegReport::Ran { .. }, LegReport::Ran { .. })),
+            "hybrid query {} did not run both legs: {:?} / {:?}",
+            query_texts[q],
+            response.keyword,
+            response.vector
+        );
         anyhow::ensure!(response.results.len() == 10, "hybrid query {} found fewer than 10", query_texts[q]);
         Ok(())
     })?;
