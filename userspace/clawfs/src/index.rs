@@ -612,8 +612,9 @@ impl MemoryIndex {
         Ok(SearchResponse { results, keyword, vector, fusion: request.fusion })
     }
 
-    /// The `limit` chunks nearest to `vector` (cosine, through the HNSW
-    /// index): "more like this" for a vector at hand, without an embedder.
+    /// The `limit` chunks nearest to `vector`, by exact cosine among the
+    /// HNSW candidates: "more like this" for a vector at hand, without an
+    /// embedder.
     pub fn search_by_vector(&self, vector: &[f32], limit: usize) -> Result<Vec<SearchHit>> {
         if vector.len() != self.hnsw.dimensions() {
             return Err(Error::Config(format!("a {}-dimension query vector; the workspace stores {}", vector.len(), self.hnsw.dimensions())));
