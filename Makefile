@@ -8,6 +8,10 @@ export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
+# One step at a time even under `make -j`: each step already uses every core,
+# and the boot tests time a VM that must not share the CPUs with a build.
+.NOTPARALLEL:
+
 .PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
 all: image
 

@@ -7,12 +7,16 @@
 # across boots (that is what makes reboot tests meaningful).
 #
 #   run.sh --image IMG --state DIR [--headless] [--ssh-port N] [--serial FILE]
-#          [--disk-size 4G] [--fresh]
+#          [--disk-size 4G] [--fresh] [--disk-cache writeback|unsafe]
 # Interactive by default: serial console on this terminal (Ctrl-a x quits).
-# KVM is used when CLAWOS_ACCEL=kvm or /dev/kvm works on bare metal; nested
-# KVM hangs on the CI machines, so virtual machines get TCG.
+# --disk-cache unsafe (the boot tests) skips the host fsync behind each guest
+# flush: the data still reaches the overlay file, and a test VM's disk need
+# not survive a crash of the host.
+# CLAWOS_ACCEL=kvm|tcg picks the accelerator; unset, KVM is used when
+# /dev/kvm is writable on bare metal. Nested KVM hangs on the CI machines
+# (the guest stalls in its kernel), so virtual machines get TCG.
 set -euo pipefail
-IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0
+IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback
 while (($#)); do
   case $1 in
     --image) IMAGE=$2; shift 2 ;;
@@ -22,6 +26,7 @@ while (($#)); do
     --serial) SERIAL=$2; shift 2 ;;
     --disk-size) DISK_SIZE=$2; shift 2 ;;
     --fresh) FRESH=1; shift ;;
+    --disk-cache) DISK_CACHE=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -41,9 +46,15 @@ mkdir -p "$STATE/tpm"
 [[ -s $STATE/uuid ]] || cat /proc/sys/kernel/random/uuid > "$STATE/uuid"
 
 accel=tcg
-if [[ ${CLAWOS_ACCEL:-} == kvm ]] || { [[ -z ${CLAWOS_ACCEL:-} && -w /dev/kvm ]] && ! systemd-detect-virt -q 2>/dev/null; }; then
-  accel=kvm
-fi
+case ${CLAWOS_ACCEL:-} in
+  kvm) accel=kvm ;;
+  tcg) ;;
+  # Only when systemd-detect-virt positively says bare metal: a missing
+  # tool or any VM or container means TCG.
+  "") if [[ -w /dev/kvm && $(systemd-detect-virt 2>/dev/null) == none ]]; then accel=kvm; fi ;;
+  *) echo "run.sh: CLAWOS_ACCEL must be kvm or tcg, not '$CLAWOS_ACCEL'" >&2; exit 2 ;;
+esac
+echo "run.sh: accel $accel" >&2
 
 # swtpm exits by itself when QEMU closes the control channel.
 rm -f "$STATE/tpm/ctrl"
@@ -56,7 +67,7 @@ args=(
   -drive if=pflash,format=raw,unit=0,readonly=on,file="$OVMF_CODE"
   -drive if=pflash,format=raw,unit=1,file="$STATE/ovmf-vars.fd"
   -chardev socket,id=chrtpm,path="$STATE/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0
-  -drive if=none,id=disk0,format=qcow2,file="$STATE/disk.qcow2" -device virtio-blk-pci,drive=disk0
+  -drive if=none,id=disk0,format=qcow2,cache="$DISK_CACHE",file="$STATE/disk.qcow2" -device virtio-blk-pci,drive=disk0
   -netdev user,id=net0,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 -device virtio-net-pci,netdev=net0
   -device virtio-rng-pci
   -no-reboot
@@ -64,7 +75,7 @@ args=(
 if ((HEADLESS)); then
   args+=(-display none -serial "file:${SERIAL:-$STATE/serial.log}" -monitor none)
 else
-  echo "ClawOS: ssh -p $SSH_PORT root@127.0.0.1 once booted (accel $accel); Ctrl-a x quits" >&2
+  echo "ClawOS: ssh -p $SSH_PORT root@127.0.0.1 once booted; Ctrl-a x quits" >&2
   args+=(-nographic -serial mon:stdio)
 fi
 exec qemu-system-x86_64 "${args[@]}"

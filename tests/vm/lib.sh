@@ -1,7 +1,7 @@
 # Helpers for the boot tests: start a VM headless, wait until it is ready,
 # run commands in it over SSH, shut it down. Sourced by tests/vm/run.sh.
 KEY="$OUT/ssh/id_ed25519"
-VM_PID="" VM_PORT="" VM_SERIAL=""
+VM_PID="" VM_PORT="" VM_SERIAL="" VM_LAST_SSH=""
 PASSED=0 FAILED=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -11,8 +11,9 @@ vm_start() {
   local image=$1 state=$2; shift 2
   VM_PORT=$(free_port); VM_SERIAL="$state/serial.log"
   mkdir -p "$state"; : > "$VM_SERIAL"
-  VM_T0=$(date +%s.%N)
-  bash "$REPO/qemu/run.sh" --image "$image" --state "$state" --headless --ssh-port "$VM_PORT" --serial "$VM_SERIAL" "$@" \
+  VM_T0=$(date +%s.%N) VM_CPU0=$(head -n 1 /proc/stat)
+  bash "$REPO/qemu/run.sh" --image "$image" --state "$state" --headless --ssh-port "$VM_PORT" --serial "$VM_SERIAL" \
+    --disk-cache unsafe "$@" \
     > "$state/qemu.log" 2>&1 &
   VM_PID=$!
 }
@@ -21,6 +22,7 @@ vm_ssh() {
   ssh -i "$KEY" -p "$VM_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
     -o LogLevel=ERROR -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 "$@"
 }
+export -f vm_ssh
 
 # vm_wait_ready TIMEOUT: until systemd finished booting (running or degraded)
 # and sshd answers. Sets VM_READY_S (seconds since QEMU start).
@@ -28,7 +30,9 @@ vm_wait_ready() {
   local deadline=$(( $(date +%s) + $1 )) state
   while (( $(date +%s) < deadline )); do
     kill -0 "$VM_PID" 2>/dev/null || { warn "QEMU exited before the VM was ready"; vm_serial_tail; return 1; }
-    state=$(vm_ssh systemctl is-system-running --wait 2>/dev/null) || true
+    # Bounded: a guest that stalls mid-answer must not outlast the deadline.
+    state=$(KEY=$KEY VM_PORT=$VM_PORT timeout 120 bash -c 'vm_ssh systemctl is-system-running --wait' 2>&1) || true
+    VM_LAST_SSH=$state
     if [[ $state == running || $state == degraded ]]; then
       VM_READY_S=$(echo "$(date +%s.%N) - $VM_T0" | bc); VM_READY_S=$(printf '%.1f' "$VM_READY_S")
       log "VM ready ($state) after ${VM_READY_S}s"; return 0
@@ -38,7 +42,27 @@ vm_wait_ready() {
   warn "VM not ready within $1 s"; vm_serial_tail; return 1
 }
 
-vm_serial_tail() { warn "last lines of the serial console ($VM_SERIAL):"; tail -n 60 "$VM_SERIAL" >&2 || true; }
+# vm_serial_tail: what a failed boot leaves to go on. CI shows only the end
+# of the output, so the summary comes last: the host's state, how far the
+# guest got, and whether its kernel reported stalls.
+vm_serial_tail() {
+  warn "last lines of the serial console ($VM_SERIAL):"
+  tail -n 60 "$VM_SERIAL" >&2 || true
+  local plain; plain=$(sed 's/\x1b\[[0-9;]*[a-zA-Z]//g; s/\x1bM//g; s/\r//g' "$VM_SERIAL" 2>/dev/null) || true
+  {
+    echo "--- boot summary"
+    echo "host: $(grep -h 'accel' "${VM_SERIAL%/*}/qemu.log" 2>/dev/null); $(uptime | sed 's/.*load/load/'); $(df -h --output=avail "$OUT" | tail -n 1 | tr -d ' ') disk and $(free -m | awk '/^Mem/ {print $7}') MiB memory available"
+    # /proc/stat's first line: user nice system idle iowait irq softirq steal.
+    echo "host CPU since QEMU started: $(awk '{ for (i = 2; i <= 9; i++) d[i] = $i - p[i] } NR == 1 { for (i = 2; i <= 9; i++) p[i] = $i; next }
+      { t = 0; for (i = 2; i <= 9; i++) t += d[i]; if (t == 0) t = 1
+        printf "busy %d%%, idle %d%%, iowait %d%%, steal %d%%", 100 * (d[2] + d[3] + d[4] + d[7] + d[8]) / t, 100 * d[5] / t, 100 * d[6] / t, 100 * d[9] / t }' \
+      <(echo "$VM_CPU0") <(head -n 1 /proc/stat))"
+    echo "guest: kernel at $(grep -o '^\[ *[0-9.]*\]' <<<"$plain" | tail -n 1 | tr -d '[] ') s; $(grep -c 'rcu: INFO' <<<"$plain") RCU stall reports; $(grep -c 'Started ' <<<"$plain") units started; $(grep -c 'FAILED' <<<"$plain") failed"
+    echo "last unit lines:"; grep -E '(Started|Finished|FAILED|Starting) ' <<<"$plain" | tail -n 6 | cut -c1-110
+    echo "last SSH answer: $(tail -n 2 <<<"${VM_LAST_SSH:-none}" | cut -c1-150)"
+    echo "QEMU: $(grep -v 'accel' "${VM_SERIAL%/*}/qemu.log" 2>/dev/null | tail -n 3)"
+  } >&2
+}
 
 # vm_wait_exit TIMEOUT: waits for QEMU to exit, killing it after TIMEOUT.
 vm_wait_exit() {

@@ -8,7 +8,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
 IMAGE="$OUT/clawos.raw"
 VMS="$OUT/vm"
-BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-420}
+BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
 source "$OUT/image/sealed.env"
 trap vm_kill EXIT
 

@@ -32,3 +32,10 @@ check "clawfs: the in-box MiniLM model finds a note that shares no words with th
   answer=$(clawctl search -w vm-semantic --json storm forecast)
   echo "$answer" | jq -e ".vector.status == \"ran\" and (.results[0].path | endswith(\"weather.md\"))" >/dev/null || { echo "$answer"; exit 1; }
   clawctl workspace delete vm-semantic >/dev/null'
+
+# fs-engine loads the model in the background at idle priority (SCHED_IDLE,
+# which its unit's system call filter must allow), not on a search's path.
+check "clawfs: the model was preloaded at idle priority" vm_ssh '
+  journal=$(journalctl -b -u clawos-fs-engine -o cat)
+  echo "$journal" | grep -qx "embedding model loaded" || { echo "$journal" | tail -n 20; exit 1; }
+  if echo "$journal" | grep "at normal priority"; then exit 1; fi'

@@ -51,6 +51,22 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
+/// A shared embedder, so a caller can keep a handle (to load a model
+/// ahead of time, say) while the cache owns another.
+impl<E: Embedder + ?Sized> Embedder for std::sync::Arc<E> {
+    fn dimension(&self) -> usize {
+        (**self).dimension()
+    }
+
+    fn model_id(&self) -> &str {
+        (**self).model_id()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed(texts)
+    }
+}
+
 /// The offline default: a deterministic feature-hashing embedder. Each
 /// lower-cased word and each character trigram of a word is hashed to a
 /// signed bucket; the vector is L2-normalized.

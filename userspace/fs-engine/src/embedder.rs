@@ -3,8 +3,10 @@
 //!
 //! - `kind = "hashing"`: the offline word-hashing default, any dimension;
 //! - `kind = "minilm"`: all-MiniLM-L6-v2 in-process (384 dimensions), from
-//!   `model_dir` (default: where the image installs it), loaded at the
-//!   first embedding so fs-engine is ready at once;
+//!   `model_dir` (default: where the image installs it). fs-engine is ready
+//!   at once: a thread at idle priority loads the model in the background,
+//!   so the first search does not wait seconds for it and the load takes no
+//!   CPU from the rest of the boot; an embedding that comes first loads it;
 //! - `kind = "openai"`: an OpenAI-compatible `/v1/embeddings` service
 //!   ([`clawfs::OpenAiConfig`]); its key is the vault secret named by
 //!   `api_key_secret`, read from security-agent when first needed (the
@@ -56,7 +58,9 @@ pub fn build(config: &EmbedderConfig, dimension: usize, secrets: SecretSource) -
             if !model_dir.join("model.safetensors").is_file() {
                 return Err(format!("all-MiniLM-L6-v2: no model.safetensors in {}", model_dir.display()));
             }
-            Ok(cached(minilm::LazyMiniLm::new(model_dir)))
+            let model = Arc::new(minilm::LazyMiniLm::new(model_dir));
+            preload_at_idle_priority(model.clone());
+            Ok(cached(model))
         }
         EmbedderConfig::Openai(openai) => match &openai.api_key_secret {
             None => Ok(cached(OpenAiEmbedder::new(openai.clone(), None))),
@@ -68,6 +72,26 @@ pub fn build(config: &EmbedderConfig, dimension: usize, secrets: SecretSource) -
                 client: Mutex::new(None),
             })),
         },
+    }
+}
+
+fn preload_at_idle_priority(model: Arc<minilm::LazyMiniLm>) {
+    let spawned = std::thread::Builder::new().name("minilm-preload".into()).spawn(move || {
+        // SCHED_IDLE: runs only on a CPU nothing else wants. It must not
+        // leak into other work, so this thread only loads the weights and
+        // ends (searches embed on their own threads).
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sets the calling thread's policy; `param` outlives the call.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+            tracing::warn!("embedding model preload at normal priority: {}", std::io::Error::last_os_error());
+        }
+        match model.preload() {
+            Ok(()) => tracing::info!("embedding model loaded"),
+            Err(reason) => tracing::error!("embedding model: {reason}"),
+        }
+    });
+    if let Err(error) = spawned {
+        tracing::warn!("no preload thread ({error}): the first embedding loads the model");
     }
 }
 

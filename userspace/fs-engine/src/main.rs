@@ -280,18 +280,7 @@ impl Daemon {
             Arc::new(move |secret: &str| clawos_runtime::peers::vault_secret(&handle, ComponentId::FsEngine, secret, VAULT_TIMEOUT));
         let embedder = embedder::build(&config.embedder, config.vector_dimension, secrets);
         match &embedder {
-            Ok(embedder) => {
-                tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder");
-                if matches!(config.embedder, embedder::EmbedderConfig::Minilm { .. }) {
-                    // Load the model now, off the request path: the first
-                    // search must not wait seconds for it.
-                    let embedder = embedder.clone();
-                    std::thread::spawn(move || match embedder.embed(&["warm-up"]) {
-                        Ok(_) => tracing::info!("embedding model loaded"),
-                        Err(error) => tracing::error!("embedding model: {error}"),
-                    });
-                }
-            }
+            Ok(embedder) => tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder"),
             Err(reason) => tracing::error!("memory search has no vector leg: the embedder could not be set up: {reason}"),
         }
         let audit = audit::AuditLog::open(&config.audit_log).map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));

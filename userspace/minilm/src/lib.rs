@@ -127,6 +127,23 @@ impl LazyMiniLm {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         LazyMiniLm { dir: dir.into(), model: std::sync::OnceLock::new() }
     }
+
+    /// Loads the model now, unless it is loaded already. The load runs
+    /// outside the slot's lock: an embedding that comes first loads the
+    /// model itself instead of waiting for this thread, which may run at a
+    /// low priority. Whichever load ends first is kept.
+    pub fn preload(&self) -> Result<(), String> {
+        let model = match self.model.get() {
+            Some(model) => model,
+            None => {
+                let loaded = MiniLmEmbedder::load(&self.dir).map_err(|e| e.to_string());
+                // An error here means another load ended first: that one is kept.
+                let _ = self.model.set(loaded);
+                self.model.get().expect("the slot is set")
+            }
+        };
+        model.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
 }
 
 impl Embedder for LazyMiniLm {

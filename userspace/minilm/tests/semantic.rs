@@ -9,24 +9,26 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use clawfs::{Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest};
-use minilm::{MiniLmEmbedder, DIMENSION, MODEL_ID};
+use clawfs::{Clawfs, Config, EmbedError, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest};
+use minilm::{LazyMiniLm, MiniLmEmbedder, DIMENSION, MODEL_ID};
+
+/// The model's directory, or None (test skipped) when it is not built and
+/// `CLAWOS_MINILM_DIR` does not require it.
+fn model_dir() -> Option<PathBuf> {
+    let (dir, required) = match std::env::var_os("CLAWOS_MINILM_DIR") {
+        Some(dir) => (PathBuf::from(dir), true),
+        None => (PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/all-minilm-l6-v2"), false),
+    };
+    if !required && !dir.join("model.safetensors").exists() {
+        eprintln!("SKIPPED: no model in {} (run `make models`)", dir.display());
+        return None;
+    }
+    Some(dir)
+}
 
 fn model() -> Option<Arc<MiniLmEmbedder>> {
     static MODEL: OnceLock<Option<Arc<MiniLmEmbedder>>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let (dir, required) = match std::env::var_os("CLAWOS_MINILM_DIR") {
-                Some(dir) => (PathBuf::from(dir), true),
-                None => (PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/all-minilm-l6-v2"), false),
-            };
-            if !required && !dir.join("model.safetensors").exists() {
-                eprintln!("SKIPPED: no model in {} (run `make models`)", dir.display());
-                return None;
-            }
-            Some(Arc::new(MiniLmEmbedder::load(&dir).unwrap_or_else(|e| panic!("{e}"))))
-        })
-        .clone()
+    MODEL.get_or_init(|| Some(Arc::new(MiniLmEmbedder::load(&model_dir()?).unwrap_or_else(|e| panic!("{e}"))))).clone()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -49,6 +51,28 @@ fn vectors_are_unit_length_and_similar_meanings_are_close() {
     // Batching and padding change nothing: a text alone gets the same vector.
     let alone = model.embed(&texts[2..3]).unwrap();
     assert!(cosine(&alone[0], &vectors[2]) > 0.9999);
+}
+
+#[test]
+fn a_preloaded_lazy_model_embeds_like_the_model() {
+    let (Some(model), Some(dir)) = (model(), model_dir()) else { return };
+    let lazy = LazyMiniLm::new(dir);
+    lazy.preload().unwrap();
+    lazy.preload().unwrap();
+    let text = ["The girl is carrying a baby."];
+    assert!(cosine(&lazy.embed(&text).unwrap()[0], &model.embed(&text).unwrap()[0]) > 0.9999);
+}
+
+#[test]
+fn a_model_that_cannot_load_fails_the_preload_and_every_embedding_with_the_reason() {
+    let empty = tempfile::tempdir().unwrap();
+    let lazy = LazyMiniLm::new(empty.path());
+    let reason = lazy.preload().unwrap_err();
+    assert!(reason.contains(&empty.path().display().to_string()), "{reason}");
+    match lazy.embed(&["any text"]) {
+        Err(EmbedError::Model { model, reason: why }) => assert_eq!((model.as_str(), why), (MODEL_ID, reason)),
+        other => panic!("{other:?}"),
+    }
 }
 
 const NOTES: [(&str, &str); 4] = [
