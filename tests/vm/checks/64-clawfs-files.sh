@@ -36,6 +36,10 @@ check "clawfs: the in-box MiniLM model finds a note that shares no words with th
 # fs-engine loads the model in the background at idle priority (SCHED_IDLE,
 # which its unit's system call filter must allow), not on a search's path.
 check "clawfs: the model was preloaded at idle priority" vm_ssh '
-  journal=$(journalctl -b -u clawos-fs-engine -o cat)
+  for _ in $(seq 60); do
+    journal=$(journalctl -b -u clawos-fs-engine -o cat)
+    echo "$journal" | grep -qx "embedding model loaded" && break
+    sleep 2
+  done
   echo "$journal" | grep -qx "embedding model loaded" || { echo "$journal" | tail -n 20; exit 1; }
   if echo "$journal" | grep "at normal priority"; then exit 1; fi'
