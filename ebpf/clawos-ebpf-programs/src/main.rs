@@ -13,6 +13,10 @@
 //! kernel with another layout needs them updated. The verifier checks every
 //! BTF pointer access against the running kernel's types, so a wrong offset
 //! makes loading fail instead of reading the wrong field.
+//!
+//! Conditions that are not events but explain one (a path the grant check
+//! could not read) go to aya-log, which userspace forwards to its own log.
+//! Nothing on a normal path logs: a log record costs a perf event output.
 #![no_std]
 #![no_main]
 
@@ -28,6 +32,7 @@ use aya_ebpf::{
     programs::{LsmContext, RawTracePointContext, TracePointContext},
     EbpfContext,
 };
+use aya_log_ebpf::warn;
 use clawos_ebpf_common::{
     CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
     NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
@@ -301,6 +306,12 @@ pub fn file_open(ctx: LsmContext) -> i32 {
     // A path that does not resolve or does not fit the grant buffer matches
     // no grant: unknown means forbidden.
     if path_len <= 0 {
+        warn!(
+            &ctx,
+            "file_open: bpf_d_path failed with {} in cgroup {}: the path matches no open grant",
+            path_len,
+            cgroup_id
+        );
         // SAFETY: `key` is this CPU's scratch slot; the record then carries an empty path.
         unsafe { (*key).data.path[0] = 0 };
     }

@@ -64,6 +64,10 @@ impl Daemon {
         let policy = Policy::load(policy_path).map_err(|error| format!("{error:#}"))?;
         let rules = Rules::load(Path::new(DEFAULT_RULES))?;
         let mut monitor = Monitor::attach(Path::new(DEFAULT_OBJECT)).map_err(|error| error_chain(&error))?;
+        // Diagnostics only: the programs enforce the same without them.
+        if let Err(error) = monitor.forward_program_logs(ProgramLog) {
+            tracing::error!("the eBPF programs' own log is not read: {}", error_chain(&error));
+        }
         monitor.apply(&resolve(&policy)).map_err(|error| error_chain(&error))?;
         let state = Arc::new(Mutex::new(State {
             monitor,
@@ -79,6 +83,29 @@ impl Daemon {
             .map_err(|error| format!("spawning the event thread: {error}"))?;
         Ok(Self { state, runtime: runtime.clone() })
     }
+}
+
+/// The eBPF programs' aya-log records, into this component's log (the
+/// journal), prefixed with the program's module.
+struct ProgramLog;
+
+impl log::Log for ProgramLog {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record) {
+        let (program, message) = (record.target(), record.args());
+        match record.level() {
+            log::Level::Error => tracing::error!("eBPF {program}: {message}"),
+            log::Level::Warn => tracing::warn!("eBPF {program}: {message}"),
+            log::Level::Info => tracing::info!("eBPF {program}: {message}"),
+            log::Level::Debug => tracing::debug!("eBPF {program}: {message}"),
+            log::Level::Trace => tracing::trace!("eBPF {program}: {message}"),
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

@@ -3,8 +3,10 @@
 //! all its programs, fills the policy maps from a [`policy::Policy`] without
 //! reloading anything, and decodes the records the programs write.
 //!
-//! Owns: loading, attaching, map updates and ring buffer reading. Must not
-//! own: anomaly rules or IPC (that is the ebpf-agent component's job).
+//! Owns: loading, attaching, map updates, ring buffer reading and handing
+//! the programs' aya-log diagnostics to a [`log::Log`]. Must not own:
+//! anomaly rules, IPC or where logs end up (that is the ebpf-agent
+//! component's job).
 pub mod event;
 pub mod policy;
 
@@ -61,8 +63,9 @@ pub enum MonitorError {
     #[error("loading eBPF object {path}")]
     Load {
         path: PathBuf,
+        // Boxed: aya's error is large, and every fallible method here returns it.
         #[source]
-        source: aya::EbpfError,
+        source: Box<aya::EbpfError>,
     },
     /// The kernel's BTF (needed to attach LSM programs) is unreadable.
     #[error("reading kernel BTF from /sys/kernel/btf/vmlinux")]
@@ -78,6 +81,9 @@ pub enum MonitorError {
         #[source]
         source: aya::programs::ProgramError,
     },
+    /// The programs' log buffer (aya-log's `AYA_LOGS`) could not be read.
+    #[error("reading the programs' logs")]
+    Logs(#[source] aya_log::Error),
     /// A map could not be opened or updated.
     #[error("{step} map {name}")]
     Map {
@@ -148,7 +154,7 @@ impl Monitor {
         }
         let mut ebpf = loader
             .load_file(path)
-            .map_err(|source| MonitorError::Load { path: path.to_owned(), source })?;
+            .map_err(|source| MonitorError::Load { path: path.to_owned(), source: Box::new(source) })?;
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         for (name, attach) in &PROGRAMS {
             let name: &'static str = name;
@@ -187,6 +193,15 @@ impl Monitor {
             ebpf,
             _stats: stats,
         })
+    }
+
+    /// Hands the programs' aya-log records (diagnostics that are not
+    /// events, such as a path the open-grant check could not read) to
+    /// `logger`. aya-log reads each CPU's buffer in a task of the current
+    /// tokio runtime, so this must be called inside one (with I/O enabled),
+    /// and only once.
+    pub fn forward_program_logs<T: log::Log + 'static>(&mut self, logger: T) -> Result<(), MonitorError> {
+        aya_log::EbpfLogger::init_with_logger(&mut self.ebpf, logger).map(drop).map_err(MonitorError::Logs)
     }
 
     /// Makes the maps hold exactly `entries`: new entries and grants are

@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clawos_ebpf_common::{Decision, EventKind};
@@ -31,6 +31,11 @@ const PORT: u16 = 4242;
 /// Opened by scenarios: outside and inside the open grants.
 const FORBIDDEN_FILE: &str = "/forbidden";
 const GRANTED_FILE: &str = "/granted/ok";
+/// Under a granted prefix, but longer than the programs' path buffer
+/// (`GRANT_PATH_LEN`), so the grant check cannot read it.
+fn too_long_file() -> String {
+    format!("/granted/{}/deep", vec!["d".repeat(60); 4].join("/"))
+}
 
 const AUDIT: &str = "vmtest/audit";
 const ENFORCE: &str = "vmtest/enforce";
@@ -185,6 +190,9 @@ fn boot() -> Result<(), String> {
     fs::write(FORBIDDEN_FILE, "not granted").map_err(|err| err.to_string())?;
     fs::create_dir_all("/granted").map_err(|err| err.to_string())?;
     fs::write(GRANTED_FILE, "granted").map_err(|err| err.to_string())?;
+    let too_long = too_long_file();
+    fs::create_dir_all(Path::new(&too_long).parent().expect("has a parent")).map_err(|err| err.to_string())?;
+    fs::write(&too_long, "too long").map_err(|err| err.to_string())?;
     for cgroup in [AUDIT, ENFORCE, OUTSIDE, BENCH] {
         fs::create_dir_all(Path::new(CGROUP_ROOT).join(cgroup)).map_err(|err| format!("cgroup {cgroup}: {err}"))?;
     }
@@ -370,6 +378,47 @@ fn open_scenario(monitor: &mut Monitor) -> Outcome {
     Ok(format!("{FORBIDDEN_FILE} audited, {GRANTED_FILE} allowed"))
 }
 
+/// The programs' aya-log records, kept for the diagnostics scenario.
+#[derive(Clone, Default)]
+struct ProgramLogs(Arc<Mutex<Vec<String>>>);
+
+impl log::Log for ProgramLogs {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record) {
+        self.0.lock().expect("log lock").push(format!("{} {}", record.level(), record.args()));
+    }
+
+    fn flush(&self) {}
+}
+
+/// An open whose path does not fit the grant check's buffer: refused as
+/// unknown (audited here), reported with an empty path, and explained by the
+/// program's own log record, which reaches userspace through aya-log.
+fn diagnostics_scenario(monitor: &mut Monitor, logs: &ProgramLogs) -> Outcome {
+    drain(monitor);
+    let run = run_in(AUDIT, &["open", &too_long_file()]);
+    ensure(run.code == 0, || format!("audit-mode open failed with errno {}", run.code))?;
+    let events = drain(monitor).remove(&run.pid).unwrap_or_default();
+    let open = only(&events, EventKind::FileOpen)?;
+    ensure(open.path().as_deref() == Some("") && open.decision() == Decision::Audited, || format!("open record {:?} {:?}", open.path(), open.decision()))?;
+    // ENAMETOOLONG from bpf_d_path.
+    let expected = format!("WARN file_open: bpf_d_path failed with -36 in cgroup {}: the path matches no open grant", cgroup_id(AUDIT));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = logs.0.lock().expect("log lock").clone();
+        if seen.contains(&expected) {
+            return Ok(format!("{} chars: audited with an empty path, logged by the program", too_long_file().len()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no program log {expected:?}; got {seen:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn connect_scenario(monitor: &mut Monitor) -> Outcome {
     drain(monitor);
     let run = run_in(AUDIT, &["connect", &format!("127.0.0.1:{PORT}")]);
@@ -549,6 +598,15 @@ fn run_all() {
     if let Err(problem) = apply(&mut monitor, &policy("audit")) {
         return println!("VMTEST FAIL setup: {problem}");
     }
+    // aya-log reads the programs' log buffers in tasks of a tokio runtime.
+    let logs = ProgramLogs::default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_io().build() {
+        Ok(runtime) => runtime,
+        Err(err) => return println!("VMTEST FAIL setup: tokio runtime: {err}"),
+    };
+    if let Err(err) = runtime.block_on(async { monitor.forward_program_logs(logs.clone()) }) {
+        return println!("VMTEST FAIL setup: program logs: {err} ({:?})", std::error::Error::source(&err));
+    }
     let scenarios: [(&str, fn(&mut Monitor) -> Outcome); 10] = [
         ("exec-reported-with-fields", exec_scenario),
         ("open-reported-with-fields", open_scenario),
@@ -575,6 +633,7 @@ fn run_all() {
     for (name, scenario) in scenarios {
         report(name, scenario(&mut monitor));
     }
+    report("program-diagnostics-logged", diagnostics_scenario(&mut monitor, &logs));
     drop(monitor);
     report("undersized-ring-reports-losses", ring_loss_scenario());
     println!("VMTEST SCENARIOS {:.1} s", started.elapsed().as_secs_f64());
