@@ -23,3 +23,12 @@ check "ebpf: audit mode lets the same open through" \
 check "ebpf: an open of /etc/shadow in a monitored cgroup shows up in clawctl events" \
   vm_ssh "$ebpf_in_cgroup"'; (timeout 15 clawctl events --name anomaly_detected --count 1 > /tmp/ebpf-events &);
           sleep 1; in_cgroup audit ": < /etc/shadow"; sleep 3; grep -q "/etc/shadow" /tmp/ebpf-events'
+
+# The programs' own diagnostics (aya-log) reach the agent's journal: a path
+# longer than the grant check's 248-byte buffer is logged by file_open.
+check "ebpf: a program's aya-log diagnostic reaches the ebpf-agent journal" \
+  vm_ssh "$ebpf_in_cgroup"'; long=/tmp/$(printf "d%.0s" $(seq 120))/$(printf "e%.0s" $(seq 120))/f;
+          mkdir -p "${long%/f}" && : > "$long" && since=$(date +%s) && in_cgroup audit ": < $long" &&
+          for _ in $(seq 10); do
+            journalctl -u clawos-ebpf-agent --since @$since -o cat | grep -q "bpf_d_path failed with -36" && exit 0; sleep 1
+          done; journalctl -u clawos-ebpf-agent -o cat | tail -n 5; exit 1'
