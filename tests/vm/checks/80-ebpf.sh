@@ -27,7 +27,7 @@ check "ebpf: an open of /etc/shadow in a monitored cgroup shows up in clawctl ev
 # The programs' own diagnostics (aya-log) reach the agent's journal: a path
 # longer than the grant check's 248-byte buffer is logged by file_open.
 check "ebpf: a program's aya-log diagnostic reaches the ebpf-agent journal" \
-  vm_ssh "$ebpf_in_cgroup"'; long=/tmp/$(printf "d%.0s" $(seq 120))/$(printf "e%.0s" $(seq 120))/f;
+  vm_ssh "$ebpf_in_cgroup"'; long=/tmp/$(printf "d%.0s" $(seq 130))/$(printf "e%.0s" $(seq 130))/f;
           mkdir -p "${long%/f}" && : > "$long" && since=$(date +%s) && in_cgroup audit ": < $long" &&
           for _ in $(seq 10); do
             journalctl -u clawos-ebpf-agent --since @$since -o cat | grep -q "bpf_d_path failed with -36" && exit 0; sleep 1
