@@ -63,10 +63,8 @@ fn heading(line: &str) -> Option<(usize, &str)> {
 
 fn flush(path: &str, headings: &[(usize, String)], section: &str, chunks: &mut Vec<Chunk>) {
     let heading = headings.iter().map(|(_, title)| title.as_str()).collect::<Vec<_>>().join(" > ");
-    let mut ordinal = 0;
-    for body in split_paragraphs(section.trim(), MAX_CHUNK_BYTES) {
+    for (ordinal, body) in (0..).zip(split_paragraphs(section.trim(), MAX_CHUNK_BYTES)) {
         chunks.push(Chunk { id: chunk_id(path, &heading, ordinal, &body), path: path.to_owned(), heading: heading.clone(), ordinal, content: body });
-        ordinal += 1;
     }
 }
 

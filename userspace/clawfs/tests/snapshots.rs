@@ -37,7 +37,7 @@ fn restore_brings_back_the_files_and_the_search_of_the_snapshot() {
 
     let snapshot = clawfs.create_snapshot("notes").unwrap();
     assert!(snapshot.file.starts_with("snapshot-") && snapshot.bytes > 0);
-    assert_eq!(clawfs.list_snapshots("notes").unwrap(), [snapshot.clone()]);
+    assert_eq!(clawfs.list_snapshots("notes").unwrap(), std::slice::from_ref(&snapshot));
 
     // Changes after the snapshot: another document, a rewritten file.
     let mut index = clawfs.open_memory("notes", Some(embedder)).unwrap();

@@ -275,6 +275,7 @@ fn stats<'a>(all: &'a [ProgramStats], name: &str) -> Option<&'a ProgramStats> {
 // Scenarios
 
 type Outcome = Result<String, String>;
+type Scenario = fn(&mut Monitor) -> Outcome;
 
 fn ensure(condition: bool, problem: impl FnOnce() -> String) -> Result<(), String> {
     if condition {
@@ -319,7 +320,7 @@ fn expect_header(event: &Event, run: &Run, cgroup: &str) -> Result<(), String> {
     )
 }
 
-fn only<'a>(events: &'a [Event], kind: EventKind) -> Result<&'a Event, String> {
+fn only(events: &[Event], kind: EventKind) -> Result<&Event, String> {
     let mut matching = events.iter().filter(|event| event.kind() == kind);
     match (matching.next(), matching.next()) {
         (Some(event), None) => Ok(event),
@@ -476,12 +477,12 @@ fn outside_scenario(monitor: &mut Monitor) -> Outcome {
     let connect = format!("127.0.0.1:{PORT}");
     let actions: [&[&str]; 5] =
         [&["exec", SELF], &["open", FORBIDDEN_FILE], &["connect", &connect], &["burst", "5000"], &["ptrace", &target_pid]];
-    for action in actions {
-        let run = run_in(OUTSIDE, action);
-        ensure(run.code == 0, || format!("{action:?} outside the scope failed with errno {}", run.code))?;
-    }
+    let failed = actions.iter().map(|action| (action, run_in(OUTSIDE, action))).find(|(_, run)| run.code != 0);
     let _ = target.kill();
     let _ = target.wait();
+    if let Some((action, run)) = failed {
+        return Err(format!("{action:?} outside the scope failed with errno {}", run.code));
+    }
     let stray: Vec<Event> = drain(monitor).into_values().flatten().filter(|event| event.header().cgroup_id == id).collect();
     ensure(stray.is_empty(), || format!("events from an unmonitored cgroup: {}", describe(&stray)))?;
     ensure(!monitor.syscall_counts().iter().any(|&(cgroup, _)| cgroup == id), || "syscalls counted for an unmonitored cgroup".into())?;
@@ -607,7 +608,7 @@ fn run_all() {
     if let Err(err) = runtime.block_on(async { monitor.forward_program_logs(logs.clone()) }) {
         return println!("VMTEST FAIL setup: program logs: {err} ({:?})", std::error::Error::source(&err));
     }
-    let scenarios: [(&str, fn(&mut Monitor) -> Outcome); 10] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("exec-reported-with-fields", exec_scenario),
         ("open-reported-with-fields", open_scenario),
         ("connect-reported-with-fields", connect_scenario),
