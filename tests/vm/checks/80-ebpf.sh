@@ -9,8 +9,9 @@ check "ebpf: ebpf-agent is active with all programs attached and counted" \
   vm_ssh 'systemctl is-active --quiet clawos-ebpf-agent &&
           clawctl ipc call ebpf-agent get_metrics | jq -e "any(.programs[]; .name == \"file_open\" and .run_count > 0)"'
 
-# Runs $2 in a fresh cgroup clawos-ebpf-check/$1 once the agent has it in scope.
-ebpf_in_cgroup='in_cgroup() { d=/sys/fs/cgroup/clawos-ebpf-check/$1; mkdir -p "$d"; sleep 2;
+# Runs $2 in a fresh cgroup clawos-ebpf-check/$1 once the agent has it in scope
+# (it rescans every second; 3 s leave room for a slow emulated host).
+ebpf_in_cgroup='in_cgroup() { d=/sys/fs/cgroup/clawos-ebpf-check/$1; mkdir -p "$d"; sleep 3;
   sh -c "echo \$\$ > $d/cgroup.procs; $2"; }'
 
 check "ebpf: enforce mode denies an open outside the cgroup's grants with EPERM" \
