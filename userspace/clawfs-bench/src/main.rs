@@ -59,6 +59,10 @@ struct Cli {
     /// HNSW ef_construction of the workspace (spec range 100..=1000).
     #[arg(long, default_value_t = HnswParams::default().ef_construction)]
     ef_construction: usize,
+    /// Write synthetic-vector notes with the model's whole words too (the
+    /// vocabulary of `--vectors minilm`, without embedding them).
+    #[arg(long)]
+    model_words: bool,
     /// Where to build the workspace (a temporary directory by default).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -203,8 +207,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let mut rng = StdRng::seed_from_u64(8);
     let words = match cli.vectors {
-        Vectors::Synthetic => Words::Syllables,
-        Vectors::Minilm => Words::of_model(&cli.model_dir, cli.clusters)?,
+        Vectors::Synthetic if !cli.model_words => Words::Syllables,
+        _ => Words::of_model(&cli.model_dir, cli.clusters)?,
     };
     let (texts, topics) = generate_texts(&words, cli.documents, cli.clusters, &mut rng);
     let (vectors, dimension, model_id) = match cli.vectors {
