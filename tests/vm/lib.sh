@@ -18,20 +18,20 @@ vm_start() {
   VM_PID=$!
 }
 
+# VM_SSH_TIMEOUT=S vm_ssh ...: bounds the whole session, not just the connect.
 vm_ssh() {
-  ssh -i "$KEY" -p "$VM_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-    -o LogLevel=ERROR -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 "$@"
+  ${VM_SSH_TIMEOUT:+timeout "$VM_SSH_TIMEOUT"} ssh -i "$KEY" -p "$VM_PORT" -o StrictHostKeyChecking=no \
+    -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 "$@"
 }
-export -f vm_ssh
 
 # vm_wait_ready TIMEOUT: until systemd finished booting (running or degraded)
 # and sshd answers. Sets VM_READY_S (seconds since QEMU start).
 vm_wait_ready() {
   local deadline=$(( $(date +%s) + $1 )) state
   while (( $(date +%s) < deadline )); do
-    kill -0 "$VM_PID" 2>/dev/null || { warn "QEMU exited before the VM was ready"; vm_serial_tail; return 1; }
+    kill -0 "$VM_PID" 2>/dev/null || { warn "QEMU exited before the VM was ready"; vm_boot_report; return 1; }
     # Bounded: a guest that stalls mid-answer must not outlast the deadline.
-    state=$(KEY=$KEY VM_PORT=$VM_PORT timeout 120 bash -c 'vm_ssh systemctl is-system-running --wait' 2>&1) || true
+    state=$(VM_SSH_TIMEOUT=120 vm_ssh systemctl is-system-running --wait 2>&1) || true
     VM_LAST_SSH=$state
     if [[ $state == running || $state == degraded ]]; then
       VM_READY_S=$(echo "$(date +%s.%N) - $VM_T0" | bc); VM_READY_S=$(printf '%.1f' "$VM_READY_S")
@@ -39,13 +39,13 @@ vm_wait_ready() {
     fi
     sleep 2
   done
-  warn "VM not ready within $1 s"; vm_serial_tail; return 1
+  warn "VM not ready within $1 s"; vm_boot_report; return 1
 }
 
-# vm_serial_tail: what a failed boot leaves to go on. CI shows only the end
+# vm_boot_report: what a failed boot leaves to go on. CI shows only the end
 # of the output, so the summary comes last: the host's state, how far the
 # guest got, and whether its kernel reported stalls.
-vm_serial_tail() {
+vm_boot_report() {
   warn "last lines of the serial console ($VM_SERIAL):"
   tail -n 60 "$VM_SERIAL" >&2 || true
   local plain; plain=$(sed 's/\x1b\[[0-9;]*[a-zA-Z]//g; s/\x1bM//g; s/\r//g' "$VM_SERIAL" 2>/dev/null) || true
