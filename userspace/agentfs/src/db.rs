@@ -29,7 +29,10 @@ PRAGMA synchronous = NORMAL;
 PRAGMA temp_store = MEMORY;
 ";
 
-pub(crate) fn apply_pragmas(conn: &Connection) -> Result<()> {
+/// Applies the busy timeout and the §9.1 pragmas to a connection. Other
+/// crates that open an AgentFS database (ClawFS keeps its search tables in
+/// the same file) call this so every connection runs with the same settings.
+pub fn apply_pragmas(conn: &Connection) -> Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(PRAGMAS_SQL)?;
     Ok(())

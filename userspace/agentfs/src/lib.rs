@@ -31,7 +31,7 @@ mod types;
 mod workspace;
 
 pub use base::BaseSource;
-pub use db::{AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, MAX_FILE_SIZE, SCHEMA_SQL};
+pub use db::{apply_pragmas, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, MAX_FILE_SIZE, SCHEMA_SQL};
 pub use error::{Error, Result};
 pub use kv::KvEntry;
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};

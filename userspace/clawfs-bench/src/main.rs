@@ -69,6 +69,8 @@ struct Cli {
 }
 
 const TOPIC_WORDS: usize = 12;
+/// Opens of the finished workspace timed for the open-time figure.
+const OPENS: usize = 5;
 const SYLLABLES: [&str; 24] =
     ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "ba", "di", "fu", "ge", "ho", "ju", "ki", "ma", "no", "pe", "qui", "ro", "su", "te"];
 /// Word numbers below this are the shared vocabulary; topics' words follow.
@@ -272,9 +274,17 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let lookup = QueryVectors { vectors: query_texts.iter().cloned().zip(query_vectors.iter().cloned()).collect(), dimension, model_id };
 
-    let started = Instant::now();
-    let index: MemoryIndex = clawfs.open_memory("bench", Some(Arc::new(lookup)))?;
-    let open_ms = started.elapsed().as_secs_f64() * 1e3;
+    // Open times vary with what else the host does: the median of five.
+    let lookup: Arc<dyn Embedder> = Arc::new(lookup);
+    let mut opens = Vec::with_capacity(OPENS);
+    for _ in 0..OPENS {
+        let started = Instant::now();
+        drop(clawfs.open_memory("bench", Some(lookup.clone()))?);
+        opens.push(started.elapsed());
+    }
+    opens.sort_unstable();
+    let open_ms = opens[OPENS / 2].as_secs_f64() * 1e3;
+    let index: MemoryIndex = clawfs.open_memory("bench", Some(lookup))?;
     let keyword_only = SearchRequest { fusion: Fusion::Weighted { vector: 0.0, keyword: 1.0 }, ..SearchRequest::new("") };
 
     let time = |run: &dyn Fn(usize) -> anyhow::Result<()>| -> anyhow::Result<(f64, f64)> {
@@ -324,7 +334,7 @@ fn main() -> anyhow::Result<()> {
     println!("  hybrid   {:>7.3} / {:>7.3} ms   (target p95 < 15 ms)", hybrid.0, hybrid.1);
     println!("recall@10 of the vector leg vs exact search: {recall:.4} (target >= 0.95)");
     println!("insert throughput: {:.0} documents/s (target >= 2000)", cli.documents as f64 / insert_seconds);
-    println!("open with the persisted index: {open_ms:.1} ms (target < 1000 ms)");
+    println!("open with the persisted index: {open_ms:.1} ms, median of {OPENS} (target < 1000 ms)");
     println!("size on disk: {:.1} MiB (database, WAL, HNSW index; spec target < 1 GiB)", bytes as f64 / (1024.0 * 1024.0));
     Ok(())
 }

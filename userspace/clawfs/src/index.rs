@@ -20,13 +20,14 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
+use crate::bm25::{self, ChunkLengths};
 use crate::chunk::{chunk_markdown, Chunk};
 use crate::embed::Embedder;
 use crate::error::{io, Error, Result};
@@ -65,6 +66,9 @@ fn quantize(vector: &[f32]) -> Vec<i8> {
     let scale = 127.0 * (vector.len() as f32).sqrt() / (QUANTIZATION_SIGMAS * norm);
     vector.iter().map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8).collect()
 }
+
+/// FTS5's record of each chunk's length in tokens, which [`bm25`] caches.
+const FTS_DOCSIZE_TABLE: &str = "clawfs_chunks_fts_docsize";
 
 /// Texts embedded per embedder call while re-embedding.
 const EMBED_BATCH: usize = 64;
@@ -155,6 +159,8 @@ pub struct MemoryIndex {
     /// Why the vector leg cannot run, if it cannot.
     vector_unavailable: Option<String>,
     state: VectorState,
+    /// Chunk lengths for the keyword leg's BM25 (see [`bm25`]).
+    lengths: Arc<RwLock<ChunkLengths>>,
 }
 
 impl std::fmt::Debug for MemoryIndex {
@@ -218,6 +224,9 @@ pub fn digest_chunk(hasher: &mut Sha256, path: &str, content: &str, vector: Opti
 /// own plus an overflow page (8 KiB); 32 KiB pages hold five (6.6 KiB each).
 const PAGE_SIZE: u32 = 32768;
 
+/// Bytes of a workspace database its search connection maps into memory.
+const MMAP_SIZE: u64 = 1 << 30;
+
 /// Opens the AgentFS database of a workspace, creating it (with
 /// [`PAGE_SIZE`] pages) if it does not exist.
 pub(crate) fn open_agentfs(path: &Path) -> Result<agentfs::AgentFs> {
@@ -229,7 +238,11 @@ fn open_connection(path: &Path) -> Result<Connection> {
     // AgentFS creates its own schema; ours lives beside it in the same file.
     open_agentfs(path)?;
     let connection = Connection::open(path).map_err(sqlite(path))?;
-    connection.busy_timeout(agentfs::BUSY_TIMEOUT).map_err(sqlite(path))?;
+    agentfs::apply_pragmas(&connection).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
+    // The vector leg reads 200 float32 vectors at random per query: map
+    // the whole database (the spec's size target is 1 GiB) so those reads
+    // are page-cache hits without a copy into SQLite's cache.
+    connection.execute_batch(&format!("PRAGMA mmap_size = {MMAP_SIZE};")).map_err(sqlite(path))?;
     connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(sqlite(path))?;
     connection.execute_batch(SCHEMA).map_err(sqlite(path))?;
     Ok(connection)
@@ -262,6 +275,9 @@ impl MemoryIndex {
         let db_path = dir.join(DATABASE_FILE);
         let connection = open_connection(&db_path)?;
         let state = read_state(&connection, &db_path)?;
+        let lengths = Arc::new(RwLock::new(ChunkLengths::default()));
+        bm25::register(&connection, lengths.clone()).map_err(sqlite(&db_path))?;
+        ChunkLengths::refresh(&lengths, &connection, FTS_DOCSIZE_TABLE).map_err(sqlite(&db_path))?;
         let vector_unavailable = match &embedder {
             None => Some("no embedder is configured".to_owned()),
             Some(embedder) if embedder.dimension() != metadata.vector_dimension => Some(format!(
@@ -298,6 +314,7 @@ impl MemoryIndex {
             embedder,
             vector_unavailable,
             state,
+            lengths,
         };
         match index.persisted_index_problem() {
             None => {}
@@ -481,6 +498,7 @@ impl MemoryIndex {
         let db_path = self.dir.join(DATABASE_FILE);
         let mut state = self.state.clone();
         let mut added_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
+        let mut added_lengths: Vec<(u64, u32)> = Vec::with_capacity(new_chunks.len());
         let transaction = self.connection.transaction().map_err(sqlite(&db_path))?;
         for key in stale_keys {
             let embedding: Option<Vec<u8>> = transaction
@@ -504,6 +522,7 @@ impl MemoryIndex {
                     .execute(params![chunk.id, chunk.path, chunk.heading, chunk.ordinal, chunk.content])
                     .map_err(sqlite(&db_path))?;
                 let key = transaction.last_insert_rowid() as u64;
+                added_lengths.push((key, ChunkLengths::read_one(&transaction, FTS_DOCSIZE_TABLE, key).map_err(sqlite(&db_path))?));
                 if let Some(vector) = vector {
                     let bytes = vector_bytes(&vector);
                     insert_vector.execute(params![key, bytes]).map_err(sqlite(&db_path))?;
@@ -520,6 +539,7 @@ impl MemoryIndex {
         write_state(&transaction, &state, &db_path)?;
         transaction.commit().map_err(sqlite(&db_path))?;
         self.state = state;
+        self.record_lengths(stale_keys, &added_lengths);
         self.apply_to_hnsw(stale_keys, &added_vectors)
     }
 
@@ -543,9 +563,15 @@ impl MemoryIndex {
         write_state(&transaction, &state, &db_path)?;
         transaction.commit().map_err(sqlite(&db_path))?;
         self.state = state;
+        self.record_lengths(&keys, &[]);
         self.apply_to_hnsw(&keys, &[])?;
         self.save_hnsw()?;
         Ok(keys.len())
+    }
+
+    /// Keeps the BM25 chunk lengths in step with a commit of this index.
+    fn record_lengths(&self, removed: &[u64], added: &[(u64, u32)]) {
+        self.lengths.write().unwrap_or_else(|poisoned| poisoned.into_inner()).apply(removed, added);
     }
 
     fn apply_to_hnsw(&mut self, removed: &[u64], added: &[(u64, Vec<f32>)]) -> Result<()> {
@@ -653,14 +679,16 @@ impl MemoryIndex {
     /// BM25 over the chunks, as (key, score) with higher better.
     fn keyword_leg(&self, query: &str, limit: usize) -> Result<Vec<(u64, f32)>> {
         let db_path = self.dir.join(DATABASE_FILE);
+        ChunkLengths::refresh(&self.lengths, &self.connection, FTS_DOCSIZE_TABLE).map_err(sqlite(&db_path))?;
         let mut statement = self
             .connection
-            .prepare_cached(
-                "SELECT rowid, bm25(clawfs_chunks_fts) FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH ?1 \
-                 ORDER BY bm25(clawfs_chunks_fts) LIMIT ?2",
-            )
+            .prepare_cached(&format!(
+                "SELECT rowid, {0}(clawfs_chunks_fts) AS score FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH ?1 \
+                 ORDER BY score LIMIT ?2",
+                bm25::FUNCTION
+            ))
             .map_err(sqlite(&db_path))?;
-        // SQLite's bm25() is lower-is-better; negate it.
+        // BM25 as SQLite ranks it is lower-is-better; negate it.
         let rows = statement
             .query_map(params![query, limit], |row| Ok((row.get::<_, u64>(0)?, -row.get::<_, f64>(1)? as f32)))
             .map_err(sqlite(&db_path))?;
@@ -730,7 +758,62 @@ fn fts_query(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{quantize, QUANTIZATION_SIGMAS};
+    use super::{fts_query, quantize, MemoryIndex, QUANTIZATION_SIGMAS};
+    use crate::{Clawfs, Config};
+
+    /// A note of `words` words drawn from a small vocabulary, so that
+    /// queries match many notes with varied frequencies and lengths.
+    fn note(seed: usize, words: usize) -> String {
+        const VOCABULARY: [&str; 12] =
+            ["router", "vault", "sealing", "sealed", "keys", "tpm", "agent", "agents", "search", "index", "backup", "network"];
+        let body: Vec<&str> = (0..words).map(|n| VOCABULARY[(seed * 7 + n * n * 3 + n) % VOCABULARY.len()]).collect();
+        format!("# Note {seed}\n\n{}.\n", body.join(" "))
+    }
+
+    /// The keyword leg's scores are FTS5's own `bm25()`, negated, and every
+    /// chunk's length came from memory (none fell back to `%_docsize`).
+    fn assert_keyword_scores_are_fts5_bm25(index: &MemoryIndex, query: &str) {
+        let fts = fts_query(query).unwrap();
+        let mut ours = index.keyword_leg(&fts, 10_000).unwrap();
+        let mut statement = index
+            .connection
+            .prepare("SELECT rowid, bm25(clawfs_chunks_fts) FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH ?1")
+            .unwrap();
+        let mut fts5: Vec<(u64, f32)> =
+            statement.query_map([&fts], |row| Ok((row.get(0)?, -row.get::<_, f64>(1)? as f32))).unwrap().map(Result::unwrap).collect();
+        assert!(!fts5.is_empty(), "{query} matches nothing");
+        assert!(ours.windows(2).all(|pair| pair[0].1 >= pair[1].1), "best first");
+        ours.sort_by_key(|hit| hit.0);
+        fts5.sort_by_key(|hit| hit.0);
+        assert_eq!(ours, fts5, "{query}");
+        assert_eq!(index.lengths.read().unwrap().len() as u64, index.chunk_count().unwrap());
+    }
+
+    #[test]
+    fn keyword_scores_stay_fts5_bm25_through_this_and_other_connections_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let clawfs = Clawfs::new(Config { vector_dimension: 128, ..Config::new(dir.path()) }).unwrap();
+        clawfs.create_workspace("notes", "user").unwrap();
+        let mut index = clawfs.open_memory("notes", None).unwrap();
+        let notes: Vec<(String, String)> = (0..300).map(|n| (format!("notes/{n}.md"), note(n, 5 + n % 60))).collect();
+        let documents: Vec<(&str, &str)> = notes.iter().map(|(path, text)| (path.as_str(), text.as_str())).collect();
+        index.index_documents(&documents).unwrap();
+        for query in ["vault", "sealing keys", "agent OR search: index", "tpm router backup network"] {
+            assert_keyword_scores_are_fts5_bm25(&index, query);
+        }
+
+        // This index's own changes: a removal and a rewrite.
+        index.remove_document("notes/3.md").unwrap();
+        index.index_document("notes/4.md", &note(4_000, 200)).unwrap();
+        assert_keyword_scores_are_fts5_bm25(&index, "sealed agents");
+
+        // Another connection's (as another process's) commit, seen through
+        // `PRAGMA data_version`.
+        let mut other = clawfs.open_memory("notes", None).unwrap();
+        other.index_document("notes/long.md", &note(9, 400)).unwrap();
+        other.remove_document("notes/5.md").unwrap();
+        assert_keyword_scores_are_fts5_bm25(&index, "sealed agents");
+    }
 
     #[test]
     fn quantize_scales_unit_vectors_alike_and_clamps_outliers() {

@@ -29,6 +29,7 @@
 //!   atomically rewrite an agent's identity file ([`Identity`]), with
 //!   backups and schema migrations.
 
+mod bm25;
 pub mod chunk;
 pub mod embed;
 mod error;
