@@ -770,8 +770,9 @@ mod tests {
         format!("# Note {seed}\n\n{}.\n", body.join(" "))
     }
 
-    /// The keyword leg's scores are FTS5's own `bm25()`, negated, and every
-    /// chunk's length came from memory (none fell back to `%_docsize`).
+    /// The keyword leg's scores are FTS5's own `bm25()`, negated, and the
+    /// lengths in memory cover every chunk (so none fell back to FTS5's
+    /// `%_docsize` lookup).
     fn assert_keyword_scores_are_fts5_bm25(index: &MemoryIndex, query: &str) {
         let fts = fts_query(query).unwrap();
         let mut ours = index.keyword_leg(&fts, 10_000).unwrap();
