@@ -115,20 +115,19 @@ fn total_tokens(blob: &[u8]) -> u32 {
 pub(crate) fn register(connection: &Connection, lengths: Arc<RwLock<ChunkLengths>>) -> rusqlite::Result<()> {
     let api = fts5_api(connection)?;
     // SAFETY: `api` is the live FTS5 API of this connection (checked non-null
-    // and at least version 2, which has xCreateFunction). The user data is
-    // an `Arc` turned into a raw pointer; FTS5 hands it back to `bm25` while
-    // the function exists and to `release_lengths` exactly once when it is
-    // replaced or the connection closes; on failure FTS5 calls the destructor
-    // as well, so the pointer is never leaked or freed twice.
-    let rc = unsafe {
-        let create = (*api).xCreateFunction.ok_or_else(|| failure(ffi::SQLITE_MISUSE, "FTS5 has no xCreateFunction"))?;
-        create(api, FUNCTION_C.as_ptr(), Arc::into_raw(lengths) as *mut c_void, Some(bm25), Some(release_lengths))
-    };
+    // and at least version 2, which has xCreateFunction).
+    let create = unsafe { (*api).xCreateFunction }.ok_or_else(|| failure(ffi::SQLITE_MISUSE, "FTS5 has no xCreateFunction"))?;
+    let user_data = Arc::into_raw(lengths) as *mut c_void;
+    // SAFETY: as above. FTS5 hands `user_data` to `bm25` while the function
+    // exists and to `release_lengths` once, when the connection closes.
+    let rc = unsafe { create(api, FUNCTION_C.as_ptr(), user_data, Some(bm25), Some(release_lengths)) };
     if rc == ffi::SQLITE_OK {
-        Ok(())
-    } else {
-        Err(failure(rc, "registering clawfs_bm25"))
+        return Ok(());
     }
+    // SAFETY: a failed xCreateFunction keeps nothing and calls no
+    // destructor, so the `Arc` is still ours to drop.
+    drop(unsafe { Arc::from_raw(user_data as *const RwLock<ChunkLengths>) });
+    Err(failure(rc, "registering clawfs_bm25"))
 }
 
 fn failure(code: c_int, message: &str) -> rusqlite::Error {
