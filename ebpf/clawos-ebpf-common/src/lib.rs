@@ -273,6 +273,43 @@ pub struct RecentOpenKey {
 /// grants get every open checked and reported.
 pub const OPEN_REPORT_WINDOW_NS: u64 = 1_000_000_000;
 
+/// Where the programs find the kernel fields they read, in bytes from the
+/// start of each struct. Kernel struct layouts change with the version and
+/// the configuration, and aya has no CO-RE relocations for Rust programs, so
+/// userspace reads the offsets from the running kernel's BTF and sets them
+/// in the programs' read-only global `KERNEL_OFFSETS` before loading. The
+/// verifier then treats them as constants.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelOffsets {
+    /// `struct file`: `f_flags`, `f_inode`, `f_path`.
+    pub file_f_flags: u32,
+    pub file_f_inode: u32,
+    pub file_f_path: u32,
+    /// `struct linux_binprm`: `filename`.
+    pub binprm_filename: u32,
+    /// `struct task_struct`: `exit_code`, `pid`, `tgid`.
+    pub task_exit_code: u32,
+    pub task_pid: u32,
+    pub task_tgid: u32,
+    pub _pad: u32,
+}
+
+impl KernelOffsets {
+    /// The fields, as (struct, member, offset): what userspace resolves.
+    pub fn fields_mut(&mut self) -> [(&'static str, &'static str, &mut u32); 7] {
+        [
+            ("file", "f_flags", &mut self.file_f_flags),
+            ("file", "f_inode", &mut self.file_f_inode),
+            ("file", "f_path", &mut self.file_f_path),
+            ("linux_binprm", "filename", &mut self.binprm_filename),
+            ("task_struct", "exit_code", &mut self.task_exit_code),
+            ("task_struct", "pid", &mut self.task_pid),
+            ("task_struct", "tgid", &mut self.task_tgid),
+        ]
+    }
+}
+
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 56);
 const _: () = assert!(core::mem::size_of::<ExecEvent>() == 312);
 const _: () = assert!(core::mem::size_of::<ExitEvent>() == 64);
@@ -285,6 +322,7 @@ const _: () = assert!(core::mem::size_of::<PathGrantKey>() == 256);
 const _: () = assert!(core::mem::align_of::<PathGrantKey>() == 1);
 const _: () = assert!(core::mem::size_of::<NetGrantKey>() == 24);
 const _: () = assert!(core::mem::size_of::<RecentOpenKey>() == 16);
+const _: () = assert!(core::mem::size_of::<KernelOffsets>() == 32);
 
 #[cfg(feature = "user")]
 mod user {
@@ -301,6 +339,7 @@ mod user {
     unsafe impl aya::Pod for super::PathGrantKey {}
     unsafe impl aya::Pod for super::NetGrantKey {}
     unsafe impl aya::Pod for super::RecentOpenKey {}
+    unsafe impl aya::Pod for super::KernelOffsets {}
 }
 
 /// The bytes of a NUL-terminated fixed buffer up to its first NUL.

@@ -8,11 +8,11 @@
 //! cgroup's [`CgroupPolicy`]: in enforce mode a forbidden action fails with
 //! EPERM, in audit mode it is only reported.
 //!
-//! Struct offsets used below are those of the ClawOS 6.12 kernel's BTF
-//! (`pahole -C file vmlinux`); aya has no CO-RE relocations for Rust, so a
-//! kernel with another layout needs them updated. The verifier checks every
-//! BTF pointer access against the running kernel's types, so a wrong offset
-//! makes loading fail instead of reading the wrong field.
+//! Kernel struct offsets come from [`KERNEL_OFFSETS`], which userspace sets
+//! from the running kernel's BTF before loading (aya has no CO-RE
+//! relocations for Rust), so the programs read the right fields on any
+//! kernel layout. The verifier also checks the `f_path` pointer handed to
+//! `bpf_d_path` against the kernel's types.
 //!
 //! Conditions that are not events but explain one (a path the grant check
 //! could not read) go to aya-log, which userspace forwards to its own log.
@@ -34,7 +34,7 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use clawos_ebpf_common::{
-    CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
+    CgroupPolicy, Decision, EventHeader, KernelOffsets, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
     NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
     EVENT_FORMAT_VERSION, GRANT_PATH_LEN, MODE_ENFORCE, OPEN_REPORT_WINDOW_NS, PROGRAM_COUNT, RULE_DENY_EXEC,
     RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT, RULE_RESTRICT_OPEN,
@@ -103,19 +103,28 @@ const AF_INET6: u16 = 10;
 /// Offset of `__data_loc char[] filename` in the sched_process_exec record
 /// (after the 8-byte common trace header; see the tracepoint's `format` file).
 const FILENAME_LOC_OFFSET: usize = 8;
-/// `offsetof(struct file, f_flags)`.
-const FILE_F_FLAGS: usize = 48;
-/// `offsetof(struct file, f_inode)`.
-const FILE_F_INODE: usize = 40;
-/// `offsetof(struct file, f_path)`.
-const FILE_F_PATH: usize = 64;
-/// `offsetof(struct linux_binprm, filename)`.
-const BINPRM_FILENAME: usize = 96;
-/// `offsetof(struct task_struct, exit_code)`.
-const TASK_EXIT_CODE: usize = 924;
-/// `offsetof(struct task_struct, pid)` and `tgid`.
-const TASK_PID: usize = 1024;
-const TASK_TGID: usize = 1028;
+/// Offsets of the kernel fields the programs read, set by userspace from the
+/// kernel's BTF (see [`KernelOffsets`]). In `.rodata`, which aya freezes, so
+/// the verifier knows the values; read through [`offsets`].
+#[no_mangle]
+static KERNEL_OFFSETS: KernelOffsets = KernelOffsets {
+    file_f_flags: 0,
+    file_f_inode: 0,
+    file_f_path: 0,
+    binprm_filename: 0,
+    task_exit_code: 0,
+    task_pid: 0,
+    task_tgid: 0,
+    _pad: 0,
+};
+
+/// [`KERNEL_OFFSETS`] as loaded: a volatile read, or the compiler would
+/// fold in the zeros it was compiled with.
+#[inline(always)]
+fn offsets() -> KernelOffsets {
+    // SAFETY: a plain static of integers, valid to read at any time.
+    unsafe { core::ptr::read_volatile(&KERNEL_OFFSETS) }
+}
 
 /// The current task's cgroup id and policy, or `None` outside the scope.
 #[inline(always)]
@@ -232,9 +241,9 @@ fn emit_exit(task: *const u8, cgroup_id: u64) {
     // SAFETY: probe reads of the exiting task fail safely on a bad pointer.
     let (pid, tgid, exit_code) = unsafe {
         (
-            bpf_probe_read_kernel(task.add(TASK_PID) as *const i32).unwrap_or(0),
-            bpf_probe_read_kernel(task.add(TASK_TGID) as *const i32).unwrap_or(-1),
-            bpf_probe_read_kernel(task.add(TASK_EXIT_CODE) as *const i32).unwrap_or(0),
+            bpf_probe_read_kernel(task.add(offsets().task_pid as usize) as *const i32).unwrap_or(0),
+            bpf_probe_read_kernel(task.add(offsets().task_tgid as usize) as *const i32).unwrap_or(-1),
+            bpf_probe_read_kernel(task.add(offsets().task_exit_code as usize) as *const i32).unwrap_or(0),
         )
     };
     if pid != tgid {
@@ -275,7 +284,7 @@ fn emit_exec_check(bprm: *const u8, cgroup_id: u64, decision: Decision) {
     unsafe {
         (*event).header = header(EventKind::ExecCheck, cgroup_id, decision);
         (*event).filename[0] = 0;
-        if let Ok(name) = bpf_probe_read_kernel(bprm.add(BINPRM_FILENAME) as *const *const u8) {
+        if let Ok(name) = bpf_probe_read_kernel(bprm.add(offsets().binprm_filename as usize) as *const *const u8) {
             let _ = bpf_probe_read_kernel_str_bytes(name, &mut (*event).filename);
         }
     }
@@ -299,7 +308,7 @@ pub fn file_open(ctx: LsmContext) -> i32 {
         let file: *const u8 = ctx.arg(0);
         (*key).prefix_len = (8 + GRANT_PATH_LEN as u32) * 8;
         (*key).data.cgroup_id = cgroup_id.to_ne_bytes();
-        let path = file.add(FILE_F_PATH) as *mut path;
+        let path = file.add(offsets().file_f_path as usize) as *mut path;
         let len = bpf_d_path(path, (*key).data.path.as_mut_ptr() as *mut _, GRANT_PATH_LEN as u32);
         (file, len)
     };
@@ -332,7 +341,7 @@ fn recently_reported(ctx: &LsmContext, cgroup_id: u64) -> bool {
     // SAFETY: argument 0 of the hook is the file; the probe read fails safely.
     let inode = unsafe {
         let file: *const u8 = ctx.arg(0);
-        bpf_probe_read_kernel(file.add(FILE_F_INODE) as *const u64).unwrap_or(0)
+        bpf_probe_read_kernel(file.add(offsets().file_f_inode as usize) as *const u64).unwrap_or(0)
     };
     let key = RecentOpenKey { cgroup_id, inode };
     // SAFETY: helper without pointer arguments.
@@ -361,7 +370,7 @@ fn emit_file_open(file: *const u8, key: *const Key<PathGrantKey>, cgroup_id: u64
     // than a second bpf_d_path, halving the cost of a monitored open.
     unsafe {
         (*event).header = header(EventKind::FileOpen, cgroup_id, decision);
-        (*event).flags = bpf_probe_read_kernel(file.add(FILE_F_FLAGS) as *const u32).unwrap_or(0);
+        (*event).flags = bpf_probe_read_kernel(file.add(offsets().file_f_flags as usize) as *const u32).unwrap_or(0);
         (*event).reserved = 0;
         (*event).path[GRANT_PATH_LEN] = 0;
         let src = core::ptr::addr_of!((*key).data.path) as *const u8;
@@ -455,7 +464,7 @@ pub fn ptrace_access_check(ctx: LsmContext) -> i32 {
     let (target_pid, mode) = unsafe {
         let child: *const u8 = ctx.arg(0);
         let mode: u32 = ctx.arg(1);
-        (bpf_probe_read_kernel(child.add(TASK_TGID) as *const u32).unwrap_or(0), mode)
+        (bpf_probe_read_kernel(child.add(offsets().task_tgid as usize) as *const u32).unwrap_or(0), mode)
     };
     privileged(EventKind::Ptrace, ProgramId::PtraceAccessCheck, cgroup_id, &policy, mode, target_pid, 0, core::ptr::null())
 }

@@ -3,11 +3,14 @@
 //! all its programs, fills the policy maps from a [`policy::Policy`] without
 //! reloading anything, and decodes the records the programs write.
 //!
-//! Owns: loading, attaching, map updates, ring buffer reading and handing
-//! the programs' aya-log diagnostics to a [`log::Log`]. Must not own:
+//! Owns: loading (with the kernel struct offsets the programs read, taken
+//! from the kernel's BTF: [`offsets`]), attaching, map updates, ring buffer
+//! reading and handing the programs' aya-log diagnostics to a
+//! [`log::Log`]. Must not own:
 //! anomaly rules, IPC or where logs end up (that is the ebpf-agent
 //! component's job).
 pub mod event;
+pub mod offsets;
 pub mod policy;
 
 use std::{
@@ -70,6 +73,9 @@ pub enum MonitorError {
     /// The kernel's BTF (needed to attach LSM programs) is unreadable.
     #[error("reading kernel BTF from /sys/kernel/btf/vmlinux")]
     Btf(#[source] aya::BtfError),
+    /// The kernel's BTF lacks a field the programs read.
+    #[error("finding kernel struct offsets")]
+    Offsets(#[source] offsets::OffsetError),
     /// The object lacks a program or map this loader expects.
     #[error("eBPF object has no {kind} named {name}")]
     Missing { kind: &'static str, name: &'static str },
@@ -147,8 +153,11 @@ impl Monitor {
     /// size). The tests use it to prove that overflow is counted, not hidden.
     pub fn attach_with_ring_sizes(path: &Path, ring_sizes: &[(&str, u32)]) -> Result<Self, MonitorError> {
         let btf = Btf::from_sys_fs().map_err(MonitorError::Btf)?;
+        let kernel_offsets =
+            offsets::from_btf_file(Path::new(offsets::KERNEL_BTF)).map_err(MonitorError::Offsets)?;
         let mut loader = EbpfLoader::new();
         loader.btf(Some(&btf));
+        loader.set_global("KERNEL_OFFSETS", &kernel_offsets, true);
         for &(name, bytes) in ring_sizes {
             loader.set_max_entries(name, bytes);
         }

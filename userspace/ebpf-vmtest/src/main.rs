@@ -37,6 +37,10 @@ fn too_long_file() -> String {
     format!("/granted/{}/deep", vec!["d".repeat(60); 4].join("/"))
 }
 
+/// The kernel sets O_LARGEFILE in `f_flags` of every open on x86_64 (glibc
+/// defines it as 0 there, since it is implied).
+const KERNEL_O_LARGEFILE: u32 = 0o100000;
+
 const AUDIT: &str = "vmtest/audit";
 const ENFORCE: &str = "vmtest/enforce";
 const OUTSIDE: &str = "vmtest/outside";
@@ -364,7 +368,16 @@ fn open_scenario(monitor: &mut Monitor) -> Outcome {
     let forbidden = run_in(AUDIT, &["open", FORBIDDEN_FILE]);
     let granted = run_in(AUDIT, &["open", GRANTED_FILE]);
     ensure(forbidden.code == 0 && granted.code == 0, || format!("audit-mode opens failed: {} {}", forbidden.code, granted.code))?;
+    // A name that does not exist never reaches file_open; its process
+    // exits with ENOENT, which the exit record must carry (wait status).
+    let missing = run_in(AUDIT, &["open", "/missing"]);
     let mut by_pid = drain(monitor);
+    let events = by_pid.remove(&missing.pid).unwrap_or_default();
+    expect_kinds(&events, &[(EventKind::Exit, 1)])?;
+    match only(&events, EventKind::Exit)? {
+        Event::Exit(exit) => ensure(exit.exit_code == libc::ENOENT << 8, || format!("exit code {:#x} for exit({})", exit.exit_code, libc::ENOENT))?,
+        _ => unreachable!("only() matched the kind"),
+    }
     for (run, path, decision) in [(&forbidden, FORBIDDEN_FILE, Decision::Audited), (&granted, GRANTED_FILE, Decision::Allowed)] {
         let events = by_pid.remove(&run.pid).unwrap_or_default();
         expect_kinds(&events, &[(EventKind::FileOpen, 1), (EventKind::Exit, 1)])?;
@@ -372,7 +385,10 @@ fn open_scenario(monitor: &mut Monitor) -> Outcome {
         expect_header(open, run, AUDIT)?;
         let Event::FileOpen(record) = open else { unreachable!("only() matched the kind") };
         ensure(
-            open.path().as_deref() == Some(path) && open.decision() == decision && record.flags as i32 & libc::O_ACCMODE == libc::O_RDONLY,
+            open.path().as_deref() == Some(path)
+                && open.decision() == decision
+                && record.flags as i32 & libc::O_ACCMODE == libc::O_RDONLY
+                && record.flags & KERNEL_O_LARGEFILE != 0,
             || format!("open of {path}: {:?} {:?} flags {:#o}", open.path(), open.decision(), record.flags),
         )?;
     }
