@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentfs::{FileType as AgentFileType, SetAttr, Stat, MAX_NAME_LEN, PERMISSION_BITS};
+use agentfs::{FileType as AgentFileType, SetAttr, Stat, Timestamp, MAX_NAME_LEN, PERMISSION_BITS};
 use fuser::{
     consts, FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
@@ -214,22 +214,30 @@ fn kind(file_type: AgentFileType) -> FileType {
     }
 }
 
-fn time(secs: i64) -> SystemTime {
-    if secs >= 0 {
-        UNIX_EPOCH + Duration::from_secs(secs as u64)
+fn time(stamp: Timestamp) -> SystemTime {
+    // A timespec: whole seconds (negative before 1970) plus forward nanoseconds.
+    let seconds = if stamp.secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(stamp.secs as u64)
     } else {
-        UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
-    }
+        UNIX_EPOCH - Duration::from_secs(stamp.secs.unsigned_abs())
+    };
+    seconds + Duration::from_nanos(stamp.nsec.into())
 }
 
-fn secs(time: TimeOrNow) -> i64 {
+fn timestamp(time: TimeOrNow) -> Timestamp {
     let time = match time {
         TimeOrNow::SpecificTime(time) => time,
-        TimeOrNow::Now => SystemTime::now(),
+        TimeOrNow::Now => return Timestamp::now(),
     };
     match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => after.as_secs() as i64,
-        Err(before) => -(before.duration().as_secs() as i64),
+        Ok(after) => Timestamp { secs: after.as_secs() as i64, nsec: after.subsec_nanos() },
+        Err(before) => {
+            let before = before.duration();
+            match before.subsec_nanos() {
+                0 => Timestamp { secs: -(before.as_secs() as i64), nsec: 0 },
+                nanos => Timestamp { secs: -(before.as_secs() as i64) - 1, nsec: 1_000_000_000 - nanos },
+            }
+        }
     }
 }
 
@@ -312,8 +320,8 @@ impl Filesystem for WorkspaceFs {
             uid,
             gid,
             size,
-            atime: atime.map(secs),
-            mtime: mtime.map(secs),
+            atime: atime.map(timestamp),
+            mtime: mtime.map(timestamp),
         };
         match self.set_attr(ino, &attr) {
             Ok(attr) => reply.attr(&TTL, &attr),

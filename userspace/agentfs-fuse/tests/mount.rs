@@ -299,3 +299,24 @@ fn a_killed_mount_keeps_what_was_fsynced_and_what_settled_for_a_commit_interval(
     }
     assert_eq!(fs.read_file("/synced").unwrap(), b"made durable by fsync");
 }
+
+/// make and its kind compare mtimes: a file written after another within the
+/// same second is newer, and utimensat's nanoseconds are kept, in the mount
+/// and in the database after it.
+#[test]
+fn times_keep_nanoseconds_through_the_mount() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let Some(mut mnt) = Mounted::start("times_keep_nanoseconds_through_the_mount", None) else { return };
+    fs::write(mnt.path("source"), b"1").unwrap();
+    fs::write(mnt.path("target"), b"2").unwrap();
+    fs::write(mnt.path("source"), b"3").unwrap();
+    let mtime = |name: &str| fs::metadata(mnt.path(name)).unwrap().modified().unwrap();
+    assert!(mtime("source") > mtime("target"), "{:?} not after {:?}", mtime("source"), mtime("target"));
+    let exact = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+    let times = fs::FileTimes::new().set_accessed(exact).set_modified(exact);
+    fs::File::options().write(true).open(mnt.path("target")).unwrap().set_times(times).unwrap();
+    assert_eq!(mtime("target"), exact);
+    let db = mnt.stop();
+    let stat = AgentFs::open(&db).unwrap().stat("/target").unwrap();
+    assert_eq!((stat.mtime.secs, stat.mtime.nsec), (1_700_000_000, 123_456_789));
+}

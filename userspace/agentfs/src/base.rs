@@ -10,7 +10,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::{Error, Result};
 use crate::path::components;
-use crate::types::Stat;
+use crate::types::{Stat, Timestamp};
 
 /// Where the read-only layer of an overlay comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +70,8 @@ struct AgentFsBase {
     conn: Connection,
     chunk_size: u64,
     has_xattrs: bool,
+    /// Whether the database has `clawos_inode_nsec` (ClawOS wrote it).
+    has_nsec: bool,
 }
 
 impl AgentFsBase {
@@ -79,15 +81,9 @@ impl AgentFsBase {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let chunk_size = crate::db::read_chunk_size(&conn)?;
-        let has_xattrs = conn
-            .query_row(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'clawos_xattr'",
-                [],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
-        Ok(AgentFsBase { conn, chunk_size, has_xattrs })
+        let has_xattrs = crate::db::table_exists(&conn, "clawos_xattr")?;
+        let has_nsec = crate::db::table_exists(&conn, "clawos_inode_nsec")?;
+        Ok(AgentFsBase { conn, chunk_size, has_xattrs, has_nsec })
     }
 
     fn resolve(&self, path: &str) -> Result<Option<i64>> {
@@ -114,7 +110,7 @@ impl AgentFsBase {
 impl BaseLayer for AgentFsBase {
     fn lookup(&self, path: &str) -> Result<Option<Stat>> {
         match self.resolve(path)? {
-            Some(ino) => Ok(Some(crate::db::inode_stat(&self.conn, ino)?)),
+            Some(ino) => Ok(Some(crate::db::inode_stat(&self.conn, ino, self.has_nsec)?)),
             None => Ok(None),
         }
     }
@@ -133,7 +129,7 @@ impl BaseLayer for AgentFsBase {
             .query_map([ino], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
             .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter()
-            .map(|(name, child)| Ok((name, crate::db::inode_stat(&self.conn, child)?)))
+            .map(|(name, child)| Ok((name, crate::db::inode_stat(&self.conn, child, self.has_nsec)?)))
             .collect()
     }
 
@@ -184,9 +180,9 @@ fn host_stat(meta: &fs::Metadata) -> Stat {
         uid: meta.uid(),
         gid: meta.gid(),
         size: meta.size(),
-        atime: meta.atime(),
-        mtime: meta.mtime(),
-        ctime: meta.ctime(),
+        atime: Timestamp { secs: meta.atime(), nsec: meta.atime_nsec() as u32 },
+        mtime: Timestamp { secs: meta.mtime(), nsec: meta.mtime_nsec() as u32 },
+        ctime: Timestamp { secs: meta.ctime(), nsec: meta.ctime_nsec() as u32 },
         rdev: meta.rdev(),
     }
 }

@@ -225,6 +225,17 @@ const FS_RULES: &[Rule] = &[
               LEFT JOIN fs_inode i ON i.ino = x.ino WHERE i.ino IS NULL",
     },
     Rule {
+        id: "clawos.inode_nsec",
+        description: "sub-second times belong to existing inodes and lie in 0..1e9",
+        sql: "SELECT printf('nanoseconds of inode %d: %s', n.ino,
+                            CASE WHEN i.ino IS NULL THEN 'inode missing' ELSE 'out of range' END)
+              FROM clawos_inode_nsec n LEFT JOIN fs_inode i ON i.ino = n.ino
+              WHERE i.ino IS NULL
+                 OR NOT (COALESCE(n.atime_nsec, 0) BETWEEN 0 AND 999999999)
+                 OR NOT (COALESCE(n.mtime_nsec, 0) BETWEEN 0 AND 999999999)
+                 OR NOT (COALESCE(n.ctime_nsec, 0) BETWEEN 0 AND 999999999)",
+    },
+    Rule {
         id: "clawos.tool_call_meta",
         description: "timing rows belong to existing calls and agree with their seconds",
         sql: "SELECT printf('meta of call %d: %s', m.call_id,
@@ -240,6 +251,7 @@ const FS_RULES: &[Rule] = &[
 fn rule_tables(rule: &Rule) -> &'static [&'static str] {
     match rule.id {
         "clawos.xattr" => &["clawos_xattr"],
+        "clawos.inode_nsec" => &["clawos_inode_nsec"],
         "clawos.tool_call_meta" => &["clawos_tool_call_meta", "tool_calls"],
         id if id.starts_with("overlay") => &["fs_whiteout", "fs_origin", "fs_dentry"],
         id if id.starts_with("kv") => &["kv_store"],

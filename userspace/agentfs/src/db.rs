@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
-use crate::types::Stat;
+use crate::types::{Stat, Timestamp};
 
 /// The schema of the spec plus ClawOS's extension tables, idempotent.
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -92,14 +92,24 @@ pub(crate) fn read_chunk_size(conn: &Connection) -> Result<u64> {
     }
 }
 
-pub(crate) fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+/// The nanoseconds of each time, from `clawos_inode_nsec` aliased `n`,
+/// where they still belong to the seconds in `fs_inode` (aliased `i`): a
+/// time rewritten by another AgentFS implementation reads as whole seconds.
+macro_rules! nsec_columns {
+    () => {
+        "CASE WHEN n.atime = i.atime THEN n.atime_nsec ELSE 0 END,
+         CASE WHEN n.mtime = i.mtime THEN n.mtime_nsec ELSE 0 END,
+         CASE WHEN n.ctime = i.ctime THEN n.ctime_nsec ELSE 0 END"
+    };
 }
 
 fn stat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stat> {
+    // Columns 10-12, the nanoseconds, are absent for a database without
+    // ClawOS's extension tables.
+    let time = |secs: usize| -> rusqlite::Result<Timestamp> {
+        let nsec = if row.as_ref().column_count() > secs + 4 { row.get(secs + 4)? } else { 0 };
+        Ok(Timestamp { secs: row.get(secs)?, nsec })
+    };
     Ok(Stat {
         ino: row.get(0)?,
         mode: row.get(1)?,
@@ -107,36 +117,104 @@ fn stat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stat> {
         uid: row.get(3)?,
         gid: row.get(4)?,
         size: row.get(5)?,
-        atime: row.get(6)?,
-        mtime: row.get(7)?,
-        ctime: row.get(8)?,
+        atime: time(6)?,
+        mtime: time(7)?,
+        ctime: time(8)?,
         rdev: row.get(9)?,
     })
 }
 
-/// The raw `fs_inode` row of `ino` (no origin translation).
-pub(crate) fn inode_stat(conn: &Connection, ino: i64) -> Result<Stat> {
-    conn.prepare_cached(
-        "SELECT ino, mode, nlink, uid, gid, size, atime, mtime, ctime, rdev
-         FROM fs_inode WHERE ino = ?",
-    )?
-    .query_row([ino], stat_from_row)
-    .optional()?
-    .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
+/// The raw `fs_inode` row of `ino` (no origin translation), with the
+/// nanoseconds when the database has ClawOS's `clawos_inode_nsec` (a base
+/// layer written by another implementation may not).
+pub(crate) fn inode_stat(conn: &Connection, ino: i64, with_nsec: bool) -> Result<Stat> {
+    let sql = if with_nsec {
+        concat!(
+            "SELECT i.ino, i.mode, i.nlink, i.uid, i.gid, i.size, i.atime, i.mtime, i.ctime, i.rdev, ",
+            nsec_columns!(),
+            " FROM fs_inode i LEFT JOIN clawos_inode_nsec n ON n.ino = i.ino WHERE i.ino = ?"
+        )
+    } else {
+        "SELECT ino, mode, nlink, uid, gid, size, atime, mtime, ctime, rdev FROM fs_inode WHERE ino = ?"
+    };
+    conn.prepare_cached(sql)?
+        .query_row([ino], stat_from_row)
+        .optional()?
+        .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
 }
 
 /// Stat as callers see it: the `fs_inode` row with `ino` replaced by the
 /// base inode it was copied up from, if any (overlay consistency rule 6),
 /// in one query.
 pub(crate) fn node_stat(conn: &Connection, ino: i64) -> Result<Stat> {
-    conn.prepare_cached(
+    const SQL: &str = concat!(
         "SELECT COALESCE(o.base_ino, i.ino), i.mode, i.nlink, i.uid, i.gid, i.size,
-                i.atime, i.mtime, i.ctime, i.rdev
-         FROM fs_inode i LEFT JOIN fs_origin o ON o.delta_ino = i.ino WHERE i.ino = ?",
+                i.atime, i.mtime, i.ctime, i.rdev, ",
+        nsec_columns!(),
+        " FROM fs_inode i LEFT JOIN fs_origin o ON o.delta_ino = i.ino
+           LEFT JOIN clawos_inode_nsec n ON n.ino = i.ino WHERE i.ino = ?"
+    );
+    conn.prepare_cached(SQL)?
+        .query_row([ino], stat_from_row)
+        .optional()?
+        .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
+}
+
+/// Times an operation sets on an inode; `None` leaves one alone.
+#[derive(Default)]
+pub(crate) struct Times {
+    pub atime: Option<Timestamp>,
+    pub mtime: Option<Timestamp>,
+    pub ctime: Option<Timestamp>,
+}
+
+impl Times {
+    /// mtime and ctime: the content or the entries changed.
+    pub(crate) fn modified(now: Timestamp) -> Times {
+        Times { atime: None, mtime: Some(now), ctime: Some(now) }
+    }
+
+    /// ctime alone: the inode's metadata changed.
+    pub(crate) fn changed(now: Timestamp) -> Times {
+        Times { atime: None, mtime: None, ctime: Some(now) }
+    }
+}
+
+/// Sets `times` of `ino`: the seconds in `fs_inode`, the nanoseconds in
+/// `clawos_inode_nsec` next to the seconds they belong to.
+pub(crate) fn set_times(conn: &Connection, ino: i64, times: &Times) -> Result<()> {
+    let secs = |time: Option<Timestamp>| time.map(|time| time.secs);
+    conn.prepare_cached(
+        "UPDATE fs_inode SET atime = COALESCE(?2, atime), mtime = COALESCE(?3, mtime), ctime = COALESCE(?4, ctime)
+         WHERE ino = ?1",
     )?
-    .query_row([ino], stat_from_row)
-    .optional()?
-    .ok_or_else(|| Error::corrupt(format!("dentry points at missing inode {ino}")))
+    .execute(params![ino, secs(times.atime), secs(times.mtime), secs(times.ctime)])?;
+    record_nsec(conn, ino, times)
+}
+
+/// The `clawos_inode_nsec` half of [`set_times`], for statements that
+/// write the seconds themselves along with other columns.
+fn record_nsec(conn: &Connection, ino: i64, times: &Times) -> Result<()> {
+    let secs = |time: Option<Timestamp>| time.map(|time| time.secs);
+    let nsec = |time: Option<Timestamp>| time.map(|time| time.nsec);
+    conn.prepare_cached(
+        "INSERT INTO clawos_inode_nsec (ino, atime, atime_nsec, mtime, mtime_nsec, ctime, ctime_nsec)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(ino) DO UPDATE SET
+           atime = COALESCE(excluded.atime, atime), atime_nsec = COALESCE(excluded.atime_nsec, atime_nsec),
+           mtime = COALESCE(excluded.mtime, mtime), mtime_nsec = COALESCE(excluded.mtime_nsec, mtime_nsec),
+           ctime = COALESCE(excluded.ctime, ctime), ctime_nsec = COALESCE(excluded.ctime_nsec, ctime_nsec)",
+    )?
+    .execute(params![
+        ino,
+        secs(times.atime),
+        nsec(times.atime),
+        secs(times.mtime),
+        nsec(times.mtime),
+        secs(times.ctime),
+        nsec(times.ctime)
+    ])?;
+    Ok(())
 }
 
 /// The inode and mode a name in `parent` points at, in one query, so that
@@ -178,21 +256,24 @@ pub(crate) struct NewInode {
     pub uid: u32,
     pub gid: u32,
     pub rdev: u64,
-    pub atime: i64,
-    pub mtime: i64,
-    pub ctime: i64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
 }
 
 pub(crate) fn create_inode(conn: &Connection, inode: &NewInode) -> Result<i64> {
-    Ok(conn
+    let ino = conn
         .prepare_cached(
             "INSERT INTO fs_inode (mode, uid, gid, size, atime, mtime, ctime, rdev)
              VALUES (?, ?, ?, 0, ?, ?, ?, ?) RETURNING ino",
         )?
         .query_row(
-            params![inode.mode, inode.uid, inode.gid, inode.atime, inode.mtime, inode.ctime, inode.rdev],
+            params![inode.mode, inode.uid, inode.gid, inode.atime.secs, inode.mtime.secs, inode.ctime.secs, inode.rdev],
             |row| row.get(0),
-        )?)
+        )?;
+    // All three times set: this replaces any row a foreign writer left behind.
+    record_nsec(conn, ino, &Times { atime: Some(inode.atime), mtime: Some(inode.mtime), ctime: Some(inode.ctime) })?;
+    Ok(ino)
 }
 
 /// Inserts a dentry and counts the link (spec: Creating a File, steps 4-5).
@@ -209,16 +290,20 @@ pub(crate) fn add_dentry(conn: &Connection, parent: i64, name: &str, ino: i64) -
 pub(crate) fn remove_dentry(conn: &Connection, parent: i64, name: &str, ino: i64) -> Result<()> {
     conn.prepare_cached("DELETE FROM fs_dentry WHERE parent_ino = ? AND name = ?")?
         .execute(params![parent, name])?;
+    let now = Timestamp::now();
     let nlink: i64 = conn
         .prepare_cached("UPDATE fs_inode SET nlink = nlink - 1, ctime = ? WHERE ino = ? RETURNING nlink")?
-        .query_row(params![now(), ino], |row| row.get(0))?;
-    if nlink <= 0 {
+        .query_row(params![now.secs, ino], |row| row.get(0))?;
+    if nlink > 0 {
+        record_nsec(conn, ino, &Times::changed(now))?;
+    } else {
         for sql in [
             "DELETE FROM fs_inode WHERE ino = ?",
             "DELETE FROM fs_data WHERE ino = ?",
             "DELETE FROM fs_symlink WHERE ino = ?",
             "DELETE FROM fs_origin WHERE delta_ino = ?",
             "DELETE FROM clawos_xattr WHERE ino = ?",
+            "DELETE FROM clawos_inode_nsec WHERE ino = ?",
         ] {
             conn.prepare_cached(sql)?.execute([ino])?;
         }
@@ -286,10 +371,11 @@ fn put_chunk(conn: &Connection, ino: i64, index: u64, data: &[u8]) -> Result<()>
     Ok(())
 }
 
-fn set_size(conn: &Connection, ino: i64, size: u64, time: i64) -> Result<()> {
+fn set_size(conn: &Connection, ino: i64, size: u64) -> Result<()> {
+    let now = Timestamp::now();
     conn.prepare_cached("UPDATE fs_inode SET size = ?, mtime = ?, ctime = ? WHERE ino = ?")?
-        .execute(params![size, time, time, ino])?;
-    Ok(())
+        .execute(params![size, now.secs, now.secs, ino])?;
+    record_nsec(conn, ino, &Times::modified(now))
 }
 
 /// The largest file size (EFBIG past it). AgentFS stores every chunk up to
@@ -327,7 +413,7 @@ pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset:
         }
         put_chunk(conn, ino, index, &buf)?;
     }
-    set_size(conn, ino, new_size, now())?;
+    set_size(conn, ino, new_size)?;
     Ok(new_size)
 }
 
@@ -337,7 +423,7 @@ pub(crate) fn replace_content(conn: &Connection, chunk_size: u64, ino: i64, data
     for (index, piece) in data.chunks(chunk_size as usize).enumerate() {
         put_chunk(conn, ino, index as u64, piece)?;
     }
-    set_size(conn, ino, data.len() as u64, now())
+    set_size(conn, ino, data.len() as u64)
 }
 
 /// Sets the size of `ino`, dropping chunks past the end or zero-filling up to it.
@@ -371,7 +457,7 @@ pub(crate) fn truncate(conn: &Connection, chunk_size: u64, ino: i64, new_size: u
             put_chunk(conn, ino, index, &buf)?;
         }
     }
-    set_size(conn, ino, new_size, now())
+    set_size(conn, ino, new_size)
 }
 
 pub(crate) fn xattr_list(conn: &Connection, ino: i64) -> Result<Vec<(String, Vec<u8>)>> {

@@ -107,3 +107,20 @@ CREATE TABLE IF NOT EXISTS clawos_tool_call_meta (
 );
 CREATE INDEX IF NOT EXISTS idx_clawos_tool_call_meta_session
   ON clawos_tool_call_meta(session_id);
+
+-- ClawOS extension: sub-second file times (filesystem extension point).
+-- fs_inode keeps whole seconds; the nanoseconds live here with the seconds
+-- they belong to, so a time another implementation rewrites reads back as
+-- whole seconds instead of pairing its seconds with stale nanoseconds.
+-- (No CHECK on the ranges: the reference SDK's engine refuses column
+-- CHECKs; the consistency checker verifies them instead.)
+
+CREATE TABLE IF NOT EXISTS clawos_inode_nsec (
+  ino INTEGER PRIMARY KEY,
+  atime INTEGER,
+  atime_nsec INTEGER,
+  mtime INTEGER,
+  mtime_nsec INTEGER,
+  ctime INTEGER,
+  ctime_nsec INTEGER
+);

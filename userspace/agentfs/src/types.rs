@@ -60,6 +60,30 @@ impl FileType {
     }
 }
 
+/// A file time as stat(2) reports it. AgentFS stores whole Unix seconds
+/// (`fs_inode.atime`, `mtime`, `ctime`); ClawOS keeps the nanoseconds in its
+/// extension table `clawos_inode_nsec`, next to the seconds they belong to,
+/// so a time another implementation rewrites reads back as whole seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    pub secs: i64,
+    /// 0 to 999,999,999.
+    pub nsec: u32,
+}
+
+impl Timestamp {
+    /// The current time of the system clock.
+    pub fn now() -> Timestamp {
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timestamp { secs: since_epoch.as_secs() as i64, nsec: since_epoch.subsec_nanos() }
+    }
+
+    /// Whole seconds, as the spec's columns hold them.
+    pub fn from_secs(secs: i64) -> Timestamp {
+        Timestamp { secs, nsec: 0 }
+    }
+}
+
 /// The result of `stat`: one `fs_inode` row, with the inode number already
 /// translated through `fs_origin` for copied-up files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,9 +94,9 @@ pub struct Stat {
     pub uid: u32,
     pub gid: u32,
     pub size: u64,
-    pub atime: i64,
-    pub mtime: i64,
-    pub ctime: i64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
     pub rdev: u64,
 }
 
@@ -117,6 +141,6 @@ pub struct SetAttr {
     pub gid: Option<u32>,
     /// New size (regular files only), as truncate(2).
     pub size: Option<u64>,
-    pub atime: Option<i64>,
-    pub mtime: Option<i64>,
+    pub atime: Option<Timestamp>,
+    pub mtime: Option<Timestamp>,
 }

@@ -10,10 +10,10 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::base::{BaseLayer, BaseSource};
-use crate::db::{self, NewInode};
+use crate::db::{self, NewInode, Times};
 use crate::error::{Error, Result};
 use crate::path::{check_path, components, join, parent_of, split_last};
-use crate::types::{DirEntry, SetAttr, Stat, PERMISSION_BITS, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::types::{DirEntry, SetAttr, Stat, Timestamp, PERMISSION_BITS, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
 /// Inode number of the root directory (spec: Special Inodes).
 pub const ROOT_INO: i64 = 1;
@@ -333,7 +333,7 @@ impl AgentFs {
         self.write_tx(|cx| {
             let (real, node) = cx.resolve(path, true)?;
             let ino = cx.regular_in_delta(&real, node)?;
-            let size = db::inode_stat(cx.conn, ino)?.size;
+            let size = db::inode_stat(cx.conn, ino, true)?.size;
             db::write_chunks(cx.conn, cx.chunk_size, ino, size, data)
         })
     }
@@ -352,18 +352,19 @@ impl AgentFs {
             match node {
                 Node::Delta(ino) => {
                     let data = db::read_chunks(cx.conn, cx.chunk_size, ino, offset, len)?;
-                    let now = db::now();
-                    let stale = stat.atime <= stat.mtime || now - stat.atime > RELATIME_WINDOW_SECS;
+                    let now = Timestamp::now();
+                    let stale = stat.atime <= stat.mtime || now.secs - stat.atime.secs > RELATIME_WINDOW_SECS;
                     Ok((data, stale.then_some((ino, now))))
                 }
                 Node::Base(_) => Ok((cx.base()?.read(&real, offset, len)?, None)),
             }
         })?;
         if let Some((ino, now)) = touched {
-            // Spec: Reading a File, step 4 (update access time).
-            self.conn
-                .prepare_cached("UPDATE fs_inode SET atime = ? WHERE ino = ?")?
-                .execute(params![now, ino])?;
+            // Spec: Reading a File, step 4 (update access time). Best effort,
+            // as the kernel's lazy atime: a read must not fail because its
+            // bookkeeping cannot be written (a full disk, a writer holding
+            // the lock); the next read tries again.
+            let _ = db::set_times(&self.conn, ino, &Times { atime: Some(now), ..Times::default() });
         }
         Ok(data)
     }
@@ -482,8 +483,8 @@ impl AgentFs {
             let parent_ino = cx.dir_in_delta(&parent)?;
             db::add_dentry(cx.conn, parent_ino, name, ino)?;
             cx.remove_whiteout(&join(&parent, name))?;
-            let now = db::now();
-            cx.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![now, ino])?;
+            let now = Timestamp::now();
+            db::set_times(cx.conn, ino, &Times::changed(now))?;
             cx.touch_dir(parent_ino, now)?;
             cx.stat(&Node::Delta(ino))
         })
@@ -523,7 +524,8 @@ impl AgentFs {
 
     /// utimes(2): sets access and modification time (Unix seconds).
     pub fn set_times(&mut self, path: &str, atime: i64, mtime: i64) -> Result<()> {
-        self.set_attr(path, &SetAttr { atime: Some(atime), mtime: Some(mtime), ..SetAttr::default() }).map(drop)
+        let (atime, mtime) = (Some(Timestamp::from_secs(atime)), Some(Timestamp::from_secs(mtime)));
+        self.set_attr(path, &SetAttr { atime, mtime, ..SetAttr::default() }).map(drop)
     }
 
     /// Value of the extended attribute `name` of `path` (not following a final symlink).
@@ -553,8 +555,7 @@ impl AgentFs {
             let (real, node) = cx.resolve(path, false)?;
             let ino = cx.in_delta(&real, node)?;
             db::xattr_set(cx.conn, ino, name, value)?;
-            cx.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![db::now(), ino])?;
-            Ok(())
+            db::set_times(cx.conn, ino, &Times::changed(Timestamp::now()))
         })
     }
 
@@ -567,8 +568,7 @@ impl AgentFs {
             }
             let ino = cx.in_delta(&real, node)?;
             cx.conn.execute("DELETE FROM clawos_xattr WHERE ino = ? AND name = ?", params![ino, name])?;
-            cx.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![db::now(), ino])?;
-            Ok(())
+            db::set_times(cx.conn, ino, &Times::changed(Timestamp::now()))
         })
     }
 }
@@ -752,9 +752,10 @@ impl Ctx<'_> {
             db::xattr_set(self.conn, ino, &attr, &value)?;
         }
         // Copy-up preserves the base timestamps: it is not a modification.
-        self.conn.execute(
-            "UPDATE fs_inode SET atime = ?, mtime = ?, ctime = ? WHERE ino = ?",
-            params![stat.atime, stat.mtime, stat.ctime, ino],
+        db::set_times(
+            self.conn,
+            ino,
+            &Times { atime: Some(stat.atime), mtime: Some(stat.mtime), ctime: Some(stat.ctime) },
         )?;
         db::add_dentry(self.conn, parent_ino, name, ino)?;
         self.conn.execute(
@@ -782,11 +783,8 @@ impl Ctx<'_> {
         self.in_delta(path, node)
     }
 
-    fn touch_dir(&self, ino: i64, now: i64) -> Result<()> {
-        self.conn
-            .prepare_cached("UPDATE fs_inode SET mtime = ?, ctime = ? WHERE ino = ?")?
-            .execute(params![now, now, ino])?;
-        Ok(())
+    fn touch_dir(&self, ino: i64, now: Timestamp) -> Result<()> {
+        db::set_times(self.conn, ino, &Times::modified(now))
     }
 
     fn add_whiteout(&self, path: &str) -> Result<()> {
@@ -795,7 +793,7 @@ impl Ctx<'_> {
                 "INSERT INTO fs_whiteout (path, parent_path, created_at) VALUES (?, ?, ?)
                  ON CONFLICT(path) DO UPDATE SET created_at = excluded.created_at",
             )?
-            .execute(params![path, parent_of(path), db::now()])?;
+            .execute(params![path, parent_of(path), Timestamp::now().secs])?;
         Ok(())
     }
 
@@ -899,7 +897,7 @@ impl Ctx<'_> {
     ) -> Result<i64> {
         let child_path = join(parent, name);
         let parent_ino = self.in_delta(parent, parent_node)?;
-        let now = db::now();
+        let now = Timestamp::now();
         let ino = db::create_inode(
             self.conn,
             &NewInode { mode, uid: self.owner.0, gid: self.owner.1, rdev, atime: now, mtime: now, ctime: now },
@@ -929,7 +927,7 @@ impl Ctx<'_> {
     /// the path (overlay consistency rule 2).
     fn remove_entry(&self, parent: &str, parent_node: &Node, name: &str, child: &Node) -> Result<()> {
         let child_path = join(parent, name);
-        let now = db::now();
+        let now = Timestamp::now();
         if let Node::Delta(ino) = child {
             let Node::Delta(parent_ino) = parent_node else {
                 return Err(Error::corrupt(format!("{child_path}: delta entry under a base-only directory")));
@@ -993,11 +991,10 @@ impl Ctx<'_> {
         if self.base_has(&from)? {
             self.add_whiteout(&from)?;
         }
-        let now = db::now();
+        let now = Timestamp::now();
         self.touch_dir(old_parent_ino, now)?;
         self.touch_dir(new_parent_ino, now)?;
-        self.conn.execute("UPDATE fs_inode SET ctime = ? WHERE ino = ?", params![now, source_ino])?;
-        Ok(())
+        db::set_times(self.conn, source_ino, &Times::changed(now))
     }
 
     fn set_attr(&self, path: &str, node: Node, attr: &SetAttr) -> Result<Stat> {
@@ -1013,11 +1010,10 @@ impl Ctx<'_> {
             .permissions
             .map_or(stat.mode, |bits| (stat.mode & S_IFMT) | (bits & PERMISSION_BITS));
         self.conn.execute(
-            "UPDATE fs_inode SET mode = ?, uid = COALESCE(?, uid), gid = COALESCE(?, gid),
-                    atime = COALESCE(?, atime), mtime = COALESCE(?, mtime), ctime = ?
-             WHERE ino = ?",
-            params![mode, attr.uid, attr.gid, attr.atime, attr.mtime, db::now(), ino],
+            "UPDATE fs_inode SET mode = ?, uid = COALESCE(?, uid), gid = COALESCE(?, gid) WHERE ino = ?",
+            params![mode, attr.uid, attr.gid, ino],
         )?;
+        db::set_times(self.conn, ino, &Times { atime: attr.atime, mtime: attr.mtime, ctime: Some(Timestamp::now()) })?;
         self.stat(&Node::Delta(ino))
     }
 

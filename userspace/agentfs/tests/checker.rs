@@ -42,6 +42,8 @@ fn each_rule_is_detected() {
         ("UPDATE kv_store SET created_at = 'yesterday'", "kv.3"),
         ("DROP TRIGGER tool_calls_reject_delete", "tool_calls.5"),
         ("INSERT INTO clawos_xattr VALUES (999, 'user.x', x'00')", "clawos.xattr"),
+        ("INSERT INTO clawos_inode_nsec (ino, mtime, mtime_nsec) VALUES (999, 1, 5)", "clawos.inode_nsec"),
+        ("UPDATE clawos_inode_nsec SET ctime_nsec = 1000000000", "clawos.inode_nsec"),
     ];
     for (damage, rule) in cases {
         let found = rules_after(damage);

@@ -2,7 +2,7 @@
 
 mod common;
 
-use agentfs::{FileType, SetAttr, S_IFBLK, S_IFCHR, S_IFIFO, S_IFSOCK};
+use agentfs::{FileType, SetAttr, Timestamp, S_IFBLK, S_IFCHR, S_IFIFO, S_IFSOCK};
 use common::Workspace;
 
 fn errno<T: std::fmt::Debug>(result: agentfs::Result<T>) -> i32 {
@@ -257,17 +257,57 @@ fn chmod_chown_and_timestamps() {
     ws.chown("/f", 1000, 100).unwrap();
     ws.set_times("/f", 1_000, 2_000).unwrap();
     let stat = ws.stat("/f").unwrap();
-    assert_eq!((stat.mode, stat.uid, stat.gid, stat.atime, stat.mtime), (0o104711, 1000, 100, 1_000, 2_000));
+    assert_eq!(
+        (stat.mode, stat.uid, stat.gid, stat.atime, stat.mtime),
+        (0o104711, 1000, 100, Timestamp::from_secs(1_000), Timestamp::from_secs(2_000))
+    );
     ws.symlink("/l", "/f").unwrap();
     let link = ws.set_attr_nofollow("/l", &SetAttr { uid: Some(5), ..SetAttr::default() }).unwrap();
     assert_eq!(link.uid, 5);
     assert_eq!(ws.stat("/f").unwrap().uid, 1000);
     // A read after the mtime moves atime forward (relatime).
     ws.read_file("/f").unwrap();
-    assert!(ws.stat("/f").unwrap().atime > 2_000);
+    assert!(ws.stat("/f").unwrap().atime.secs > 2_000);
     ws.set_owner(7, 8);
     let created = ws.create("/owned", 0o600).unwrap();
     assert_eq!((created.uid, created.gid, created.mode), (7, 8, 0o100600));
+}
+
+/// Tools like make compare mtimes: a file written after another within the
+/// same second must still be newer, and explicit times keep their nanoseconds.
+#[test]
+fn timestamps_have_nanoseconds_that_survive_reopening() {
+    let mut ws = Workspace::new();
+    ws.write_file("/source", b"1").unwrap();
+    ws.write_file("/target", b"2").unwrap();
+    ws.write_file("/source", b"3").unwrap();
+    let (source, target) = (ws.stat("/source").unwrap(), ws.stat("/target").unwrap());
+    assert!(source.mtime > target.mtime, "{:?} not after {:?}", source.mtime, target.mtime);
+    assert!(source.ctime >= source.mtime);
+    let exact = Timestamp { secs: 1_700_000_000, nsec: 123_456_789 };
+    let before_1970 = Timestamp { secs: -2, nsec: 500_000_000 };
+    ws.set_attr("/target", &SetAttr { atime: Some(before_1970), mtime: Some(exact), ..SetAttr::default() }).unwrap();
+    ws.mkdir("/dir", 0o755).unwrap();
+    let dir_before = ws.stat("/dir").unwrap().mtime;
+    ws.write_file("/dir/new", b"").unwrap();
+    assert!(ws.stat("/dir").unwrap().mtime > dir_before, "a new entry moves the directory's mtime");
+    let mut reopened = agentfs::AgentFs::open(&ws.path).unwrap();
+    let target = reopened.stat("/target").unwrap();
+    assert_eq!((target.atime, target.mtime), (before_1970, exact));
+}
+
+/// Another AgentFS implementation sees whole seconds and may rewrite them;
+/// the nanoseconds stored for the old seconds must not attach to the new ones.
+#[test]
+fn a_time_rewritten_by_another_implementation_reads_as_whole_seconds() {
+    let mut ws = Workspace::new();
+    ws.write_file("/f", b"x").unwrap();
+    let stat = ws.stat("/f").unwrap();
+    let other = rusqlite::Connection::open(&ws.path).unwrap();
+    other.execute("UPDATE fs_inode SET mtime = 42 WHERE ino = ?", [stat.ino as i64]).unwrap();
+    let after = ws.stat("/f").unwrap();
+    assert_eq!(after.mtime, Timestamp::from_secs(42));
+    assert_eq!(after.ctime, stat.ctime, "untouched times keep their nanoseconds");
 }
 
 #[test]

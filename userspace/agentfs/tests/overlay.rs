@@ -122,8 +122,16 @@ fn host_directory_base() {
     std::fs::create_dir(host.path().join("src")).unwrap();
     std::fs::write(host.path().join("src/main.rs"), b"fn main() {}").unwrap();
     std::os::unix::fs::symlink("main.rs", host.path().join("src/entry")).unwrap();
+    let exact = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 987_654_321);
+    let times = std::fs::FileTimes::new().set_accessed(exact).set_modified(exact);
+    std::fs::File::open(host.path().join("src/main.rs")).unwrap().set_times(times).unwrap();
     let mut ws = overlay(BaseSource::detect(host.path()));
     assert_eq!(ws.read_file("/src/entry").unwrap(), b"fn main() {}");
+    // The base's nanoseconds show through and survive copy-up (chmod copies up).
+    let exact_stamp = agentfs::Timestamp { secs: 1_600_000_000, nsec: 987_654_321 };
+    assert_eq!(ws.stat("/src/main.rs").unwrap().mtime, exact_stamp);
+    ws.chmod("/src/main.rs", 0o600).unwrap();
+    assert_eq!(ws.stat("/src/main.rs").unwrap().mtime, exact_stamp);
     assert_eq!(ws.read("/src/main.rs", 3, 4).unwrap(), b"main");
     let host_ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(host.path().join("src/main.rs")).unwrap());
     assert_eq!(ws.stat("/src/main.rs").unwrap().ino, host_ino);
