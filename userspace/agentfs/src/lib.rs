@@ -4,7 +4,7 @@
 //!
 //! This crate owns the database: the spec's schema (`fs_*`, `kv_store`,
 //! `tool_calls`), ClawOS's extension tables (`clawos_xattr`,
-//! `clawos_tool_call_meta`), the overlay over a read-only base, and the
+//! `clawos_inode_nsec`, `clawos_tool_call_meta`), the overlay over a read-only base, and the
 //! consistency checker ([`check`]). It must not touch anything outside the
 //! database files it is given: mounting is `clawos-agentfs-fuse`'s job and
 //! the command line is `clawctl`'s.
