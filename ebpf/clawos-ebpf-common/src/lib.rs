@@ -292,6 +292,7 @@ pub struct KernelOffsets {
     pub task_exit_code: u32,
     pub task_pid: u32,
     pub task_tgid: u32,
+    /// Keeps the size a multiple of 8, with no implicit padding.
     pub _pad: u32,
 }
 

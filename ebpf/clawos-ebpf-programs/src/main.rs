@@ -34,8 +34,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use clawos_ebpf_common::{
-    CgroupPolicy, Decision, EventHeader, KernelOffsets, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
-    NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
+    CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
+    KernelOffsets, NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
     EVENT_FORMAT_VERSION, GRANT_PATH_LEN, MODE_ENFORCE, OPEN_REPORT_WINDOW_NS, PROGRAM_COUNT, RULE_DENY_EXEC,
     RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT, RULE_RESTRICT_OPEN,
 };

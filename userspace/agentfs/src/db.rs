@@ -94,12 +94,13 @@ pub(crate) fn read_chunk_size(conn: &Connection) -> Result<u64> {
 
 /// The nanoseconds of each time, from `clawos_inode_nsec` aliased `n`,
 /// where they still belong to the seconds in `fs_inode` (aliased `i`): a
-/// time rewritten by another AgentFS implementation reads as whole seconds.
+/// time rewritten by another AgentFS implementation reads as whole seconds,
+/// and so does a value out of range (which the checker reports).
 macro_rules! nsec_columns {
     () => {
-        "CASE WHEN n.atime = i.atime THEN n.atime_nsec ELSE 0 END,
-         CASE WHEN n.mtime = i.mtime THEN n.mtime_nsec ELSE 0 END,
-         CASE WHEN n.ctime = i.ctime THEN n.ctime_nsec ELSE 0 END"
+        "CASE WHEN n.atime = i.atime AND n.atime_nsec BETWEEN 0 AND 999999999 THEN n.atime_nsec ELSE 0 END,
+         CASE WHEN n.mtime = i.mtime AND n.mtime_nsec BETWEEN 0 AND 999999999 THEN n.mtime_nsec ELSE 0 END,
+         CASE WHEN n.ctime = i.ctime AND n.ctime_nsec BETWEEN 0 AND 999999999 THEN n.ctime_nsec ELSE 0 END"
     };
 }
 

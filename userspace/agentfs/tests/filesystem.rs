@@ -308,6 +308,11 @@ fn a_time_rewritten_by_another_implementation_reads_as_whole_seconds() {
     let after = ws.stat("/f").unwrap();
     assert_eq!(after.mtime, Timestamp::from_secs(42));
     assert_eq!(after.ctime, stat.ctime, "untouched times keep their nanoseconds");
+    // A damaged row (which the checker reports) still stats, as whole seconds.
+    other.execute("UPDATE clawos_inode_nsec SET ctime_nsec = NULL, atime_nsec = -1", []).unwrap();
+    let damaged = ws.stat("/f").unwrap();
+    assert_eq!((damaged.ctime.nsec, damaged.atime.nsec), (0, 0));
+    other.execute("UPDATE clawos_inode_nsec SET ctime_nsec = 0, atime_nsec = 0", []).unwrap();
 }
 
 #[test]
