@@ -214,16 +214,22 @@ fn kind(file_type: AgentFileType) -> FileType {
     }
 }
 
+// fuser 0.16 turns a kernel timespec before 1970 into a SystemTime and back
+// as sign and magnitude: (-2 s, +0.5 s) becomes 2.5 s before the epoch, not
+// the 1.5 s the timespec means. These two mirror that mapping exactly, so the
+// kernel's timespec reaches the database unchanged and comes back the same.
+
+/// The SystemTime fuser sends to the kernel as the timespec `stamp`.
 fn time(stamp: Timestamp) -> SystemTime {
-    // A timespec: whole seconds (negative before 1970) plus forward nanoseconds.
-    let seconds = if stamp.secs >= 0 {
-        UNIX_EPOCH + Duration::from_secs(stamp.secs as u64)
+    let magnitude = Duration::new(stamp.secs.unsigned_abs(), stamp.nsec);
+    if stamp.secs >= 0 {
+        UNIX_EPOCH + magnitude
     } else {
-        UNIX_EPOCH - Duration::from_secs(stamp.secs.unsigned_abs())
-    };
-    seconds + Duration::from_nanos(stamp.nsec.into())
+        UNIX_EPOCH - magnitude
+    }
 }
 
+/// The kernel's timespec behind a time fuser decoded.
 fn timestamp(time: TimeOrNow) -> Timestamp {
     let time = match time {
         TimeOrNow::SpecificTime(time) => time,
@@ -233,10 +239,7 @@ fn timestamp(time: TimeOrNow) -> Timestamp {
         Ok(after) => Timestamp { secs: after.as_secs() as i64, nsec: after.subsec_nanos() },
         Err(before) => {
             let before = before.duration();
-            match before.subsec_nanos() {
-                0 => Timestamp { secs: -(before.as_secs() as i64), nsec: 0 },
-                nanos => Timestamp { secs: -(before.as_secs() as i64) - 1, nsec: 1_000_000_000 - nanos },
-            }
+            Timestamp { secs: -(before.as_secs() as i64), nsec: before.subsec_nanos() }
         }
     }
 }

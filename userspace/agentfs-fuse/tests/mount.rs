@@ -316,7 +316,14 @@ fn times_keep_nanoseconds_through_the_mount() {
     let times = fs::FileTimes::new().set_accessed(exact).set_modified(exact);
     fs::File::options().write(true).open(mnt.path("target")).unwrap().set_times(times).unwrap();
     assert_eq!(mtime("target"), exact);
+    // Before 1970: -1.5 s is the timespec (-2 s, +0.5 s).
+    let before_1970 = UNIX_EPOCH - Duration::new(1, 500_000_000);
+    fs::File::options().write(true).open(mnt.path("source")).unwrap().set_modified(before_1970).unwrap();
+    assert_eq!(mtime("source"), before_1970);
     let db = mnt.stop();
-    let stat = AgentFs::open(&db).unwrap().stat("/target").unwrap();
+    let mut fs = AgentFs::open(&db).unwrap();
+    let stat = fs.stat("/target").unwrap();
     assert_eq!((stat.mtime.secs, stat.mtime.nsec), (1_700_000_000, 123_456_789));
+    let stat = fs.stat("/source").unwrap();
+    assert_eq!((stat.mtime.secs, stat.mtime.nsec), (-2, 500_000_000));
 }

@@ -152,9 +152,13 @@ impl Monitor {
     /// [`RING_BUFFERS`], bytes: a power of two and a multiple of the page
     /// size). The tests use it to prove that overflow is counted, not hidden.
     pub fn attach_with_ring_sizes(path: &Path, ring_sizes: &[(&str, u32)]) -> Result<Self, MonitorError> {
-        let btf = Btf::from_sys_fs().map_err(MonitorError::Btf)?;
-        let kernel_offsets =
-            offsets::from_btf_file(Path::new(offsets::KERNEL_BTF)).map_err(MonitorError::Offsets)?;
+        // Read once: aya needs the kernel's BTF to attach the LSM programs,
+        // and the offsets come from the same data.
+        let btf_path = Path::new(offsets::KERNEL_BTF);
+        let btf_bytes = std::fs::read(btf_path)
+            .map_err(|error| MonitorError::Btf(aya::BtfError::FileError { path: btf_path.to_owned(), error }))?;
+        let btf = Btf::parse(&btf_bytes, aya::Endianness::default()).map_err(MonitorError::Btf)?;
+        let kernel_offsets = offsets::from_btf_bytes(&btf_bytes, btf_path).map_err(MonitorError::Offsets)?;
         let mut loader = EbpfLoader::new();
         loader.btf(Some(&btf));
         loader.set_global("KERNEL_OFFSETS", &kernel_offsets, true);

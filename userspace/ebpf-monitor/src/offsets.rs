@@ -25,11 +25,11 @@ pub enum OffsetError {
     Unaligned { strukt: &'static str, member: &'static str },
 }
 
-/// Every offset of [`KernelOffsets`], from the BTF file at `path` (raw BTF,
-/// as [`KERNEL_BTF`]).
-pub fn from_btf_file(path: &Path) -> Result<KernelOffsets, OffsetError> {
-    let btf = Btf::from_file(path)
-        .map_err(|err| OffsetError::Parse { path: path.display().to_string(), message: err.to_string() })?;
+/// Every offset of [`KernelOffsets`], from raw BTF (the contents of
+/// [`KERNEL_BTF`]); `source` names where it came from, for errors.
+pub fn from_btf_bytes(bytes: &[u8], source: &Path) -> Result<KernelOffsets, OffsetError> {
+    let btf = Btf::from_bytes(bytes)
+        .map_err(|err| OffsetError::Parse { path: source.display().to_string(), message: err.to_string() })?;
     resolve(&btf)
 }
 
@@ -93,7 +93,7 @@ mod tests {
             eprintln!("skipped: no {KERNEL_BTF}");
             return;
         }
-        let offsets = from_btf_file(path).unwrap();
+        let offsets = from_btf_bytes(&std::fs::read(path).unwrap(), path).unwrap();
         // `tgid` follows `pid` (both pid_t) in every task_struct since 2.6.
         assert_eq!(offsets.task_tgid, offsets.task_pid + 4);
         // A struct path is two pointers; f_path is 8-byte aligned, after f_inode's pointer.
@@ -103,8 +103,8 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_btf_file_is_a_clear_error() {
-        let err = from_btf_file(Path::new("/nonexistent/btf")).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent/btf"), "{err}");
+    fn unparsable_btf_is_a_clear_error() {
+        let err = from_btf_bytes(b"not BTF", Path::new("/some/btf")).unwrap_err();
+        assert!(err.to_string().contains("/some/btf"), "{err}");
     }
 }
