@@ -25,6 +25,7 @@ pub mod check;
 mod db;
 mod error;
 mod kv;
+mod overlay;
 mod path;
 mod tool_calls;
 mod types;
