@@ -1,6 +1,7 @@
-# Identity files (issue 8, clawfs-spec.md §5) through fs-engine: verified
-# reads, updates that keep a backup in the vault, a tampered file reported
-# with its last good backup, and the restore of that backup.
+# Identity files (issue 8, specs/clawfs/README.md "Identity files") through
+# fs-engine: verified reads, updates that keep a backup in the vault, a
+# tampered file reported with its last good backup, and the restore of that
+# backup.
 check "identity: a recorded task updates the verified file and keeps a backup in the vault" \
   vm_ssh 'clawctl identity record fs-engine vm-check-1 --duration-ms 40 >/dev/null &&
           clawctl identity show fs-engine | jq -e ".history.completed_tasks | index(\"vm-check-1\") != null" &&

@@ -1,5 +1,6 @@
-# Workspace snapshots (issue 8, clawfs-spec.md §2.5) through fs-engine: a
-# snapshot taken online brings back the workspace's memory of its moment.
+# Workspace snapshots (issue 8, specs/clawfs/README.md "Snapshots") through
+# fs-engine: a snapshot taken online brings back the workspace's memory of
+# its moment.
 check "workspaces: a restored snapshot brings back the memory of its moment" vm_ssh '
   set -e
   clawctl workspace create vm-snap >/dev/null

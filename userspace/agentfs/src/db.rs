@@ -18,9 +18,10 @@ pub const AUDIT_TRIGGERS_SQL: &str = include_str!("audit_triggers.sql");
 /// operation fails with [`Error::Busy`]; SQLite retries within this bound.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Pragmas of the ClawFS spec §9.1. WAL with `synchronous = NORMAL` survives
-/// a killed process with every committed transaction; a power cut may lose
-/// the last few commits but never consistency.
+/// Connection pragmas (specs/agentfs/README.md, "Connection settings"). WAL
+/// with `synchronous = NORMAL` survives a killed process with every committed
+/// transaction; a power cut may lose the last few commits but never
+/// consistency.
 const PRAGMAS_SQL: &str = "
 PRAGMA journal_mode = WAL;
 PRAGMA cache_size = -64000;
@@ -29,7 +30,7 @@ PRAGMA synchronous = NORMAL;
 PRAGMA temp_store = MEMORY;
 ";
 
-/// Applies the busy timeout and the §9.1 pragmas to a connection. Other
+/// Applies the busy timeout and the pragmas to a connection. Other
 /// crates that open an AgentFS database (ClawFS keeps its search tables in
 /// the same file) call this so every connection runs with the same settings.
 pub fn apply_pragmas(conn: &Connection) -> Result<()> {

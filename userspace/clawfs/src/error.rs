@@ -8,7 +8,7 @@ use crate::names::NameError;
 /// What went wrong in a ClawFS operation.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A name broke a rule of spec §2.
+    /// A name broke a rule of specs/clawfs/README.md ("Names").
     #[error(transparent)]
     Name(#[from] NameError),
     /// A filesystem call failed.
@@ -22,7 +22,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A user or group of spec §8.1 does not exist on this system.
+    /// A user or group of the namespace table (specs/clawfs/README.md,
+    /// "Namespace") does not exist on this system.
     #[error("{kind} `{name}` does not exist (needed to own {path}); is sysusers.d/clawos-clawfs.conf installed?")]
     NoSuchOwner {
         /// "user" or "group".
@@ -54,8 +55,9 @@ pub enum Error {
     /// A configuration value outside its documented range.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// An identity file failed verification (spec §5.5); `backup` names the
-    /// newest backup that verifies, for `clawctl identity restore`.
+    /// An identity file failed verification (specs/clawfs/README.md,
+    /// "Identity files"); `backup` names the newest backup that verifies,
+    /// for `clawctl identity restore`.
     #[error("identity file of `{agent}` is corrupt: {reason}{}", match backup {
         Some(name) => format!("; the last good backup is {name}"),
         None => "; no good backup is kept".to_owned(),

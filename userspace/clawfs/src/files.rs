@@ -1,10 +1,10 @@
 //! Plain files under `/clawfs`, read and written on someone's behalf, with
-//! the access rule of spec §1.1 (RULE-001): an agent reads and writes only
-//! inside its own directory `agents/<agent>/` (and may read `specs/`); the
-//! operator reaches everything but the vault. Inside an agent directory the
-//! files ClawFS maintains itself (`workspace.db*`, the HNSW index,
-//! `identity.json`) are read-only here: they change only through their own
-//! methods, which keep them consistent.
+//! the access rule RULE-001 (specs/clawfs/README.md, "Files and RULE-001"):
+//! an agent reads and writes only inside its own directory `agents/<agent>/`
+//! (and may read `specs/`); the operator reaches everything but the vault.
+//! Inside an agent directory the files ClawFS maintains itself
+//! (`workspace.db*`, the HNSW index, `identity.json`) are read-only here:
+//! they change only through their own methods, which keep them consistent.
 //!
 //! Paths are resolved lexically (no `..`) and never through a symlink, so
 //! a request cannot leave the directory it was allowed.

@@ -1,8 +1,9 @@
-//! Identity files (spec §5): `agents/<agent>/identity.json`, an agent's
-//! persistent state, learned patterns and history.
+//! Identity files (specs/clawfs/README.md, "Identity files"):
+//! `agents/<agent>/identity.json`, an agent's persistent state, learned
+//! patterns and history.
 //!
-//! Every read verifies the file: JSON, the §5.5 checksum (SHA-256 over the
-//! canonical JSON without the `checksum` field), the §5.3 schema, and that
+//! Every read verifies the file: JSON, the checksum (SHA-256 over the
+//! canonical JSON without the `checksum` field), the schema, and that
 //! it belongs to the agent. A file that fails is reported as
 //! [`Error::IdentityCorrupt`] naming the newest backup that verifies, which
 //! [`Clawfs::restore_identity`] puts back. Updates are atomic (temporary
@@ -29,9 +30,9 @@ pub const IDENTITY_VERSION: u64 = 1;
 /// Backups kept per agent; older ones are removed after each update.
 pub const IDENTITY_BACKUPS_KEPT: usize = 10;
 
-/// The §5.3 schema. Unknown top-level fields are kept as they are (a newer
-/// ClawOS of the same version may add some); missing or mistyped known
-/// fields are corruption.
+/// The identity schema (specs/clawfs/README.md, "Identity files"). Unknown
+/// top-level fields are kept as they are (a newer ClawOS of the same version
+/// may add some); missing or mistyped known fields are corruption.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Identity {
     pub agent_id: String,
@@ -193,7 +194,7 @@ impl Clawfs {
         self.read_identity(agent)
     }
 
-    /// Writes a fresh identity file for `agent` (spec §5.4 creation).
+    /// Writes a fresh identity file for `agent`, as the namespace creates it.
     pub fn create_identity(&self, agent: &str) -> Result<Identity> {
         validate_agent_name(agent)?;
         write_json_atomic(&self.identity_path(agent), &initial_identity(agent))?;
@@ -255,7 +256,7 @@ fn typed(value: &Value) -> std::result::Result<Identity, String> {
 
 /// Brings `value` from schema `version` up to [`IDENTITY_VERSION`] and
 /// re-checksums it. Version 0 is a file from before versioning: any of the
-/// §5.3 sections may be missing and are filled with their initial values.
+/// schema's sections may be missing and are filled with their initial values.
 fn migrate(mut value: Value, version: u64) -> Value {
     if version == 0 {
         let agent = value["agent_id"].as_str().unwrap_or_default().to_owned();

@@ -1,9 +1,9 @@
-//! ClawFS: where ClawOS agents keep what they know (spec
-//! `clawfs-spec.md`).
+//! ClawFS: where ClawOS agents keep what they know (specs/clawfs/README.md).
 //!
-//! This crate owns the `/clawfs` namespace (spec §1, §8.1), the naming rules
-//! (§2), user workspaces with their `metadata.json`, and the hybrid memory
-//! search of each workspace (§4): FTS5 keyword search and usearch HNSW
+//! This crate owns the `/clawfs` namespace (specs/clawfs/README.md,
+//! "Namespace"), the naming rules ("Names"), user workspaces with their
+//! `metadata.json` ("Workspaces"), and the hybrid memory search of each
+//! workspace ("Memory search"): FTS5 keyword search and usearch HNSW
 //! vector search fused into one ranking. Workspace databases are AgentFS
 //! databases (`clawos-agentfs`); the search tables live beside AgentFS's in
 //! the same file. Serving it over IPC is `clawos-fs-engine`'s job, the

@@ -1,9 +1,10 @@
-//! The naming rules of ClawFS spec §2: every name that becomes a path
-//! component under `/clawfs` is checked here before it touches the disk, so
-//! a bad name is refused with the rule it breaks instead of becoming a
-//! surprising path (`..`, `/`, upper case, Unicode look-alikes).
+//! The naming rules of ClawFS (specs/clawfs/README.md, "Names"): every name
+//! that becomes a path component under `/clawfs` is checked here before it
+//! touches the disk, so a bad name is refused with the rule it breaks
+//! instead of becoming a surprising path (`..`, `/`, upper case, Unicode
+//! look-alikes).
 
-/// The agent roster of spec §2.2, in the spec's order.
+/// The agent roster (specs/clawfs/README.md, "Names"), in its order.
 pub const AGENTS: [&str; 8] = [
     "kernel-engine",
     "ebpf-agent",
@@ -15,17 +16,18 @@ pub const AGENTS: [&str; 8] = [
     "build-engine",
 ];
 
-/// Workspace names that the system keeps for itself (spec §2.4). `default`
-/// is created by ClawFS, never by a caller.
+/// Workspace names that the system keeps for itself (specs/clawfs/README.md,
+/// "Names"). `default` is created by ClawFS, never by a caller.
 pub const RESERVED_WORKSPACE_NAMES: [&str; 3] = ["default", "system", "vault"];
 
-/// Longest workspace name (spec §2.4).
+/// Longest workspace name (specs/clawfs/README.md, "Names").
 pub const MAX_WORKSPACE_NAME_LEN: usize = 64;
 
-/// Longest path component (spec §2.1).
+/// Longest path component (specs/clawfs/README.md, "Names").
 pub const MAX_COMPONENT_LEN: usize = 255;
 
-/// A name that breaks a rule of spec §2; the message names the rule.
+/// A name that breaks a rule of specs/clawfs/README.md ("Names"); the
+/// message names the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// The name is empty.
@@ -47,7 +49,7 @@ pub enum NameError {
         max: usize,
     },
     /// A character outside the allowed set.
-    #[error("{kind} name `{name}` contains {found:?}; only {allowed} are allowed (spec §2)")]
+    #[error("{kind} name `{name}` contains {found:?}; only {allowed} are allowed")]
     BadCharacter {
         /// What was being named.
         kind: &'static str,
@@ -113,8 +115,8 @@ fn check_slug(kind: &'static str, name: &str, max: usize) -> Result<(), NameErro
     Ok(())
 }
 
-/// A user workspace name (spec §2.4): `[a-z0-9-]+`, at most 64 characters,
-/// not reserved.
+/// A user workspace name (specs/clawfs/README.md, "Names"): `[a-z0-9-]+`,
+/// at most 64 characters, not reserved.
 pub fn validate_workspace_name(name: &str) -> Result<(), NameError> {
     check_slug("workspace", name, MAX_WORKSPACE_NAME_LEN)?;
     if RESERVED_WORKSPACE_NAMES.contains(&name) {
@@ -132,7 +134,7 @@ pub fn validate_workspace_to_open(name: &str) -> Result<(), NameError> {
     validate_workspace_name(name)
 }
 
-/// One of the eight agents of spec §2.2.
+/// One of the eight agents (specs/clawfs/README.md, "Names").
 pub fn validate_agent_name(name: &str) -> Result<(), NameError> {
     if AGENTS.contains(&name) {
         Ok(())
@@ -141,14 +143,16 @@ pub fn validate_agent_name(name: &str) -> Result<(), NameError> {
     }
 }
 
-/// A tool name (the `{tool-name}` of spec §2.3): a `[a-z0-9-]+` slug.
+/// A tool name (the `{tool-name}` of specs/clawfs/README.md, "Names"): a
+/// `[a-z0-9-]+` slug.
 pub fn validate_tool_name(name: &str) -> Result<(), NameError> {
     // The longest file name built from it, `{name}-vX.Y.Z.wasm`, must still
     // fit in a path component; 200 leaves room for any version.
     check_slug("tool", name, 200)
 }
 
-/// A tool definition file name, `tool-{tool-name}.json` (spec §2.3).
+/// A tool definition file name, `tool-{tool-name}.json` (specs/clawfs/README.md,
+/// "Names").
 /// Returns the tool name.
 pub fn parse_tool_definition_file(file: &str) -> Result<&str, NameError> {
     let shape = || NameError::BadShape {
@@ -173,7 +177,7 @@ pub struct SemVer {
 }
 
 /// A tool binary file name, `{tool-name}-v{major}.{minor}.{patch}.wasm`
-/// (spec §2.3). Returns the tool name and its version.
+/// (specs/clawfs/README.md, "Names"). Returns the tool name and its version.
 pub fn parse_tool_binary_file(file: &str) -> Result<(&str, SemVer), NameError> {
     let shape = || NameError::BadShape {
         kind: "tool binary",
@@ -200,8 +204,8 @@ pub fn parse_tool_binary_file(file: &str) -> Result<(&str, SemVer), NameError> {
     Ok((tool, version))
 }
 
-/// A snapshot file name, `snapshot-YYYY-MM-DD.db` (spec §2.5), with a real
-/// calendar date. Returns `(year, month, day)`.
+/// A snapshot file name, `snapshot-YYYY-MM-DD.db` (specs/clawfs/README.md,
+/// "Names"), with a real calendar date. Returns `(year, month, day)`.
 pub fn parse_snapshot_file(file: &str) -> Result<(u32, u32, u32), NameError> {
     let shape = || NameError::BadShape { kind: "snapshot", name: file.to_owned(), pattern: "snapshot-YYYY-MM-DD.db" };
     let date = file.strip_prefix("snapshot-").and_then(|rest| rest.strip_suffix(".db")).ok_or_else(shape)?;

@@ -1,7 +1,7 @@
-//! The `/clawfs` tree of spec §1: the six top-level directories with the
-//! owners and modes of §8.1, and the eight agent directories. Creation is
-//! idempotent, so fs-engine runs it at every start and repairs what is
-//! missing without touching what is there.
+//! The `/clawfs` tree (specs/clawfs/README.md, "Namespace"): the six
+//! top-level directories with their owners and modes, and the eight agent
+//! directories. Creation is idempotent, so fs-engine runs it at every start
+//! and repairs what is missing without touching what is there.
 
 use std::ffi::CString;
 use std::fs;
@@ -29,13 +29,13 @@ pub struct DirSpec {
     pub mode: u32,
 }
 
-/// The top-level directories (spec §1.1) with the access control of §8.1.
+/// The top-level directories with their owners and modes
+/// (specs/clawfs/README.md, "Namespace").
 ///
-/// Three owners differ from the spec's table because each is the one
-/// component that writes there, and a component runs as its own user
-/// (`sysusers.d/clawos.conf`): `tools/` belongs to `clawos-wasm-daemon`
-/// (the spec's "wasm-agent"), `vault/` to `clawos-security-agent` (which
-/// hosts the vault, `tmpfiles.d/clawos-vault.conf`), and `workspaces/` to
+/// Each directory that a component writes belongs to that component, which
+/// runs as its own user (`sysusers.d/clawos.conf`): `tools/` belongs to
+/// `clawos-wasm-daemon`, `vault/` to `clawos-security-agent` (which hosts
+/// the vault, `tmpfiles.d/clawos-vault.conf`), and `workspaces/` to
 /// `clawos-fs-engine`, the only writer of workspace databases.
 /// `tmpfiles.d/clawos-clawfs.conf` repeats this table for first boot.
 pub const TOP_LEVEL: [DirSpec; 6] = [
@@ -44,7 +44,7 @@ pub const TOP_LEVEL: [DirSpec; 6] = [
     DirSpec { path: "tools", owner: "clawos-wasm-daemon", group: "clawos-agents", mode: 0o755 },
     DirSpec { path: "workspaces", owner: "clawos-fs-engine", group: "clawos-users", mode: 0o750 },
     DirSpec { path: "vault", owner: "clawos-security-agent", group: "clawos-security-agent", mode: 0o700 },
-    // Spec §8.1 says 0444, but a directory without x cannot be entered, so
+    // Read-only, but with x: a directory without x cannot be entered, so
     // nobody could read the specs; 0555 keeps them read-only and readable.
     DirSpec { path: "specs", owner: "root", group: "root", mode: 0o555 },
 ];
@@ -52,12 +52,12 @@ pub const TOP_LEVEL: [DirSpec; 6] = [
 /// Owner of every agent directory: fs-engine writes there on the agent's
 /// behalf and enforces that an agent stays inside its own (RULE-001).
 pub const AGENT_DIR_OWNER: &str = "clawos-fs-engine";
-/// Group of every agent directory (spec §8.1).
+/// Group of every agent directory (specs/clawfs/README.md, "Namespace").
 pub const AGENT_DIR_GROUP: &str = "clawos-agents";
-/// Mode of agent directories. Spec §1.2 says 0750 for an agent that owns
-/// its directory; ClawOS agents are not Unix users, so the directory belongs
-/// to fs-engine and the group lets the wasm-daemon append the tool-call audit
-/// trail to `workspace.db`. On the appliance systemd-tmpfiles also sets the
+/// Mode of agent directories (specs/clawfs/README.md, "Namespace"). ClawOS
+/// agents are not Unix users, so the directory belongs to fs-engine and the
+/// group lets the wasm-daemon append the tool-call audit trail to
+/// `workspace.db`. On the appliance systemd-tmpfiles also sets the
 /// setgid bit, so files made inside keep the group; fs-engine runs with
 /// `RestrictSUIDSGID=` and cannot.
 pub const AGENT_DIR_MODE: u32 = 0o770;
@@ -122,9 +122,9 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
     Ok(report)
 }
 
-/// The identity file an agent starts with (spec §5.3), checksummed as §5.5
-/// requires: SHA-256 over the canonical JSON (sorted keys, no spaces)
-/// without the `checksum` field.
+/// The identity file an agent starts with, checksummed as
+/// specs/clawfs/README.md ("Identity files") requires: SHA-256 over the
+/// canonical JSON (sorted keys, no spaces) without the `checksum` field.
 pub fn initial_identity(agent: &str) -> Value {
     let now = now_rfc3339();
     let mut identity = json!({

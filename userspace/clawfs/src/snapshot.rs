@@ -1,8 +1,9 @@
-//! Workspace snapshots (spec §1.2 workspaces, §2.5): full, consistent copies
-//! of a workspace database as `snapshots/snapshot-YYYY-MM-DD.db`, one per
-//! day (a second snapshot the same day replaces the first), with the HNSW
-//! index beside them. Taken online with `VACUUM INTO`, which copies one
-//! read transaction, so a writer working meanwhile never tears a snapshot.
+//! Workspace snapshots (specs/clawfs/README.md, "Snapshots"): full,
+//! consistent copies of a workspace database as
+//! `snapshots/snapshot-YYYY-MM-DD.db`, one per day (a second snapshot the
+//! same day replaces the first), with the HNSW index beside them. Taken
+//! online with `VACUUM INTO`, which copies one read transaction, so a writer
+//! working meanwhile never tears a snapshot.
 //!
 //! Restoring swaps the file in atomically. It must run with no connection
 //! to the workspace open (fs-engine closes its index first): the live

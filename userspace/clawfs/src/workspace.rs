@@ -1,9 +1,9 @@
-//! User workspaces under `/clawfs/workspaces/` (spec §1.2): each is a
-//! directory with an AgentFS `workspace.db`, the HNSW index beside it,
-//! `metadata.json` and `snapshots/`.
+//! User workspaces under `/clawfs/workspaces/` (specs/clawfs/README.md,
+//! "Workspaces"): each is a directory with an AgentFS `workspace.db`, the
+//! HNSW index beside it, `metadata.json` and `snapshots/`.
 //!
-//! One vector dimension holds for the whole instance (spec §4.3). It comes
-//! from [`Config`]; a workspace whose `metadata.json` says otherwise is
+//! One vector dimension holds for the whole instance. It comes from
+//! [`Config`]; a workspace whose `metadata.json` says otherwise is
 //! refused with [`Error::DimensionMismatch`] until it is explicitly
 //! re-indexed ([`Clawfs::reindex`]), never converted silently.
 
@@ -20,22 +20,23 @@ use crate::index::{open_agentfs, MemoryIndex};
 use crate::names::{validate_workspace_name, validate_workspace_to_open};
 use crate::time::now_rfc3339;
 
-/// HNSW parameters (spec §4.4), stored per workspace in `metadata.json`.
+/// HNSW parameters, stored per workspace in `metadata.json`; their ranges
+/// and defaults are specs/clawfs/README.md's ("Workspaces").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HnswParams {
     /// Connections per node, 8..=64. Default 16.
     pub m: usize,
-    /// Candidate list size while building, 100..=1000. Default 100, where
-    /// the spec suggests 200: see [`HnswParams::default`].
+    /// Candidate list size while building, 100..=1000. Default 100, not
+    /// the customary 200: see [`HnswParams::default`].
     pub ef_construction: usize,
     /// Candidate list size while searching, 10..=200. Default 50.
     pub ef_search: usize,
 }
 
 impl Default for HnswParams {
-    /// m 16 and ef_search 50 as in spec §4.4; ef_construction 100, the
-    /// bottom of the spec's range (and Qdrant's default), not its 200. The
+    /// m 16 and ef_search 50; ef_construction 100, the bottom of the
+    /// allowed range (and Qdrant's default), not the customary 200. The
     /// vector leg re-ranks 200 graph candidates exactly, which makes up for
     /// the thinner graph: at 100,000 clustered 1536-dimension vectors,
     /// recall@10 0.989 instead of 0.999, for 2,500 instead of 1,700
@@ -46,7 +47,7 @@ impl Default for HnswParams {
 }
 
 impl HnswParams {
-    /// Checks the ranges of spec §4.4.
+    /// Checks the ranges of specs/clawfs/README.md ("Workspaces").
     pub fn validate(&self) -> Result<()> {
         let check = |name: &str, value: usize, range: std::ops::RangeInclusive<usize>| {
             if range.contains(&value) {
@@ -61,7 +62,8 @@ impl HnswParams {
     }
 }
 
-/// Smallest and largest vector dimension (spec §4.4).
+/// Smallest and largest vector dimension (specs/clawfs/README.md,
+/// "Workspaces").
 pub const DIMENSION_RANGE: std::ops::RangeInclusive<usize> = 128..=4096;
 
 /// The instance-wide settings.
@@ -69,15 +71,14 @@ pub const DIMENSION_RANGE: std::ops::RangeInclusive<usize> = 128..=4096;
 pub struct Config {
     /// The ClawFS root, `/clawfs` on the appliance.
     pub root: PathBuf,
-    /// The one vector dimension of every workspace (spec §4.3).
+    /// The one vector dimension of every workspace.
     pub vector_dimension: usize,
     /// HNSW parameters given to new workspaces.
     pub hnsw: HnswParams,
 }
 
 impl Config {
-    /// `root` with the defaults: 1536 dimensions (spec §4.3) and
-    /// [`HnswParams::default`].
+    /// `root` with the defaults: 1536 dimensions and [`HnswParams::default`].
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Config { root: root.into(), vector_dimension: 1536, hnsw: HnswParams::default() }
     }
@@ -95,7 +96,7 @@ impl Config {
     }
 }
 
-/// `metadata.json` of a workspace (spec §1.2).
+/// `metadata.json` of a workspace (specs/clawfs/README.md, "Workspaces").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceMetadata {
@@ -155,8 +156,8 @@ impl Clawfs {
         Ok(report)
     }
 
-    /// Creates workspace `name` owned by `owner`. The name must follow spec
-    /// §2.4 and be unused.
+    /// Creates workspace `name` owned by `owner`. The name must follow
+    /// specs/clawfs/README.md ("Names") and be unused.
     pub fn create_workspace(&self, name: &str, owner: &str) -> Result<WorkspaceMetadata> {
         validate_workspace_name(name)?;
         self.create_unchecked(name, owner)

@@ -1,7 +1,8 @@
-//! `migrate-pg-to-sqlite` (clawfs-spec §6): copies IronClaw's documents and
-//! their pgvector embeddings from PostgreSQL into a new ClawFS workspace.
+//! `migrate-pg-to-sqlite` (specs/clawfs/README.md, "Migration from
+//! PostgreSQL"): copies IronClaw's documents and their pgvector embeddings
+//! from PostgreSQL into a new ClawFS workspace.
 //!
-//! Source schema (spec §6.2): `documents(id, workspace_id, content,
+//! Source schema (the same section): `documents(id, workspace_id, content,
 //! metadata jsonb)` and `vectors(id, document_id, embedding vector(N),
 //! created_at)`. Each document becomes one memory chunk at path
 //! `pg/<workspace_id>/<id>` (heading: `metadata.title`, else
@@ -33,7 +34,8 @@ use pgvector::Vector;
 use postgres::{IsolationLevel, NoTls};
 use sha2::{Digest, Sha256};
 
-/// Rows per cursor fetch and per SQLite transaction (spec §6.3).
+/// Rows per cursor fetch and per SQLite transaction (specs/clawfs/README.md,
+/// "Migration from PostgreSQL").
 pub const DEFAULT_BATCH_SIZE: usize = 1000;
 
 /// What to migrate where.

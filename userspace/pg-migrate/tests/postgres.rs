@@ -15,7 +15,8 @@ fn server() -> String {
     std::env::var("CLAWOS_TEST_PG_URL").expect("CLAWOS_TEST_PG_URL: run these tests through tests/pg/run.sh (make test)")
 }
 
-/// A schema `name` holding the spec §6.2 tables, filled by `fill` (SQL).
+/// A schema `name` holding the source tables of specs/clawfs/README.md
+/// ("Migration from PostgreSQL"), filled by `fill` (SQL).
 fn source(name: &str, embedding_type: &str, fill: &str) -> String {
     let mut client = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
     client

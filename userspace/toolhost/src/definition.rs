@@ -1,5 +1,5 @@
-//! Tool definitions and `registry.json` (ClawFS spec §1.2 tools), with the
-//! naming rules of §2 enforced when they are parsed.
+//! Tool definitions and `registry.json` (specs/toolhost/README.md,
+//! "Registry"), with its naming rules enforced when they are parsed.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -104,7 +104,8 @@ fn validate_host(host: &str) -> Result<(), String> {
     }
 }
 
-/// Workspace names follow ClawFS §2: `[a-z0-9-]+`, at most 64 characters.
+/// Workspace names use the characters and length of ClawFS workspace names
+/// (specs/clawfs/README.md, "Names"): `[a-z0-9-]+`, at most 64 characters.
 fn validate_workspace(name: &str) -> Result<(), String> {
     if !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
         Ok(())

@@ -2,8 +2,9 @@
 //! `clawos:tool` WIT package (`specs/wit/tool.wit`), with nothing they were
 //! not granted.
 //!
-//! - [`definition`]: tool definitions and `registry.json` (ClawFS §1.2), with
-//!   the naming rules and capability grammar enforced.
+//! - [`definition`]: tool definitions and `registry.json`
+//!   (specs/toolhost/README.md, "Registry"), with the naming rules and
+//!   capability grammar enforced.
 //! - [`ToolHost`]: one wasmtime engine (Cranelift, component model, pooling
 //!   allocator, epoch interruption); tools compiled once and cached by hash;
 //!   a fresh Store and instance per call, with a memory limit over all

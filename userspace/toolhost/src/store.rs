@@ -1,8 +1,9 @@
 //! Tools installed at run time, kept in the ClawFS tools directory
-//! (`/clawfs/tools`, spec §1.2): `binaries/<id>-v<version>.wasm`,
-//! `definitions/tool-<id>.json` and `registry.json` listing them all. The
-//! image's own tools live read-only in `/usr/lib/clawos/tools`; this store
-//! only ever holds what an operator installed.
+//! (`/clawfs/tools`, specs/toolhost/README.md, "Installed tools"):
+//! `binaries/<id>-v<version>.wasm`, `definitions/tool-<id>.json` and
+//! `registry.json` listing them all. The image's own tools live read-only in
+//! `/usr/lib/clawos/tools`; this store only ever holds what an operator
+//! installed.
 //!
 //! Every file is written to a temporary name, fsynced and renamed, and the
 //! registry is written last: a crash mid-install leaves a stray binary, never

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Default vault directory (spec §1.2).
+/// Default vault directory (specs/vault/README.md, "Files").
 pub const DEFAULT_VAULT_DIR: &str = "/clawfs/vault";
 /// Default TPM access: the kernel's resource manager, which flushes
 /// transient objects when a connection closes.
@@ -11,9 +11,10 @@ pub const DEFAULT_TCTI: &str = "device:/dev/tpmrm0";
 /// Environment variable that overrides [`DEFAULT_TCTI`], e.g.
 /// `swtpm:host=127.0.0.1,port=2321` for a software TPM.
 pub const TCTI_ENV: &str = "CLAWOS_VAULT_TCTI";
-/// Default audit log (spec §8.4 keeps ClawFS audit logs under /var/log/clawos),
-/// in a directory of its own so the hosting service can own it
-/// (`LogsDirectory=clawos/vault`) without owning every component's logs.
+/// Default audit log, under /var/log/clawos like ClawFS's own
+/// (specs/clawfs/README.md, "Audit log"), in a directory of its own so the
+/// hosting service can own it (`LogsDirectory=clawos/vault`) without owning
+/// every component's logs.
 pub const DEFAULT_AUDIT_LOG: &str = "/var/log/clawos/vault/audit.log";
 /// PCRs (SHA-256 bank) the master key is sealed to by default. See
 /// specs/vault/README.md for the reasoning:

@@ -16,13 +16,15 @@ use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 /// Key length of AES-256 and of every key the vault handles, in bytes.
 pub const KEY_LEN: usize = 32;
-/// AES-GCM nonce ("IV" in the spec) length: 96 bits.
+/// AES-GCM nonce (`iv` in the files) length: 96 bits.
 pub const NONCE_LEN: usize = 12;
 /// AES-GCM authentication tag length: 128 bits.
 pub const TAG_LEN: usize = 16;
-/// PBKDF2 iteration count for every derivation, fixed by spec §3.1 (OWASP 2024).
+/// PBKDF2 iteration count for every derivation (OWASP 2024), fixed by
+/// specs/vault/README.md ("Key hierarchy").
 pub const KDF_ITERATIONS: u32 = 600_000;
-/// Length of the random salts the vault generates (passphrase and recovery key), spec §3.1.
+/// Length of the random salts the vault generates (passphrase and recovery
+/// key), specs/vault/README.md ("Key hierarchy").
 pub const SALT_LEN: usize = 16;
 /// Name of the KDF as written into files.
 pub const KDF_ALGORITHM: &str = "PBKDF2-HMAC-SHA256";
@@ -92,7 +94,8 @@ pub(crate) fn subkey(key: &Key256, label: &str) -> Key256 {
     ))
 }
 
-/// The stored form of one AES-256-GCM encryption, base64 fields named as in spec §3.5.
+/// The stored form of one AES-256-GCM encryption, base64 fields named as in
+/// specs/vault/README.md ("Files").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ciphertext {
@@ -165,7 +168,8 @@ pub(crate) fn decrypt(
     Ok(buffer)
 }
 
-/// KDF parameters as stored next to a ciphertext (spec §3.5 `kdf` object).
+/// KDF parameters as stored next to a ciphertext (the `kdf` object of
+/// specs/vault/README.md, "Files").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KdfParams {

@@ -1,5 +1,5 @@
-//! The on-disk formats: secret files (spec §3.5) and master-key.enc.
-//! specs/vault/README.md describes both field by field.
+//! The on-disk formats: secret files and master-key.enc. specs/vault/README.md
+//! ("Files") describes both field by field.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +11,7 @@ pub(crate) const KEY_ID_PREFIX: &str = "kernel-keyring:clawos-master:g";
 /// `format` of master-key.enc.
 pub(crate) const MASTER_FORMAT: &str = "clawos-vault-master-key/1";
 
-/// One version of one secret (spec §3.5).
+/// One version of one secret (specs/vault/README.md, "Files").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SecretFile {

@@ -17,7 +17,8 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Creates `dir` and its missing parents with mode 0700 (spec §1.2: root only).
+/// Creates `dir` and its missing parents with mode 0700: only the vault's
+/// owner enters (specs/vault/README.md, "Files").
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }

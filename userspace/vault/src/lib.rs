@@ -1,4 +1,4 @@
-//! The ClawOS secrets vault (spec clawfs-spec.md §1.2 vault, §3).
+//! The ClawOS secrets vault (specs/vault/README.md).
 //!
 //! This crate owns the vault directory (default `/clawfs/vault`:
 //! `master-key.enc`, `secrets/`, `system-manifest.json`), the vault's audit
@@ -15,8 +15,8 @@
 //!   also wrapped under a recovery key shown once at [`Vault::init`];
 //! - per-secret keys PBKDF2(master, `<secret_id>:v<version>`, 600,000),
 //!   cached in the kernel keyring so each costs one derivation per boot;
-//! - each secret version is one AES-256-GCM JSON file (spec §3.5), its ID
-//!   and version bound as associated data.
+//! - each secret version is one AES-256-GCM JSON file (specs/vault/README.md,
+//!   "Files"), its ID and version bound as associated data.
 //!
 //! Every operation is authorized against the policy and recorded in an
 //! HMAC-chained audit log before its result is returned.
