@@ -34,6 +34,9 @@ tools: buildroot
 models: deps
 	bash scripts/models.sh
 
+# The whole workspace: the image's binaries and the test harnesses and
+# benchmarks (tests/, benches/) the tests use; stage-rootfs.sh ships only the
+# former (PRODUCT_BINARIES in scripts/lib.sh).
 userspace: deps
 	cargo build --release --locked --workspace
 
@@ -53,9 +56,10 @@ run: image qemu
 
 test: test-unit test-pg test-ebpf-vm test-vm
 
-# The tools first: tests/built_tools.rs runs every shipped tool, hostile ones
-# included; the model and the AgentFS SDK too: with them named here, the tests
-# that use them fail instead of skipping when they are missing.
+# The tools first: tests/built_tools.rs runs every tool make tools builds, the
+# image's (out/tools) and the hostile test tools (out/test-tools); the model
+# and the AgentFS SDK too: with them named here, the tests that use them fail
+# instead of skipping when they are missing.
 test-unit: deps tools models agentfs-sdk
 	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 \
 	PYTHONPATH=$(OUT)/agentfs-sdk CLAWOS_REQUIRE_AGENTFS_SDK=1 \

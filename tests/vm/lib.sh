@@ -1,15 +1,18 @@
 # Helpers for the boot tests: start a VM headless, wait until it is ready,
 # run commands in it over SSH, shut it down. Sourced by tests/vm/run.sh.
 KEY="$OUT/ssh/id_ed25519"
-VM_PID="" VM_PORT="" VM_SERIAL="" VM_LAST_SSH=""
+VM_PID="" VM_PORT="" VM_SERIAL="" VM_STATE="" VM_LAST_SSH=""
 PASSED=0 FAILED=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# vm_start IMAGE STATE_DIR [--fresh]: boots in the background.
+# vm_start IMAGE STATE_DIR [--fresh]: boots in the background. VM_STATE is
+# STATE_DIR, where qemu/run.sh keeps the VM's copy-on-write disk (disk.qcow2).
 vm_start() {
   local image=$1 state=$2; shift 2
   VM_PORT=$(free_port); VM_SERIAL="$state/serial.log"
+  # shellcheck disable=SC2034  # read by the checks, not here
+  VM_STATE=$state
   mkdir -p "$state"; : > "$VM_SERIAL"
   VM_T0=$(date +%s.%N) VM_CPU0=$(head -n 1 /proc/stat)
   bash "$REPO/qemu/run.sh" --image "$image" --state "$state" --headless --ssh-port "$VM_PORT" --serial "$VM_SERIAL" \
@@ -22,6 +25,14 @@ vm_start() {
 vm_ssh() {
   ${VM_SSH_TIMEOUT:+timeout "$VM_SSH_TIMEOUT"} ssh -i "$KEY" -p "$VM_PORT" -o StrictHostKeyChecking=no \
     -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 "$@"
+}
+
+# vm_push FILE DEST: copies a host file into the guest as DEST (mode 0755,
+# parents made), for test code the image does not carry. Through ssh's
+# stdin, not scp: that needs nothing in the guest but a shell and cat (scp
+# speaks SFTP and would need the image to ship an sftp-server).
+vm_push() {
+  vm_ssh "mkdir -p '$(dirname "$2")' && cat > '$2' && chmod 0755 '$2'" < "$1"
 }
 
 # vm_wait_ready TIMEOUT: until systemd finished booting (running or degraded)

@@ -16,5 +16,11 @@ check "kernel: BTF is exposed at /sys/kernel/btf/vmlinux" vm_ssh 'test -s /sys/k
 check "kernel: the BPF LSM is active" vm_ssh 'grep -qw bpf /sys/kernel/security/lsm'
 check "kernel: the image records where its kernel source came from" \
   vm_ssh "grep -qF '$(cat "$OUT/kernel/source")' /usr/lib/clawos/kernel-source"
-check "ebpf: the aya exec monitor built by make ebpf loads, attaches and sees an exec" \
-  vm_ssh 'clawos-ebpf-selftest | grep -q "\"attached\":true"'
+# clawos-ebpf-selftest is test code the image does not carry
+# (tests/vm/ebpf-selftest, built by make userspace): copied into /run (tmpfs,
+# gone at the next boot) and run there.
+ebpf_selftest() {
+  vm_push "${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-ebpf-selftest" /run/clawos-test/clawos-ebpf-selftest || return 1
+  vm_ssh '/run/clawos-test/clawos-ebpf-selftest | grep -q "\"attached\":true"'
+}
+check "ebpf: the aya exec monitor built by make ebpf loads, attaches and sees an exec" ebpf_selftest

@@ -1,23 +1,50 @@
 # WASM tools through the wasm-daemon (issue 6): a real call, a limit, a denial.
+
+# The hostile tools are test code the image does not carry (tests/tools,
+# built by make tools into out/test-tools): installed the way an operator
+# installs any tool, from files copied into the guest, each with the
+# definition tools.sh wrote for it (its capabilities and limits, and the
+# pinned hash clawctl checks the file against).
+TEST_TOOLS=(spin-forever memory-bomb huge-output fork-bomb path-escape)
+install_test_tools() {
+  local tool definition wasm
+  for tool in "${TEST_TOOLS[@]}"; do
+    definition=$(jq -e --arg t "$tool" '.tools[] | select(.tool_id == $t)' "$OUT/test-tools/registry.json") \
+      || { echo "$tool is not in $OUT/test-tools/registry.json (make tools)"; return 1; }
+    wasm=$(jq -r .wasm_path <<<"$definition")
+    if ! { vm_push "$OUT/test-tools/$wasm" "/run/clawos-test/tools/$wasm" &&
+           vm_push <(echo "$definition") "/run/clawos-test/tools/$tool.json" &&
+           vm_ssh "clawctl tool install /run/clawos-test/tools/$wasm --definition /run/clawos-test/tools/$tool.json --yes" >/dev/null; }; then
+      echo "installing $tool failed"; return 1
+    fi
+  done
+  # Each listed as installed, under its name, with the definition's grants and limits.
+  vm_ssh 'clawctl tool list --json' | jq -e --slurpfile want "$OUT/test-tools/registry.json" '
+    [.tools[] | select(.source == "installed")] as $have
+    | all($ARGS.positional[]; . as $t | ($want[0].tools[] | select(.tool_id == $t)) as $w
+        | any($have[]; .tool_name == $t and .capabilities == $w.capabilities and .memory_limit_mb == $w.memory_limit_mb
+              and .cpu_quota_percent == $w.cpu_quota_percent and .timeout_seconds == $w.timeout_seconds))' --args "${TEST_TOOLS[@]}"
+}
+check "tools: the hostile test tools install from the host with their own capabilities and limits" install_test_tools
 check "tools: text-stats runs through execute_tool" \
-  vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"text-stats","arguments":{"text":"one two\nthree"},"agent_id":"wasm-agent"}'"'"' | jq -e ".result.words == 3"'
+  vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"text-stats","arguments":{"text":"one two\nthree"},"agent":"wasm-agent"}'"'"' | jq -e ".result.words == 3"'
 check "tools: spin-forever is stopped by its 2 s timeout and the daemon keeps serving" vm_ssh '
   restarts=$(systemctl show -P NRestarts clawos-wasm-daemon)
-  # A first call compiles the tool if the background compile has not reached
-  # it yet (tens of seconds on a slow emulated boot): only the second is timed.
-  clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"spin-forever\",\"agent_id\":\"wasm-agent\"}" >/dev/null 2>&1
+  # A first call compiles the tool if it is not compiled yet (tens of seconds
+  # on a slow emulated boot): only the second is timed.
+  clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"spin-forever\",\"agent\":\"wasm-agent\"}" >/dev/null 2>&1
   start=$(date +%s)
-  out=$(clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"spin-forever\",\"agent_id\":\"wasm-agent\"}" 2>&1)
+  out=$(clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"spin-forever\",\"agent\":\"wasm-agent\"}" 2>&1)
   echo "$out"; echo "$out" | grep -q "ETIMEOUT.*timed out after 2s" || exit 1
   test $(( $(date +%s) - start )) -lt 10 || { echo "the timeout took too long"; exit 1; }
-  clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"text-stats\",\"arguments\":{\"text\":\"x\"},\"agent_id\":\"wasm-agent\"}" | jq -e ".result.bytes == 1" &&
+  clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"text-stats\",\"arguments\":{\"text\":\"x\"},\"agent\":\"wasm-agent\"}" | jq -e ".result.bytes == 1" &&
     test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
 check "tools: scratchpad notes survive a daemon restart (kept in the agent's workspace)" vm_ssh '
   clawctl tool run scratchpad "{\"op\":\"set\",\"key\":\"plan\",\"value\":\"boot check\"}" --agent wasm-agent >/dev/null || exit 1
   systemctl restart clawos-wasm-daemon || exit 1
   clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"plan\"}" --agent wasm-agent | jq -e ".value == \"boot check\""'
 check "tools: file-read is refused a path outside its prefix" \
-  vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"file-read","arguments":{"path":"/clawfs/vault/x"},"agent_id":"wasm-agent"}'"'"' 2>&1 | grep -q capability_denied'
+  vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"file-read","arguments":{"path":"/clawfs/vault/x"},"agent":"wasm-agent"}'"'"' 2>&1 | grep -q capability_denied'
 check "tools: the hostile tools are contained with their own errors and the daemon is never restarted" vm_ssh '
   restarts=$(systemctl show -P NRestarts clawos-wasm-daemon)
   run() { clawctl tool run "$1" --agent wasm-agent 2>&1; }
@@ -103,3 +130,7 @@ check "tools: memory-recall finds indexed memory in its granted workspace and is
   echo "$out" | jq -e "any(.results[]; .path | endswith(\"vm-recall.md\")) and (.keyword_leg | startswith(\"ran\"))" >/dev/null
   clawctl tool run memory-recall "{\"workspace\":\"default\",\"query\":\"x\"}" --agent wasm-agent 2>&1 | grep -q capability_denied
   clawctl tool rm memory-recall >/dev/null'
+
+# The data partition outlives this boot (the reboot tests): the test tools go
+# again. Not a check: removal is checked above with web-fetch.
+vm_ssh "for t in ${TEST_TOOLS[*]}; do clawctl tool rm \$t; done" >/dev/null 2>&1 || true

@@ -1,9 +1,9 @@
-//! The image's own tools (Rust, wit-bindgen, wasm32-wasip2) through the host,
-//! from `out/tools` as `make tools` leaves it (`make test` builds them first;
-//! a bare `cargo test` without them prints SKIPPED). The useful tools must
-//! work, and each hostile one must be contained with the right error while
-//! the host keeps serving. The WAT fixtures in tests/host.rs cover the host
-//! itself either way.
+//! The tools `make tools` builds (Rust, wit-bindgen, wasm32-wasip2) through
+//! the host: the image's own from `out/tools` and the hostile test tools from
+//! `out/test-tools` (`make test` builds them first; a bare `cargo test`
+//! without them prints SKIPPED). The useful tools must work, and each hostile
+//! one must be contained with the right error while the host keeps serving.
+//! The WAT fixtures in tests/host.rs cover the host itself either way.
 
 mod common;
 
@@ -19,24 +19,29 @@ use serde_json::{json, Value};
 
 /// The tools `make tools` built, and a ClawFS root for them to work in.
 struct Tools {
-    dir: PathBuf,
-    registry: Registry,
+    /// `out/tools` (the image's) and `out/test-tools` (the hostile ones),
+    /// each with the registry tools.sh wrote there.
+    dirs: Vec<(PathBuf, Registry)>,
     clawfs: tempfile::TempDir,
 }
 
 fn tools() -> Option<Tools> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools");
-    let registry_path = dir.join("registry.json");
-    if !registry_path.exists() {
-        println!("SKIPPED: {} is missing (run `make tools`)", registry_path.display());
-        return None;
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out");
+    let mut dirs = Vec::new();
+    for dir in [out.join("tools"), out.join("test-tools")] {
+        let registry_path = dir.join("registry.json");
+        if !registry_path.exists() {
+            println!("SKIPPED: {} is missing (run `make tools`)", registry_path.display());
+            return None;
+        }
+        let registry = Registry::load(&registry_path).expect("registry.json from tools.sh is valid");
+        dirs.push((dir, registry));
     }
-    let registry = Registry::load(&registry_path).expect("registry.json from tools.sh is valid");
     let clawfs = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(clawfs.path().join("workspaces/default")).unwrap();
     std::fs::write(clawfs.path().join("workspaces/default/hello.txt"), "hi there").unwrap();
     std::fs::write(clawfs.path().join("outside.txt"), "outside the grant").unwrap();
-    Some(Tools { dir, registry, clawfs })
+    Some(Tools { dirs, clawfs })
 }
 
 impl Tools {
@@ -53,15 +58,16 @@ impl Tools {
     }
 
     fn get(&self, tool: &str) -> ValidTool {
-        self.registry.get(tool).expect("tool in registry").clone()
+        self.dirs.iter().find_map(|(_, registry)| registry.get(tool)).expect("tool in a registry").clone()
     }
 
     /// An install-only tool (its `<tool>.json` has no capabilities) with the
     /// grants an operator would give it.
     fn installed(&self, tool: &str, capabilities: &[String]) -> ValidTool {
-        let mut template: Value = serde_json::from_slice(&std::fs::read(self.dir.join(format!("{tool}.json"))).unwrap()).unwrap();
+        let dir = self.dirs.iter().map(|(dir, _)| dir).find(|dir| dir.join(format!("{tool}.json")).exists()).expect("an install-only tool");
+        let mut template: Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{tool}.json"))).unwrap()).unwrap();
         let wasm = format!("{tool}-v0.1.0.wasm");
-        let digest: [u8; 32] = sha256(&std::fs::read(self.dir.join(&wasm)).unwrap());
+        let digest: [u8; 32] = sha256(&std::fs::read(dir.join(&wasm)).unwrap());
         let fields = template.as_object_mut().unwrap();
         fields.insert("tool_id".into(), tool.into());
         fields.insert("version".into(), "0.1.0".into());
@@ -70,7 +76,7 @@ impl Tools {
         fields.insert("wit_interface".into(), TOOL_WIT_INTERFACE.into());
         fields.insert("capabilities".into(), json!(capabilities));
         let definition: ToolDefinition = serde_json::from_value(template).unwrap();
-        definition.validate(&self.dir).unwrap()
+        definition.validate(dir).unwrap()
     }
 }
 
