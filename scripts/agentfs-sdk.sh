@@ -15,15 +15,8 @@ DEST="$OUT/agentfs-sdk"
 # pyturso is a CPython 3.11 extension: Debian 12's python3.
 [[ $(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])') == 3.11 ]] \
   || die "the pinned pyturso wheel needs python3 3.11, found $(python3 --version)"
-key=$(printf '%s\n' "${WHEELS[@]}" | sha256sum | cut -c1-16)
-if [[ $(cat "$DEST/.key" 2>/dev/null) != "$key" ]]; then
-  rm -rf "$DEST.tmp"; mkdir -p "$DEST.tmp"
-  for entry in "${WHEELS[@]}"; do
-    read -r url sha <<<"$entry"
-    unzip -q -o "$(fetch_pinned "$url" "$sha")" -d "$DEST.tmp"
-  done
-  echo "$key" > "$DEST.tmp/.key"
-  rm -rf "$DEST"; mv "$DEST.tmp" "$DEST"
-fi
+# Whole wheels, unpacked over each other: a wheel is laid out to be imported
+# from the directory it is unpacked into.
+unpack_pinned "$DEST" "${WHEELS[@]}"
 PYTHONPATH="$DEST" python3 -c 'import agentfs_sdk, turso' || die "the AgentFS SDK in $DEST does not import"
 log "agentfs-sdk 0.6.4 in $DEST"

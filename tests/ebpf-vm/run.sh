@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The eBPF monitor's VM test (issue 7): boots the ClawOS kernel (make kernel)
-# under QEMU on a small initramfs whose /init is clawos-ebpf-vmtest (built
-# here, statically) next to the monitor object (make ebpf). The harness runs
-# every scenario against the real programs in the real kernel and prints
-# `VMTEST PASS|FAIL <scenario>` and `VMTEST BENCH ...` lines on the serial
-# console, then powers off. Fails unless every scenario passed.
+# under QEMU on a small initramfs whose /init is clawos-ebpf-vmtest (the
+# harness in tests/ebpf-vm/harness, built here statically) next to the
+# monitor object (make ebpf). The harness runs every scenario against the
+# real programs in the real kernel and prints `VMTEST PASS|FAIL <scenario>`
+# and `VMTEST BENCH ...` lines on the serial console, then powers off.
+# Fails unless every scenario passed.
 #   usage: run.sh [--bench]   (--bench adds the overhead and rate benchmarks)
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 append="console=ttyS0 rdinit=/init panic=-1 quiet"
 [[ ${1:-} == --bench ]] && append+=" clawos.vmtest=bench"
 kernel="$OUT/kernel/bzImage"
@@ -24,18 +25,16 @@ harness="${CARGO_TARGET_DIR:-$REPO/target}/$target/release/clawos-ebpf-vmtest"
 dir="$OUT/vm/ebpf"; rm -rf "$dir"; mkdir -p "$dir/root"
 install -m 0755 "$harness" "$dir/root/init"
 install -m 0644 "$object" "$dir/root/clawos-monitor.bpf.o"
-(cd "$dir/root" && find . | cpio -o -H newc --quiet | gzip -1) > "$dir/initramfs.gz"
+initramfs_pack "$dir/root" "$dir/initramfs.gz"
 
 # The scenarios take ~15 s under TCG, the benchmarks about a minute more.
 limit=240; [[ ${1:-} == --bench ]] && limit=600
 boot() {
   log "ebpf-vm: booting $kernel with the harness"
   local started; started=$(date +%s)
-  # panic=-1 turns a kernel panic into a reboot, which -no-reboot ends.
-  timeout "$limit" qemu-system-x86_64 -machine q35 -accel tcg -smp 2 -m 1024 -no-reboot -display none \
-    -kernel "$kernel" -initrd "$dir/initramfs.gz" \
-    -append "$append" \
-    -serial "file:$dir/serial.log" -monitor none || warn "qemu exited with $?"
+  # panic=-1 turns a kernel panic into a reboot, which ends QEMU. 1 GiB is
+  # plenty for the harness and the monitor's maps.
+  kernel_boot "$limit" 1024 "$dir/initramfs.gz" "$append" "$dir/serial.log" || warn "qemu exited with $?"
   log "ebpf-vm: VM ran $(( $(date +%s) - started )) s"
 }
 boot
