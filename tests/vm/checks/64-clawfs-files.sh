@@ -5,15 +5,15 @@ check "clawfs: an agent's files stay in its own directory and every request is a
   set -e
   log=/var/log/clawos/clawfs-audit.log
   test "$(stat -c %U:%a $log)" = clawos-fs-engine:640
-  printf "# Plan\n" | clawctl fs write --as kernel-engine -p notes/plan.md
-  clawctl fs read --as kernel-engine notes/plan.md | grep -qx "# Plan"
-  clawctl fs ls --as kernel-engine notes | grep -q " plan.md$"
-  if clawctl fs read --as kernel-engine /clawfs/agents/fs-engine/identity.json 2>/tmp/vm-denied; then exit 1; fi
+  printf "# Plan\n" | clawctl fs write --agent kernel-engine -p notes/plan.md
+  clawctl fs read --agent kernel-engine notes/plan.md | grep -qx "# Plan"
+  clawctl fs ls --agent kernel-engine notes | grep -q " plan.md$"
+  if clawctl fs read --agent kernel-engine /clawfs/agents/fs-engine/identity.json 2>/tmp/vm-denied; then exit 1; fi
   grep -q RULE-001 /tmp/vm-denied
-  if echo x | clawctl fs write --as kernel-engine ../fs-engine/planted 2>/dev/null; then exit 1; fi
+  if echo x | clawctl fs write --agent kernel-engine ../fs-engine/planted 2>/dev/null; then exit 1; fi
   test ! -e /clawfs/agents/fs-engine/planted
-  if echo x | clawctl fs write --as kernel-engine workspace.db 2>/dev/null; then exit 1; fi
-  clawctl fs rm --as kernel-engine notes/plan.md
+  if echo x | clawctl fs write --agent kernel-engine workspace.db 2>/dev/null; then exit 1; fi
+  clawctl fs rm --agent kernel-engine notes/plan.md
   grep -q "\[INFO\] agent=kernel-engine operation=write path=/clawfs/agents/kernel-engine/notes/plan.md bytes=7 caller=operator$" $log
   grep -q "\[INFO\] agent=kernel-engine operation=read path=/clawfs/agents/kernel-engine/notes/plan.md bytes=7 caller=operator$" $log
   grep -q "\[WARN\] agent=kernel-engine operation=read path=/clawfs/agents/fs-engine/identity.json denied=true reason=.*RULE-001" $log

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use clawos_ipc::{ComponentId, Object};
-use serde_json::Value;
+use clawos_api::router::{self, SubscribeEvents};
+use clawos_ipc::ComponentId;
 
 #[derive(Args)]
 pub struct EventsArgs {
@@ -21,9 +21,7 @@ pub struct EventsArgs {
 pub async fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
     let (client, mut events) = crate::ipc::connect(ComponentId::Router).await?;
     let names = if args.names.is_empty() { vec!["*".to_owned()] } else { args.names };
-    let mut params = Object::new();
-    params.insert("events".into(), Value::from(names));
-    client.call("subscribe_events", params, None).await.context("subscribe_events")?;
+    router::Client::new(&client).subscribe_events(&SubscribeEvents { events: names }).await.context("subscribe_events")?;
     let mut seen = 0;
     while args.count.is_none_or(|count| seen < count) {
         tokio::select! {

@@ -14,9 +14,10 @@ use std::io::{Read as _, Write as _};
 use anyhow::Context;
 use base64::Engine as _;
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use clawos_api::fs_engine::{EntryKind, FilePath, ReadFile, WriteFile};
+use serde_json::json;
 
-use crate::workspace::{call, connect_fs_engine};
+use crate::workspace::{connect_fs_engine, fs_engine};
 
 /// fs-engine takes at most this much per write (`clawfs::files::MAX_TRANSFER_BYTES`).
 const WRITE_PART_BYTES: usize = 1024 * 1024;
@@ -39,10 +40,10 @@ pub enum FsCommand {
 
 #[derive(Args)]
 pub struct FileArgs {
-    /// A /clawfs path (or, with --as, one relative to that agent's directory).
+    /// A /clawfs path (or, with --agent, one relative to that agent's directory).
     path: String,
     /// Act as this agent, with its rights only (RULE-001).
-    #[arg(long = "as", value_name = "AGENT")]
+    #[arg(long)]
     agent: Option<String>,
 }
 
@@ -89,18 +90,19 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
     match command {
         FsCommand::Read(args) => {
             let client = connect_fs_engine().await?;
+            let fs = fs_engine(&client);
             let mut offset = 0u64;
             let mut stdout = std::io::stdout().lock();
             loop {
-                let answer = call(&client, "read_file", json!({ "path": args.path, "agent": args.agent, "offset": offset })).await?;
-                let bytes = match (answer.get("content"), answer.get("content_base64")) {
-                    (Some(Value::String(text)), _) => text.clone().into_bytes(),
-                    (_, Some(Value::String(encoded))) => base64::engine::general_purpose::STANDARD.decode(encoded).context("fs-engine sent bad base64")?,
-                    _ => anyhow::bail!("fs-engine answered read_file without content"),
+                let answer = fs.read_file(&ReadFile { path: args.path.clone(), agent: args.agent.clone(), offset, length: None }).await?;
+                let bytes = match (answer.content, answer.content_base64) {
+                    (Some(text), _) => text.into_bytes(),
+                    (None, Some(encoded)) => base64::engine::general_purpose::STANDARD.decode(encoded).context("fs-engine sent bad base64")?,
+                    (None, None) => anyhow::bail!("fs-engine answered read_file without content"),
                 };
                 stdout.write_all(&bytes)?;
                 offset += bytes.len() as u64;
-                if answer.get("eof") != Some(&Value::Bool(false)) || bytes.is_empty() {
+                if answer.eof || bytes.is_empty() {
                     return Ok(ExitCode::SUCCESS);
                 }
             }
@@ -109,31 +111,39 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
             let mut data = Vec::new();
             std::io::stdin().read_to_end(&mut data).context("cannot read standard input")?;
             let client = connect_fs_engine().await?;
+            let fs = fs_engine(&client);
             // One request per part: the first replaces (or appends), the rest append.
             let parts: Vec<&[u8]> = if data.is_empty() { vec![&[]] } else { data.chunks(WRITE_PART_BYTES).collect() };
             let mut append = args.append;
-            let mut written = Value::Null;
+            let mut written = String::new();
             for part in parts {
-                let encoded = base64::engine::general_purpose::STANDARD.encode(part);
-                let params = json!({ "path": args.file.path, "agent": args.file.agent, "content_base64": encoded, "append": append, "create_dirs": args.parents });
-                written = call(&client, "write_file", params).await?.remove("path").unwrap_or_default();
+                let params = WriteFile {
+                    path: args.file.path.clone(),
+                    agent: args.file.agent.clone(),
+                    content: None,
+                    content_base64: Some(base64::engine::general_purpose::STANDARD.encode(part)),
+                    append,
+                    create_dirs: args.parents,
+                };
+                written = fs.write_file(&params).await?.path;
                 append = true;
             }
-            eprintln!("{}: {} bytes", written.as_str().unwrap_or("?"), data.len());
+            eprintln!("{written}: {} bytes", data.len());
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::Ls(args) => {
-            let answer = call(&connect_fs_engine().await?, "list_dir", json!({ "path": args.path, "agent": args.agent })).await?;
-            for entry in answer["entries"].as_array().into_iter().flatten() {
-                let mode = entry["mode"].as_u64().unwrap_or(0);
-                let suffix = if entry["kind"] == "dir" { "/" } else { "" };
-                println!("{mode:04o} {:>10}  {}{suffix}", entry["size"], entry["name"].as_str().unwrap_or("?"));
+            let client = connect_fs_engine().await?;
+            let listing = fs_engine(&client).list_dir(&FilePath { path: args.path, agent: args.agent }).await?;
+            for entry in listing.entries {
+                let suffix = if entry.kind == EntryKind::Dir { "/" } else { "" };
+                println!("{:04o} {:>10}  {}{suffix}", entry.mode, entry.size, entry.name);
             }
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::Rm(args) => {
-            let answer = call(&connect_fs_engine().await?, "delete_file", json!({ "path": args.path, "agent": args.agent })).await?;
-            eprintln!("removed {}", answer["path"].as_str().unwrap_or("?"));
+            let client = connect_fs_engine().await?;
+            let deleted = fs_engine(&client).delete_file(&FilePath { path: args.path, agent: args.agent }).await?;
+            eprintln!("removed {}", deleted.path);
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::Check(args) => {

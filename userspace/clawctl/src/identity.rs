@@ -1,12 +1,13 @@
-//! `clawctl identity`: agents' identity files (ClawFS spec §5) through
-//! fs-engine, which verifies every read and keeps the backups.
+//! `clawctl identity`: agents' identity files (specs/clawfs/README.md,
+//! "Identity files") through fs-engine, which verifies every read and keeps
+//! the backups.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use clawos_api::fs_engine::{AgentRef, IdentityRecordTask, IdentityRestore};
 
-use crate::workspace::{call, connect_fs_engine};
+use crate::workspace::{connect_fs_engine, fs_engine};
 
 #[derive(Subcommand)]
 pub enum IdentityCommand {
@@ -49,23 +50,21 @@ pub struct RestoreArgs {
 
 pub async fn run(command: IdentityCommand) -> anyhow::Result<ExitCode> {
     let client = connect_fs_engine().await?;
-    let answer = match command {
-        IdentityCommand::Show(args) => call(&client, "identity_get", json!({ "agent": args.agent })).await?,
+    let fs = fs_engine(&client);
+    let identity = match command {
+        IdentityCommand::Show(args) => fs.identity_get(&AgentRef { agent: args.agent }).await?,
         IdentityCommand::Record(args) => {
-            let params = json!({ "agent": args.agent, "task": args.task, "success": !args.failed, "duration_ms": args.duration_ms });
-            call(&client, "identity_record_task", params).await?
+            let task = IdentityRecordTask { agent: args.agent, task: args.task, success: !args.failed, duration_ms: args.duration_ms };
+            fs.identity_record_task(&task).await?
         }
         IdentityCommand::Backups(args) => {
-            let answer = call(&client, "identity_backups", json!({ "agent": args.agent })).await?;
-            for name in answer["backups"].as_array().into_iter().flatten() {
-                println!("{}", name.as_str().unwrap_or("?"));
+            for name in fs.identity_backups(&AgentRef { agent: args.agent }).await?.backups {
+                println!("{name}");
             }
             return Ok(ExitCode::SUCCESS);
         }
-        IdentityCommand::Restore(args) => {
-            call(&client, "identity_restore", json!({ "agent": args.agent, "backup": args.backup })).await?
-        }
+        IdentityCommand::Restore(args) => fs.identity_restore(&IdentityRestore { agent: args.agent, backup: args.backup }).await?,
     };
-    println!("{}", serde_json::to_string_pretty(&Value::Object(answer))?);
+    println!("{}", serde_json::to_string_pretty(&identity)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -21,7 +21,7 @@ pub struct CallArgs {
     method: String,
     /// Params as a JSON object (default `{}`).
     params: Option<String>,
-    /// Timeout in milliseconds (default: the method's, capped at 30000).
+    /// Timeout in milliseconds (default: the method's, from the API, capped at 30000).
     #[arg(long)]
     timeout_ms: Option<u64>,
 }
@@ -41,8 +41,10 @@ pub async fn run(command: IpcCommand) -> anyhow::Result<ExitCode> {
         },
     };
     let (client, _events) = connect(args.component).await?;
-    let timeout = args.timeout_ms.map(std::time::Duration::from_millis);
-    let result = client.call(&args.method, params, timeout).await?;
+    // Any method, typed or not (this is the escape hatch for trying new
+    // ones): the timeout is still the API's for a method it knows.
+    let timeout = args.timeout_ms.map_or_else(|| clawos_api::timeout(args.component, &args.method), std::time::Duration::from_millis);
+    let result = client.call(&args.method, params, Some(timeout)).await?;
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use clawos_api::fs_engine::{Fusion, LegReport, MemoryIndex, MemorySearch};
 
-use crate::workspace::{call, connect_fs_engine};
+use crate::workspace::{connect_fs_engine, fs_engine};
 
 #[derive(Subcommand)]
 pub enum MemoryCommand {
@@ -54,10 +54,10 @@ pub struct SearchArgs {
 }
 
 /// `ran (N candidates)` or `NOT RUN: reason`.
-fn leg(report: &Value) -> String {
-    match report["status"].as_str() {
-        Some("ran") => format!("ran ({} candidates)", report["candidates"]),
-        _ => format!("NOT RUN: {}", report["reason"].as_str().unwrap_or("no reason given")),
+fn leg(report: &LegReport) -> String {
+    match report {
+        LegReport::Ran { candidates } => format!("ran ({candidates} candidates)"),
+        LegReport::NotRun { reason } => format!("NOT RUN: {reason}"),
     }
 }
 
@@ -65,17 +65,12 @@ pub async fn run(command: MemoryCommand) -> anyhow::Result<ExitCode> {
     match command {
         MemoryCommand::Index(args) => {
             let client = connect_fs_engine().await?;
+            let fs = fs_engine(&client);
             for file in &args.files {
                 let content = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-                let params = json!({ "workspace": args.workspace, "path": file.display().to_string(), "content": content });
-                let report = call(&client, "memory_index", params).await?;
-                println!(
-                    "{}: {} added, {} removed, {} unchanged",
-                    file.display(),
-                    report["added"],
-                    report["removed"],
-                    report["unchanged"]
-                );
+                let params = MemoryIndex { workspace: args.workspace.clone(), path: file.display().to_string(), content };
+                let report = fs.memory_index(&params).await?;
+                println!("{}: {} added, {} removed, {} unchanged", file.display(), report.added, report.removed, report.unchanged);
             }
         }
         MemoryCommand::Search(args) => return search(args).await,
@@ -87,29 +82,21 @@ pub async fn run(command: MemoryCommand) -> anyhow::Result<ExitCode> {
 pub async fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let client = connect_fs_engine().await?;
     let fusion = if args.rrf {
-        json!({ "method": "rrf", "k": 60.0 })
+        Fusion::Rrf { k: 60.0 }
     } else {
-        json!({ "method": "weighted", "vector": args.vector_weight, "keyword": args.keyword_weight })
+        Fusion::Weighted { vector: args.vector_weight, keyword: args.keyword_weight }
     };
-    let params = json!({ "workspace": args.workspace, "query": args.query.join(" "), "limit": args.limit, "fusion": fusion });
-    let answer = call(&client, "memory_search", params).await?;
+    let params = MemorySearch { workspace: args.workspace, query: args.query.join(" "), limit: Some(args.limit), fusion: Some(fusion) };
+    let answer = fs_engine(&client).memory_search(&params).await?;
     if args.json {
-        println!("{}", Value::Object(answer));
+        println!("{}", serde_json::to_value(&answer)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("keyword leg: {}", leg(&answer["keyword"]));
-    println!("vector leg:  {}", leg(&answer["vector"]));
-    for (rank, hit) in answer["results"].as_array().into_iter().flatten().enumerate() {
-        let first_line = hit["content"].as_str().unwrap_or("").lines().next().unwrap_or("");
-        println!(
-            "{:>2}. {:.3}  {}#{} [{}]  {}",
-            rank + 1,
-            hit["score"].as_f64().unwrap_or(0.0),
-            hit["path"].as_str().unwrap_or("?"),
-            hit["heading"].as_str().unwrap_or(""),
-            hit["workspace"].as_str().unwrap_or("?"),
-            first_line
-        );
+    println!("keyword leg: {}", leg(&answer.keyword));
+    println!("vector leg:  {}", leg(&answer.vector));
+    for (rank, hit) in answer.results.iter().enumerate() {
+        let first_line = hit.content.lines().next().unwrap_or("");
+        println!("{:>2}. {:.3}  {}#{} [{}]  {}", rank + 1, hit.score, hit.path, hit.heading, hit.workspace, first_line);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use clawos_ipc::{ComponentId, Object};
+use clawos_api::{ebpf_agent, NoParams};
+use clawos_ipc::ComponentId;
 
 #[derive(Subcommand)]
 pub enum PolicyCommand {
@@ -16,12 +17,12 @@ pub enum PolicyCommand {
 }
 
 pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
-    let method = match command {
-        PolicyCommand::Show => "get_policy",
-        PolicyCommand::Reload => "reload_policy",
-    };
     let (client, _events) = crate::ipc::connect(ComponentId::EbpfAgent).await?;
-    let result = client.call(method, Object::new(), None).await.with_context(|| format!("ebpf-agent {method}"))?;
+    let agent = ebpf_agent::Client::new(&client);
+    let result = match command {
+        PolicyCommand::Show => serde_json::to_value(agent.get_policy(&NoParams {}).await.context("ebpf-agent get_policy")?)?,
+        PolicyCommand::Reload => serde_json::to_value(agent.reload_policy(&NoParams {}).await.context("ebpf-agent reload_policy")?)?,
+    };
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -9,19 +9,16 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use clap::{Args, Subcommand};
-use clawos_ipc::{ComponentId, IpcClient, Object};
-use serde_json::{json, Value};
+use clawos_api::security_agent::{self, SecretGet, SecretInfo, SecretName, SecretSet};
+use clawos_api::NoParams;
+use clawos_ipc::{ComponentId, IpcClient};
+use serde::Serialize;
 use zeroize::Zeroizing;
-
-/// Vault requests may pay a TPM command and a 600,000-round KDF; rotation
-/// more. This is the IPC protocol's ceiling.
-pub const VAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Subcommand)]
 pub enum SecretCommand {
@@ -87,12 +84,6 @@ pub async fn connect_vault() -> anyhow::Result<IpcClient> {
         .await
         .context("cannot reach the security agent, which hosts the vault")?;
     Ok(client)
-}
-
-/// Calls a vault method with the vault's timeout.
-pub async fn call(client: &IpcClient, method: &str, params: Value) -> anyhow::Result<Object> {
-    let Value::Object(params) = params else { bail!("vault params must be a JSON object") };
-    Ok(client.call(method, params, Some(VAULT_CALL_TIMEOUT)).await?)
 }
 
 /// Reads a credential the operator types: from the terminal without echo
@@ -170,11 +161,10 @@ pub async fn run(command: SecretCommand) -> anyhow::Result<ExitCode> {
     match command {
         SecretCommand::Set(args) => {
             let value = read_value(&args.secret_id, args.raw)?;
-            let encoded = Zeroizing::new(BASE64.encode(&*value));
+            let params = SecretSet { secret_id: args.secret_id, value_base64: Zeroizing::new(BASE64.encode(&*value)) };
             let client = connect_vault().await?;
-            let result =
-                call(&client, "secret_set", json!({ "secret_id": args.secret_id, "value_base64": *encoded })).await?;
-            eprintln!("stored {} version {}", args.secret_id, result["version"]);
+            let stored = security_agent::Client::new(&client).secret_set(&params).await?;
+            eprintln!("stored {} version {}", stored.secret_id, stored.version);
         }
         SecretCommand::Get(args) => {
             let stdout = std::io::stdout();
@@ -183,16 +173,9 @@ pub async fn run(command: SecretCommand) -> anyhow::Result<ExitCode> {
                 bail!("refusing to print a secret to a terminal; pipe or redirect stdout, or pass --reveal");
             }
             let client = connect_vault().await?;
-            let mut params = json!({ "secret_id": args.secret_id });
-            if let Some(version) = args.version {
-                params["version"] = json!(version);
-            }
-            let mut result = call(&client, "secret_get", params).await?;
-            let Some(Value::String(encoded)) = result.remove("value_base64") else {
-                bail!("the security agent answered without a value");
-            };
-            let encoded = Zeroizing::new(encoded);
-            let value = Zeroizing::new(BASE64.decode(encoded.as_bytes()).context("the value is not base64")?);
+            let params = SecretGet { secret_id: args.secret_id, version: args.version };
+            let answer = security_agent::Client::new(&client).secret_get(&params).await?;
+            let value = Zeroizing::new(BASE64.decode(answer.value_base64.as_bytes()).context("the value is not base64")?);
             let mut out = stdout.lock();
             out.write_all(&value)?;
             if on_terminal {
@@ -203,38 +186,37 @@ pub async fn run(command: SecretCommand) -> anyhow::Result<ExitCode> {
         }
         SecretCommand::List(args) => {
             let client = connect_vault().await?;
-            let result = call(&client, "secret_list", json!({})).await?;
-            print_versions(&result["secrets"], args.json, &result)?;
+            let list = security_agent::Client::new(&client).secret_list(&NoParams {}).await?;
+            print_versions(&list.secrets, args.json, &list)?;
         }
         SecretCommand::Rm(args) => {
             let client = connect_vault().await?;
-            call(&client, "secret_remove", json!({ "secret_id": args.secret_id })).await?;
+            security_agent::Client::new(&client).secret_remove(&SecretName { secret_id: args.secret_id.clone() }).await?;
             eprintln!("removed {} and all its versions", args.secret_id);
         }
         SecretCommand::History(args) => {
             let client = connect_vault().await?;
-            let result = call(&client, "secret_history", json!({ "secret_id": args.secret_id })).await?;
-            print_versions(&result["versions"], args.json, &result)?;
+            let history = security_agent::Client::new(&client).secret_history(&SecretName { secret_id: args.secret_id }).await?;
+            print_versions(&history.versions, args.json, &history)?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints secret metadata rows (`secret_list` / `secret_history`).
-fn print_versions(rows: &Value, as_json: bool, whole: &Object) -> anyhow::Result<()> {
+fn print_versions(rows: &[SecretInfo], as_json: bool, whole: &impl Serialize) -> anyhow::Result<()> {
     if as_json {
         println!("{}", serde_json::to_string_pretty(whole)?);
         return Ok(());
     }
     println!("{:<32} {:>7} {:>4} {:<20} {:<20}", "SECRET", "VERSION", "KEY", "CREATED", "UPDATED");
-    for row in rows.as_array().map(Vec::as_slice).unwrap_or_default() {
+    for row in rows {
         println!(
             "{:<32} {:>7} {:>4} {:<20} {:<20}",
-            row["secret_id"].as_str().unwrap_or("?"),
-            row["version"].to_string(),
-            format!("g{}", row["key_generation"]),
-            row["created_at"].as_str().unwrap_or("?"),
-            row["updated_at"].as_str().unwrap_or("?"),
+            row.secret_id,
+            row.version,
+            format!("g{}", row.key_generation),
+            row.created_at,
+            row.updated_at,
         );
     }
     Ok(())

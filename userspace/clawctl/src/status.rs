@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use clawos_ipc::{ComponentId, Object};
+use clawos_api::observability::{self, ComponentStatus};
+use clawos_api::{common, NoParams};
+use clawos_ipc::health::Liveness;
+use clawos_ipc::ComponentId;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -42,10 +45,10 @@ async fn probe(component: ComponentId) -> anyhow::Result<Probe> {
     let (client, _events) = tokio::time::timeout(PROBE_TIMEOUT, crate::ipc::connect(component))
         .await
         .map_err(|_| anyhow::anyhow!("no hello answer within {PROBE_TIMEOUT:?}"))??;
-    let health = client.call("health_check", Object::new(), Some(PROBE_TIMEOUT)).await?;
+    let health = common::Client::new(&client).with_timeout(PROBE_TIMEOUT).health_check(&NoParams {}).await?;
     Ok(Probe {
         version: client.server_info().get("component_version").and_then(Value::as_str).map(str::to_owned),
-        uptime_ns: health.get("uptime_ns").and_then(Value::as_u64),
+        uptime_ns: Some(health.uptime_ns),
     })
 }
 
@@ -62,22 +65,20 @@ fn restarts(component: ComponentId) -> Option<u64> {
 }
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let heartbeat_view: Vec<Value> = match crate::ipc::connect(ComponentId::Observability).await {
-        Ok((client, _events)) => match client.call("component_status", Object::new(), Some(PROBE_TIMEOUT)).await {
-            Ok(mut status) => match status.remove("components") {
-                Some(Value::Array(rows)) => rows,
-                _ => Vec::new(),
-            },
-            Err(_) => Vec::new(),
-        },
+    let heartbeat_view: Vec<ComponentStatus> = match crate::ipc::connect(ComponentId::Observability).await {
+        Ok((client, _events)) => {
+            let observability = observability::Client::new(&client).with_timeout(PROBE_TIMEOUT);
+            observability.component_status(&NoParams {}).await.map(|status| status.components).unwrap_or_default()
+        }
         Err(_) => Vec::new(),
     };
     let probes = futures_join(ComponentId::ALL.map(probe)).await;
     let mut rows = Vec::new();
     for (component, probe) in ComponentId::ALL.into_iter().zip(probes) {
-        let seen = heartbeat_view.iter().find(|row| row["component"] == component.as_str());
-        let heartbeat_health = seen.and_then(|row| row["health"].as_str()).unwrap_or("unknown");
-        let age = seen.and_then(|row| row["last_heartbeat_age_ms"].as_u64()).map(|ms| ms as f64 / 1000.0);
+        let seen = heartbeat_view.iter().find(|row| row.component == component);
+        let heartbeat_health = serde_json::to_value(seen.map_or(Liveness::Unknown, |row| row.health))?;
+        let heartbeat_health = heartbeat_health.as_str().unwrap_or("unknown");
+        let age = seen.and_then(|row| row.last_heartbeat_age_ms).map(|ms| ms as f64 / 1000.0);
         let row = match probe {
             Ok(probe) => Row {
                 component,

@@ -10,7 +10,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use base64::Engine as _;
 use clap::{Args, Subcommand};
-use clawos_ipc::{ComponentId, IpcClient, Object};
+use clawos_api::wasm_daemon::{self, ExecuteTool, ToolInstall, ToolRef};
+use clawos_api::NoParams;
+use clawos_ipc::{ComponentId, IpcClient};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -18,9 +20,6 @@ use sha2::{Digest, Sha256};
 const TOOL_WIT_INTERFACE: &str = "clawos:tool/tool@0.1.0";
 /// Largest component `install` sends: base64 of it must fit one IPC message (4 MiB).
 const MAX_WASM_BYTES: u64 = 3 << 20;
-/// Compiling a large tool at install can take a while under emulation.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(30);
-
 #[derive(Subcommand)]
 pub enum ToolCommand {
     /// The tools the daemon can run: the image's and the installed ones.
@@ -73,8 +72,8 @@ pub struct InstallArgs {
 #[derive(Args)]
 pub struct RunArgs {
     tool: String,
-    /// The tool's parameters as a JSON value (default `{}`).
-    params: Option<String>,
+    /// The tool's arguments as a JSON value (default `{}`).
+    arguments: Option<String>,
     /// The agent the call is made for; its workspace records the call.
     #[arg(long)]
     agent: String,
@@ -90,46 +89,44 @@ async fn connect() -> anyhow::Result<IpcClient> {
     Ok(client)
 }
 
-async fn call(client: &IpcClient, method: &str, params: Value, timeout: Option<Duration>) -> anyhow::Result<Object> {
-    let Value::Object(params) = params else { bail!("params must be a JSON object") };
-    Ok(client.call(method, params, timeout).await?)
-}
-
 pub async fn run(command: ToolCommand) -> anyhow::Result<ExitCode> {
+    let client = connect().await?;
+    let daemon = wasm_daemon::Client::new(&client);
     match command {
         ToolCommand::List(args) => {
-            let answer = call(&connect().await?, "tool_list", json!({}), None).await?;
+            let list = daemon.tool_list(&NoParams {}).await?;
             if args.json {
-                println!("{}", Value::Object(answer));
+                println!("{}", serde_json::to_value(&list)?);
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{:<16} {:<8} {:<10} CAPABILITIES", "TOOL", "VERSION", "SOURCE");
-            for tool in answer["tools"].as_array().into_iter().flatten() {
-                let capabilities: Vec<&str> = tool["capabilities"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-                let shown = if capabilities.is_empty() { "-".to_owned() } else { capabilities.join(" ") };
-                println!("{:<16} {:<8} {:<10} {shown}", str_of(&tool["tool_id"]), str_of(&tool["version"]), str_of(&tool["source"]));
+            for tool in list.tools {
+                let shown = if tool.capabilities.is_empty() { "-".to_owned() } else { tool.capabilities.join(" ") };
+                let source = serde_json::to_value(tool.source)?;
+                println!("{:<16} {:<8} {:<10} {shown}", tool.tool_name, tool.version, str_of(&source));
             }
         }
         ToolCommand::Inspect(args) => {
-            let answer = call(&connect().await?, "tool_inspect", json!({ "tool_name": args.tool }), None).await?;
-            println!("{}", serde_json::to_string_pretty(&Value::Object(answer))?);
+            let details = daemon.tool_inspect(&ToolRef { tool_name: args.tool }).await?;
+            println!("{}", serde_json::to_string_pretty(&details)?);
         }
-        ToolCommand::Install(args) => return install(args).await,
+        ToolCommand::Install(args) => return install(daemon, args).await,
         ToolCommand::Run(args) => {
-            let arguments: Value = match &args.params {
-                Some(text) => serde_json::from_str(text).context("the tool's params are not valid JSON")?,
+            let arguments: Value = match &args.arguments {
+                Some(text) => serde_json::from_str(text).context("the tool's arguments are not valid JSON")?,
                 None => json!({}),
             };
-            let mut params = json!({ "tool_name": args.tool, "arguments": arguments, "agent_id": args.agent });
-            if let Some(session) = args.session {
-                params["session_id"] = session.into();
-            }
-            let answer = call(&connect().await?, "execute_tool", params, args.timeout_ms.map(Duration::from_millis)).await?;
-            println!("{}", serde_json::to_string_pretty(&answer["result"])?);
+            let call = ExecuteTool { tool_name: args.tool, arguments, agent: args.agent, session_id: args.session };
+            let daemon = match args.timeout_ms {
+                Some(ms) => daemon.with_timeout(Duration::from_millis(ms)),
+                None => daemon,
+            };
+            let answer = daemon.execute_tool(&call).await?;
+            println!("{}", serde_json::to_string_pretty(&answer.result)?);
         }
         ToolCommand::Rm(args) => {
-            let answer = call(&connect().await?, "tool_remove", json!({ "tool_name": args.tool }), None).await?;
-            println!("removed {} {}", str_of(&answer["tool_id"]), str_of(&answer["version"]));
+            let removed = daemon.tool_remove(&ToolRef { tool_name: args.tool }).await?;
+            println!("removed {} {}", removed.tool_name, removed.version);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -193,7 +190,7 @@ fn definition_for(args: &InstallArgs, wasm: &[u8]) -> anyhow::Result<Value> {
     Ok(definition)
 }
 
-async fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
+async fn install(daemon: wasm_daemon::Client<'_>, args: InstallArgs) -> anyhow::Result<ExitCode> {
     let size = std::fs::metadata(&args.wasm).with_context(|| format!("reading {}", args.wasm.display()))?.len();
     if size > MAX_WASM_BYTES {
         bail!("{} is {size} bytes; at most {MAX_WASM_BYTES} can be installed over IPC", args.wasm.display());
@@ -224,9 +221,9 @@ async fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     }
-    let params = json!({ "definition": definition, "wasm_base64": base64::engine::general_purpose::STANDARD.encode(&wasm) });
-    let answer = call(&connect().await?, "tool_install", params, Some(INSTALL_TIMEOUT)).await?;
-    println!("installed {} {}", str_of(&answer["tool_id"]), str_of(&answer["version"]));
+    let params = ToolInstall { definition, wasm_base64: base64::engine::general_purpose::STANDARD.encode(&wasm) };
+    let installed = daemon.tool_install(&params).await?;
+    println!("installed {} {}", installed.tool_name, installed.version);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,12 +6,11 @@
 
 use std::process::ExitCode;
 
-use anyhow::bail;
 use clap::{Args, Subcommand};
-use clawos_ipc::Object;
-use serde_json::{json, Value};
+use clawos_api::security_agent::{self, Protection, VaultInit, VaultRecover, VaultStatus, VaultUnlock};
+use clawos_api::NoParams;
 
-use crate::secret::{call, connect_vault, read_credential};
+use crate::secret::{connect_vault, read_credential};
 
 #[derive(Subcommand)]
 pub enum VaultCommand {
@@ -46,25 +45,21 @@ pub struct StatusArgs {
 }
 
 pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
+    let client = connect_vault();
     match command {
         VaultCommand::Init(args) => {
             let params = if args.passphrase {
-                let passphrase = read_credential("New vault passphrase: ", true)?;
-                json!({ "protection": "passphrase", "passphrase": *passphrase })
+                VaultInit { protection: Protection::Passphrase, passphrase: Some(read_credential("New vault passphrase: ", true)?) }
             } else {
-                json!({ "protection": "tpm" })
+                VaultInit { protection: Protection::Tpm, passphrase: None }
             };
-            let client = connect_vault().await?;
-            let mut result = call(&client, "vault_init", params).await?;
-            let Some(Value::String(recovery_key)) = result.remove("recovery_key") else {
-                bail!("the security agent answered without a recovery key");
-            };
-            let recovery_key = zeroize::Zeroizing::new(recovery_key);
-            eprintln!("Vault initialized: {}.", describe_protection(&result));
+            let client = client.await?;
+            let initialized = security_agent::Client::new(&client).vault_init(&params).await?;
+            eprintln!("Vault initialized: {}.", describe_protection(&initialized.status));
             eprintln!();
             eprintln!("RECOVERY KEY - shown this once, stored nowhere on this machine:");
             eprintln!();
-            println!("{}", recovery_key.as_str());
+            println!("{}", initialized.recovery_key.as_str());
             eprintln!();
             eprintln!("Write it down and keep it off this machine. It is the only way back");
             eprintln!("to the secrets when the TPM refuses to unseal (a changed kernel,");
@@ -72,8 +67,8 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
             eprintln!("`clawctl vault recover`, then `clawctl vault reseal`.");
         }
         VaultCommand::Status(args) => {
-            let client = connect_vault().await?;
-            let status = call(&client, "vault_status", json!({})).await?;
+            let client = client.await?;
+            let status = security_agent::Client::new(&client).vault_status(&NoParams {}).await?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
             } else {
@@ -82,49 +77,47 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
         }
         VaultCommand::Unlock => {
             let passphrase = read_credential("Vault passphrase: ", false)?;
-            let client = connect_vault().await?;
-            let status = call(&client, "vault_unlock", json!({ "passphrase": *passphrase })).await?;
-            print_status(&status);
+            let client = client.await?;
+            print_status(&security_agent::Client::new(&client).vault_unlock(&VaultUnlock { passphrase }).await?);
         }
         VaultCommand::Recover => {
             let recovery_key = read_credential("Recovery key: ", false)?;
-            let client = connect_vault().await?;
-            let status = call(&client, "vault_recover", json!({ "recovery_key": *recovery_key })).await?;
+            let client = client.await?;
+            let status = security_agent::Client::new(&client).vault_recover(&VaultRecover { recovery_key }).await?;
             print_status(&status);
-            if status["protection"] == "tpm2" {
+            if status.protection.as_deref() == Some("tpm2") {
                 eprintln!("Run `clawctl vault reseal` so the next boot unseals by itself.");
             }
         }
         VaultCommand::Reseal => {
-            let client = connect_vault().await?;
-            let status = call(&client, "vault_reseal", json!({})).await?;
+            let client = client.await?;
+            let status = security_agent::Client::new(&client).vault_reseal(&NoParams {}).await?;
             eprintln!("Resealed to the current boot state.");
             print_status(&status);
         }
         VaultCommand::Rotate => {
-            let client = connect_vault().await?;
-            let status = call(&client, "vault_rotate", json!({})).await?;
-            eprintln!("Rotated: every secret is now under master-key generation {}.", status["generation"]);
+            let client = client.await?;
+            let status = security_agent::Client::new(&client).vault_rotate(&NoParams {}).await?;
+            eprintln!("Rotated: every secret is now under master-key generation {}.", status.generation.unwrap_or(0));
             print_status(&status);
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe_protection(status: &Object) -> &str {
-    status.get("protection_description").and_then(Value::as_str).unwrap_or("no protection reported")
+fn describe_protection(status: &VaultStatus) -> &str {
+    status.protection_description.as_deref().unwrap_or("no protection reported")
 }
 
-fn print_status(status: &Object) {
-    let text = |name: &str| status.get(name).and_then(Value::as_str).unwrap_or("-").to_owned();
-    println!("vault:      {}", text("vault_dir"));
-    println!("protection: {}", if status["initialized"] == true { describe_protection(status) } else { "-" });
-    println!("state:      {}", text("state_description"));
-    if let Some(generation) = status.get("generation").and_then(Value::as_u64) {
+fn print_status(status: &VaultStatus) {
+    println!("vault:      {}", status.vault_dir);
+    println!("protection: {}", if status.initialized { describe_protection(status) } else { "-" });
+    println!("state:      {}", status.state_description);
+    if let Some(generation) = status.generation {
         println!("generation: {generation}");
     }
-    println!("secrets:    {}", status.get("secret_count").and_then(Value::as_u64).unwrap_or(0));
-    if let Some(reason) = status.get("degraded_reason").and_then(Value::as_str) {
+    println!("secrets:    {}", status.secret_count);
+    if let Some(reason) = &status.degraded_reason {
         println!("degraded:   {reason}");
     }
 }

@@ -4,12 +4,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use clawos_ipc::{ComponentId, IpcClient, Object};
-use serde_json::{json, Value};
+use clawos_api::fs_engine::{self, SnapshotPrune, SnapshotRestore, WorkspaceCreate, WorkspaceName, WorkspaceRef};
+use clawos_api::NoParams;
+use clawos_ipc::{ComponentId, IpcClient};
+use serde_json::Value;
 
-/// Workspace calls create or delete a database; a few seconds is plenty.
+/// The operator's fs-engine calls may move whole files or databases: they
+/// all get the longest fs-engine method's timeout.
 const FS_ENGINE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Subcommand)]
@@ -78,58 +81,50 @@ pub async fn connect_fs_engine() -> anyhow::Result<IpcClient> {
     Ok(client)
 }
 
-/// Calls an fs-engine method.
-pub async fn call(client: &IpcClient, method: &str, params: Value) -> anyhow::Result<Object> {
-    let Value::Object(params) = params else { bail!("fs-engine params must be a JSON object") };
-    Ok(client.call(method, params, Some(FS_ENGINE_CALL_TIMEOUT)).await?)
+/// Typed fs-engine calls over `client`, each with [`FS_ENGINE_CALL_TIMEOUT`].
+pub fn fs_engine(client: &IpcClient) -> fs_engine::Client<'_> {
+    fs_engine::Client::new(client).with_timeout(FS_ENGINE_CALL_TIMEOUT)
 }
 
 pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
     let client = connect_fs_engine().await?;
+    let fs = fs_engine(&client);
     match command {
         WorkspaceCommand::Create(args) => {
-            let created = call(&client, "workspace_create", json!({ "name": args.name, "owner": args.owner })).await?;
-            println!("created {} ({} dimensions)", created["workspace_id"], created["vector_dimension"]);
+            let created = fs.workspace_create(&WorkspaceCreate { name: args.name, owner: args.owner }).await?;
+            println!("created {} ({} dimensions)", Value::from(created.workspace_id), created.vector_dimension);
         }
         WorkspaceCommand::List(args) => {
-            let answer = call(&client, "workspace_list", json!({})).await?;
+            let answer = fs.workspace_list(&NoParams {}).await?;
             if args.json {
-                println!("{}", Value::Object(answer));
+                println!("{}", serde_json::to_value(&answer)?);
             } else {
                 println!("{:<40} {:>9} {:<12} CREATED", "NAME", "DIMENSION", "OWNER");
-                for workspace in answer["workspaces"].as_array().into_iter().flatten() {
-                    println!(
-                        "{:<40} {:>9} {:<12} {}",
-                        workspace["workspace_id"].as_str().unwrap_or("?"),
-                        workspace["vector_dimension"],
-                        workspace["owner"].as_str().unwrap_or("?"),
-                        workspace["created_at"].as_str().unwrap_or("?")
-                    );
+                for workspace in answer.workspaces {
+                    println!("{:<40} {:>9} {:<12} {}", workspace.workspace_id, workspace.vector_dimension, workspace.owner, workspace.created_at);
                 }
             }
         }
         WorkspaceCommand::Delete(args) => {
-            call(&client, "workspace_delete", json!({ "name": args.name })).await?;
+            fs.workspace_delete(&WorkspaceName { name: args.name.clone() }).await?;
             println!("deleted {}", args.name);
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::Create(args)) => {
-            let snapshot = call(&client, "snapshot_create", json!({ "workspace": args.name })).await?;
-            println!("{} ({} bytes)", snapshot["file"].as_str().unwrap_or("?"), snapshot["bytes"]);
+            let snapshot = fs.snapshot_create(&WorkspaceRef { workspace: args.name }).await?;
+            println!("{} ({} bytes)", snapshot.file, snapshot.bytes);
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::List(args)) => {
-            let answer = call(&client, "snapshot_list", json!({ "workspace": args.name })).await?;
-            for snapshot in answer["snapshots"].as_array().into_iter().flatten() {
-                println!("{} {}", snapshot["file"].as_str().unwrap_or("?"), snapshot["bytes"]);
+            for snapshot in fs.snapshot_list(&WorkspaceRef { workspace: args.name }).await?.snapshots {
+                println!("{} {}", snapshot.file, snapshot.bytes);
             }
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::Restore(args)) => {
-            call(&client, "snapshot_restore", json!({ "workspace": args.name, "file": args.file })).await?;
+            fs.snapshot_restore(&SnapshotRestore { workspace: args.name.clone(), file: args.file.clone() }).await?;
             println!("restored {} from {}", args.name, args.file);
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::Prune(args)) => {
-            let answer = call(&client, "snapshot_prune", json!({ "workspace": args.name, "keep": args.keep })).await?;
-            for removed in answer["removed"].as_array().into_iter().flatten() {
-                println!("removed {}", removed.as_str().unwrap_or("?"));
+            for removed in fs.snapshot_prune(&SnapshotPrune { workspace: args.name, keep: args.keep }).await?.removed {
+                println!("removed {removed}");
             }
         }
     }

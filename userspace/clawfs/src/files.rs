@@ -203,16 +203,30 @@ pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
 }
 
 /// One directory entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DirEntry {
     /// The name.
     pub name: String,
-    /// `file`, `dir`, `symlink` or `other`.
-    pub kind: &'static str,
+    /// What it is.
+    pub kind: EntryKind,
     /// Size in bytes.
     pub size: u64,
     /// Permission bits.
     pub mode: u32,
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A socket, FIFO or device.
+    Other,
 }
 
 /// The entries of a directory, sorted by name.
@@ -222,10 +236,10 @@ pub fn list(dir: &Resolved) -> Result<Vec<DirEntry>> {
         let entry = entry.map_err(io("list", &dir.real))?;
         let metadata = entry.metadata().map_err(io("stat", entry.path()))?;
         let kind = match metadata.file_type() {
-            t if t.is_symlink() => "symlink",
-            t if t.is_dir() => "dir",
-            t if t.is_file() => "file",
-            _ => "other",
+            t if t.is_symlink() => EntryKind::Symlink,
+            t if t.is_dir() => EntryKind::Dir,
+            t if t.is_file() => EntryKind::File,
+            _ => EntryKind::Other,
         };
         let name = entry.file_name().to_string_lossy().into_owned();
         entries.push(DirEntry { name, kind, size: metadata.len(), mode: metadata.permissions().mode() & 0o7777 });
@@ -327,7 +341,7 @@ mod tests {
         let logs = resolve(dir.path(), me, "logs", Access::Read).unwrap();
         let entries = list(&logs).unwrap();
         assert_eq!(entries.len(), 1, "no temporary file is left: {entries:?}");
-        assert_eq!((entries[0].name.as_str(), entries[0].kind, entries[0].size), ("run.log", "file", 8));
+        assert_eq!((entries[0].name.as_str(), entries[0].kind, entries[0].size), ("run.log", EntryKind::File, 8));
         delete(&file).unwrap();
         assert!(list(&logs).unwrap().is_empty());
         assert!(matches!(read(&file, 0, None), Err(Error::Io { .. })));

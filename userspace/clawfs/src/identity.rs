@@ -33,7 +33,7 @@ pub const IDENTITY_BACKUPS_KEPT: usize = 10;
 /// The identity schema (specs/clawfs/README.md, "Identity files"). Unknown
 /// top-level fields are kept as they are (a newer ClawOS of the same version
 /// may add some); missing or mistyped known fields are corruption.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Identity {
     pub agent_id: String,
     pub version: u64,
@@ -50,7 +50,7 @@ pub struct Identity {
     pub extra: serde_json::Map<String, Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct State {
     pub current_phase: Option<String>,
     pub current_task: Option<String>,
@@ -58,13 +58,13 @@ pub struct State {
     pub status: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memory {
     pub learned_patterns: Vec<LearnedPattern>,
     pub heuristics: Vec<Heuristic>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LearnedPattern {
     pub pattern_id: String,
     pub description: String,
@@ -73,7 +73,7 @@ pub struct LearnedPattern {
     pub usage_count: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Heuristic {
     pub heuristic_id: String,
     pub rule: String,
@@ -81,7 +81,7 @@ pub struct Heuristic {
     pub last_validated: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct History {
     pub completed_tasks: Vec<String>,
     pub failed_tasks: Vec<String>,
@@ -89,7 +89,7 @@ pub struct History {
     pub success_rate: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Performance {
     pub avg_execution_time_ms: u64,
     pub peak_memory_mb: u64,

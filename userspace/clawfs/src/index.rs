@@ -139,7 +139,7 @@ fn rerank_candidates(wanted: usize) -> usize {
 }
 
 /// What a (re-)index of documents changed.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexReport {
     /// Chunks new or changed, inserted (and embedded).
     pub added: usize,

@@ -49,6 +49,7 @@ pub use identity::{
     Heuristic, History, Identity, IdentityBackup, LearnedPattern, Memory, Performance, State, IDENTITY_BACKUPS_KEPT,
     IDENTITY_VERSION,
 };
+pub use files::{DirEntry, EntryKind};
 pub use snapshot::Snapshot;
 pub use index::{digest_chunk, IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 pub use namespace::{

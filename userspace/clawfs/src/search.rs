@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 /// How keyword and vector scores become one ranking.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "method", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Fusion {
     /// Each leg's scores are min-max normalized to 0..1 over this query's
@@ -32,7 +32,7 @@ impl Default for Fusion {
 }
 
 /// A search.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// The query text, used by both legs.
@@ -57,7 +57,7 @@ impl SearchRequest {
 }
 
 /// Whether a leg of the search ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum LegReport {
     /// It ran and produced this many candidates.
@@ -73,7 +73,7 @@ pub enum LegReport {
 }
 
 /// One result with where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchHit {
     /// The workspace.
     pub workspace: String,
@@ -96,7 +96,7 @@ pub struct SearchHit {
 }
 
 /// The answer: results and what each leg did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchResponse {
     /// Best first.
     pub results: Vec<SearchHit>,

@@ -22,7 +22,7 @@ use crate::time::today;
 use crate::workspace::{dir_entries, sync_dir, Clawfs};
 
 /// One snapshot of a workspace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Snapshot {
     /// `snapshot-YYYY-MM-DD.db`.
     pub file: String,

@@ -22,7 +22,7 @@ use crate::time::now_rfc3339;
 
 /// HNSW parameters, stored per workspace in `metadata.json`; their ranges
 /// and defaults are specs/clawfs/README.md's ("Workspaces").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HnswParams {
     /// Connections per node, 8..=64. Default 16.
@@ -97,7 +97,7 @@ impl Config {
 }
 
 /// `metadata.json` of a workspace (specs/clawfs/README.md, "Workspaces").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceMetadata {
     /// The workspace name.

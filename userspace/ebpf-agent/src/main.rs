@@ -19,7 +19,9 @@ use std::{
 };
 
 use clawos_ebpf_monitor::{policy::CGROUP_ROOT, Monitor, Policy, DEFAULT_OBJECT};
-use clawos_ipc::{server::{Connection, MethodError}, ComponentId, ErrorCode, Object, Request};
+use clawos_api::ebpf_agent::{self, EbpfMetrics, PolicyReloaded, PolicyView, ProgramStats, ResolvedCgroup};
+use clawos_api::{Call, NoParams};
+use clawos_ipc::{server::MethodError, ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
 use rules::{Evaluator, Finding, Rules, DEFAULT_RULES};
 use serde_json::json;
@@ -178,51 +180,50 @@ fn publish_finding(runtime: &Runtime, finding: Finding) {
     }
 }
 
+impl ebpf_agent::Service for Daemon {
+    async fn get_metrics(&self, _call: &Call, _params: NoParams) -> Result<EbpfMetrics, MethodError> {
+        let process = self.runtime.metrics()?;
+        let state = lock(&self.state);
+        let programs = state
+            .monitor
+            .program_stats()
+            .into_iter()
+            .map(|p| ProgramStats {
+                name: p.name.to_owned(),
+                id: p.id,
+                run_count: p.run_count,
+                run_time_ns: p.run_time_ns,
+                lost_events: p.lost_events,
+                coalesced_events: p.coalesced_events,
+            })
+            .collect();
+        Ok(EbpfMetrics { process, programs, events_total: state.events, monitored_cgroups: resolve(&state.policy).len() })
+    }
+
+    async fn get_policy(&self, _call: &Call, _params: NoParams) -> Result<PolicyView, MethodError> {
+        let state = lock(&self.state);
+        let resolved = resolve(&state.policy)
+            .into_iter()
+            .map(|entry| ResolvedCgroup { path: entry.path, cgroup_id: entry.cgroup_id, mode: entry.policy.mode, rules: entry.policy.rules })
+            .collect();
+        let cgroup = state.policy.cgroups.iter().map(|rule| serde_json::to_value(rule).unwrap_or_default()).collect();
+        Ok(PolicyView { cgroup, resolved })
+    }
+
+    async fn reload_policy(&self, _call: &Call, _params: NoParams) -> Result<PolicyReloaded, MethodError> {
+        let path = Path::new(clawos_ebpf_monitor::policy::DEFAULT_POLICY);
+        let policy = Policy::load(path).map_err(|error| MethodError::new(ErrorCode::Eproto, error_chain(&error)))?;
+        let mut state = lock(&self.state);
+        let entries = resolve(&policy);
+        state.monitor.apply(&entries).map_err(|error| MethodError::new(ErrorCode::Eio, error_chain(&error)))?;
+        state.policy = policy;
+        Ok(PolicyReloaded { monitored_cgroups: entries.len() })
+    }
+}
+
 impl Component for Daemon {
-    async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
-        Some(match request.method.as_str() {
-            "get_metrics" => {
-                let mut object = match self.runtime.metrics().and_then(|metrics| clawos_runtime::to_object(&metrics)) {
-                    Ok(object) => object,
-                    Err(error) => return Some(Err(error)),
-                };
-                let state = lock(&self.state);
-                object.insert("programs".into(), json!(state.monitor.program_stats()));
-                object.insert("events_total".into(), json!(state.events));
-                object.insert("monitored_cgroups".into(), json!(resolve(&state.policy).len()));
-                Ok(object)
-            }
-            "get_policy" => {
-                let state = lock(&self.state);
-                let cgroups: Vec<_> = resolve(&state.policy)
-                    .into_iter()
-                    .map(|entry| json!({"path": entry.path, "cgroup_id": entry.cgroup_id, "mode": entry.policy.mode, "rules": entry.policy.rules}))
-                    .collect();
-                let mut object = clawos_runtime::to_object(&state.policy).unwrap_or_default();
-                object.insert("resolved".into(), json!(cgroups));
-                Ok(object)
-            }
-            "reload_policy" => {
-                let path = Path::new(clawos_ebpf_monitor::policy::DEFAULT_POLICY);
-                match Policy::load(path) {
-                    Ok(policy) => {
-                        let mut state = lock(&self.state);
-                        let entries = resolve(&policy);
-                        match state.monitor.apply(&entries) {
-                            Ok(()) => {
-                                state.policy = policy;
-                                let mut object = Object::new();
-                                object.insert("monitored_cgroups".into(), json!(entries.len()));
-                                Ok(object)
-                            }
-                            Err(error) => Err(MethodError::new(ErrorCode::Eio, error_chain(&error))),
-                        }
-                    }
-                    Err(error) => Err(MethodError::new(ErrorCode::Eproto, error_chain(&error))),
-                }
-            }
-            _ => return None,
-        })
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
+        ebpf_agent::dispatch(self, call, request).await
     }
 }
 

@@ -1,5 +1,5 @@
-//! The ClawFS audit log, `/var/log/clawos/clawfs-audit.log` (clawfs-spec
-//! §8.4): one line per open, read, write, list and delete that fs-engine
+//! The ClawFS audit log, `/var/log/clawos/clawfs-audit.log`
+//! (specs/clawfs/README.md, "Audit log"): one line per open, read, write, list and delete that fs-engine
 //! performs or refuses, in the spec's format:
 //!
 //! ```text

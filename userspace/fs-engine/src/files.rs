@@ -9,56 +9,16 @@ use std::path::PathBuf;
 
 use base64::Engine as _;
 use clawfs::files::{self, Access, Requester, WriteMode};
+use clawos_api::fs_engine::{DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile};
 use clawos_ipc::server::MethodError;
-use clawos_ipc::{ErrorCode, Object, Principal};
-use serde::Deserialize;
+use clawos_ipc::{ErrorCode, Principal};
 
 use crate::audit::{AuditLog, Entry};
-
-/// The file methods.
-pub const METHODS: [&str; 4] = ["read_file", "write_file", "list_dir", "delete_file"];
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadFile {
-    path: String,
-    agent: Option<String>,
-    #[serde(default)]
-    offset: u64,
-    length: Option<usize>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WriteFile {
-    path: String,
-    agent: Option<String>,
-    /// UTF-8 text; or `content_base64` for bytes.
-    content: Option<String>,
-    content_base64: Option<String>,
-    /// Append instead of replacing the file.
-    #[serde(default)]
-    append: bool,
-    /// Create missing parent directories.
-    #[serde(default)]
-    create_dirs: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PathParams {
-    path: String,
-    agent: Option<String>,
-}
 
 /// Serves the file methods under one ClawFS root.
 pub struct FileService {
     root: PathBuf,
     audit: Result<AuditLog, String>,
-}
-
-fn parse<T: serde::de::DeserializeOwned>(method: &str, params: Object) -> Result<T, MethodError> {
-    serde_json::from_value(serde_json::Value::Object(params)).map_err(|e| MethodError::bad_params(format!("{method}: {e}")))
 }
 
 impl FileService {
@@ -109,75 +69,65 @@ impl FileService {
         }
     }
 
-    /// Runs file method `method` for `caller`.
-    pub fn handle(&self, caller: Principal, method: &str, params: Object) -> Result<Object, MethodError> {
-        let mut answer = Object::new();
-        match method {
-            "read_file" => {
-                let p: ReadFile = parse(method, params)?;
-                let (requester, file) = self.resolve(caller, p.agent.as_deref(), "read", &p.path, Access::Read)?;
-                let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
-                self.record(&entry("open", None))?;
-                let read = files::read(&file, p.offset, p.length).map_err(crate::method_error)?;
-                self.record(&entry("read", Some(read.data.len() as u64)))?;
-                answer.insert("path".into(), file.display.clone().into());
-                answer.insert("size".into(), read.size.into());
-                answer.insert("eof".into(), read.eof.into());
-                match String::from_utf8(read.data) {
-                    Ok(text) => answer.insert("content".into(), text.into()),
-                    Err(bytes) => answer.insert("content_base64".into(), base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes()).into()),
-                };
+    /// `read_file` for `caller`.
+    pub fn read(&self, caller: Principal, p: ReadFile) -> Result<FileContent, MethodError> {
+        let (requester, file) = self.resolve(caller, p.agent.as_deref(), "read", &p.path, Access::Read)?;
+        let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
+        self.record(&entry("open", None))?;
+        let read = files::read(&file, p.offset, p.length).map_err(crate::method_error)?;
+        self.record(&entry("read", Some(read.data.len() as u64)))?;
+        let (content, content_base64) = match String::from_utf8(read.data) {
+            Ok(text) => (Some(text), None),
+            Err(bytes) => (None, Some(base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes()))),
+        };
+        Ok(FileContent { path: file.display.clone(), size: read.size, eof: read.eof, content, content_base64 })
+    }
+
+    /// `write_file` for `caller`.
+    pub fn write(&self, caller: Principal, p: WriteFile) -> Result<FileWritten, MethodError> {
+        let data = match (p.content, p.content_base64) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| MethodError::bad_params(format!("write_file: content_base64: {e}")))?,
+            _ => return Err(MethodError::bad_params("write_file: give exactly one of content and content_base64")),
+        };
+        let (requester, file) = self.resolve(caller, p.agent.as_deref(), "write", &p.path, Access::Write)?;
+        let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
+        self.record(&entry("open", None))?;
+        if p.create_dirs {
+            // The parent was checked with the file: it lies inside the same allowed tree.
+            if let Some(parent) = file.real.parent() {
+                let parent = files::Resolved { real: parent.to_owned(), display: file.display.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned() };
+                files::make_dir(&parent).map_err(crate::method_error)?;
             }
-            "write_file" => {
-                let p: WriteFile = parse(method, params)?;
-                let data = match (p.content, p.content_base64) {
-                    (Some(text), None) => text.into_bytes(),
-                    (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
-                        .decode(encoded)
-                        .map_err(|e| MethodError::bad_params(format!("write_file: content_base64: {e}")))?,
-                    _ => return Err(MethodError::bad_params("write_file: give exactly one of content and content_base64")),
-                };
-                let (requester, file) = self.resolve(caller, p.agent.as_deref(), "write", &p.path, Access::Write)?;
-                let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
-                self.record(&entry("open", None))?;
-                if p.create_dirs {
-                    // The parent was checked with the file: it lies inside the same allowed tree.
-                    if let Some(parent) = file.real.parent() {
-                        let parent = files::Resolved { real: parent.to_owned(), display: file.display.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned() };
-                        files::make_dir(&parent).map_err(crate::method_error)?;
-                    }
-                }
-                let mode = if p.append { WriteMode::Append } else { WriteMode::Replace };
-                let size = files::write(&file, &data, mode).map_err(crate::method_error)?;
-                self.record(&entry("write", Some(data.len() as u64)))?;
-                answer.insert("path".into(), file.display.clone().into());
-                answer.insert("bytes_written".into(), data.len().into());
-                answer.insert("size".into(), size.into());
-            }
-            "list_dir" => {
-                let p: PathParams = parse(method, params)?;
-                let (requester, dir) = self.resolve(caller, p.agent.as_deref(), "list", &p.path, Access::Read)?;
-                self.record(&Entry { agent: requester.name(), operation: "list", path: &dir.display, bytes: None, denied: None, caller: caller.as_str() })?;
-                let entries = files::list(&dir).map_err(crate::method_error)?;
-                answer.insert("path".into(), dir.display.clone().into());
-                answer.insert("entries".into(), serde_json::to_value(entries).map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?);
-            }
-            "delete_file" => {
-                let p: PathParams = parse(method, params)?;
-                let (requester, path) = self.resolve(caller, p.agent.as_deref(), "delete", &p.path, Access::Write)?;
-                self.record(&Entry { agent: requester.name(), operation: "delete", path: &path.display, bytes: None, denied: None, caller: caller.as_str() })?;
-                files::delete(&path).map_err(crate::method_error)?;
-                answer.insert("path".into(), path.display.clone().into());
-            }
-            other => return Err(MethodError::unknown_method(other)),
         }
-        Ok(answer)
+        let mode = if p.append { WriteMode::Append } else { WriteMode::Replace };
+        let size = files::write(&file, &data, mode).map_err(crate::method_error)?;
+        self.record(&entry("write", Some(data.len() as u64)))?;
+        Ok(FileWritten { path: file.display.clone(), bytes_written: data.len(), size })
+    }
+
+    /// `list_dir` for `caller`.
+    pub fn list(&self, caller: Principal, p: FilePath) -> Result<DirListing, MethodError> {
+        let (requester, dir) = self.resolve(caller, p.agent.as_deref(), "list", &p.path, Access::Read)?;
+        self.record(&Entry { agent: requester.name(), operation: "list", path: &dir.display, bytes: None, denied: None, caller: caller.as_str() })?;
+        let entries = files::list(&dir).map_err(crate::method_error)?;
+        Ok(DirListing { path: dir.display.clone(), entries })
+    }
+
+    /// `delete_file` for `caller`.
+    pub fn delete(&self, caller: Principal, p: FilePath) -> Result<FileDeleted, MethodError> {
+        let (requester, path) = self.resolve(caller, p.agent.as_deref(), "delete", &p.path, Access::Write)?;
+        self.record(&Entry { agent: requester.name(), operation: "delete", path: &path.display, bytes: None, denied: None, caller: caller.as_str() })?;
+        files::delete(&path).map_err(crate::method_error)?;
+        Ok(FileDeleted { path: path.display.clone() })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use clawos_ipc::ComponentId;
+    use clawos_ipc::{ComponentId, Object};
     use serde_json::json;
 
     use super::*;
@@ -192,9 +142,17 @@ mod tests {
         (dir, service)
     }
 
+    /// Calls file method `method` as the daemon's dispatch would: params
+    /// parsed by the API's types, the result encoded.
     fn call(service: &FileService, caller: Principal, method: &str, params: serde_json::Value) -> Result<Object, MethodError> {
         let serde_json::Value::Object(params) = params else { panic!("params must be an object") };
-        service.handle(caller, method, params)
+        match method {
+            "read_file" => clawos_api::encode(&service.read(caller, clawos_api::parse(method, params)?)?),
+            "write_file" => clawos_api::encode(&service.write(caller, clawos_api::parse(method, params)?)?),
+            "list_dir" => clawos_api::encode(&service.list(caller, clawos_api::parse(method, params)?)?),
+            "delete_file" => clawos_api::encode(&service.delete(caller, clawos_api::parse(method, params)?)?),
+            other => panic!("not a file method: {other}"),
+        }
     }
 
     fn audit_lines(dir: &tempfile::TempDir) -> Vec<String> {

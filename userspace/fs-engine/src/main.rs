@@ -21,12 +21,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clawfs::{Clawfs, Config, Embedder, MemoryIndex, Owners, SearchRequest};
-use clawos_ipc::server::{Connection, MethodError};
+use clawfs::{Clawfs, Config, Embedder, IndexReport, Owners, SearchRequest, SearchResponse, Snapshot, WorkspaceMetadata};
+use clawos_api::fs_engine::{
+    self, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups, IdentityRecordTask,
+    IdentityRestore, MemoryIndex, MemoryRemove, MemoryRemoved, MemorySearch, ReadFile, SnapshotList, SnapshotPrune,
+    SnapshotRestore, SnapshotsPruned, WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
+};
+use clawos_api::{Call, Done, NoParams};
+use clawos_ipc::server::MethodError;
 use clawos_ipc::{ComponentId, ErrorCode, Object, Principal, Request};
 use clawos_runtime::{Component, Runtime};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// `[component]` settings of fs-engine's TOML config.
 #[derive(Debug, Deserialize)]
@@ -35,7 +40,8 @@ struct DaemonConfig {
     /// The ClawFS root. Default `/clawfs`.
     #[serde(default = "default_clawfs_root")]
     clawfs_root: PathBuf,
-    /// The instance's one vector dimension (spec §4.3). Default 1536.
+    /// The instance's one vector dimension (specs/clawfs/README.md,
+    /// "Workspaces"). Default 1536.
     #[serde(default = "default_vector_dimension")]
     vector_dimension: usize,
     /// The ClawFS audit log. Default `/var/log/clawos/clawfs-audit.log`.
@@ -67,7 +73,7 @@ struct State {
     clawfs: Clawfs,
     /// The embedder, or why it could not be set up (searches say so).
     embedder: Result<Arc<dyn Embedder>, String>,
-    indexes: HashMap<String, MemoryIndex>,
+    indexes: HashMap<String, clawfs::MemoryIndex>,
     namespace: Namespace,
 }
 
@@ -113,7 +119,7 @@ impl State {
         Ok(response)
     }
 
-    fn index(&mut self, workspace: &str) -> Result<&mut MemoryIndex, MethodError> {
+    fn index(&mut self, workspace: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
         if !self.indexes.contains_key(workspace) {
             let index = self.clawfs.open_memory(workspace, self.embedder.clone().ok()).map_err(method_error)?;
             self.indexes.insert(workspace.to_owned(), index);
@@ -129,127 +135,22 @@ struct Daemon {
     files: Arc<files::FileService>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WorkspaceCreate {
-    name: String,
-    #[serde(default = "default_owner")]
-    owner: String,
-}
-
-fn default_owner() -> String {
-    "user".into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WorkspaceName {
-    name: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MemoryIndexParams {
-    workspace: String,
-    path: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MemoryRemove {
-    workspace: String,
-    path: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SnapshotWorkspace {
-    workspace: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SnapshotName {
-    workspace: String,
-    file: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SnapshotPrune {
-    workspace: String,
-    keep: usize,
-}
-
-fn snapshot_json(snapshot: &clawfs::Snapshot) -> serde_json::Value {
-    serde_json::json!({ "file": snapshot.file, "bytes": snapshot.bytes })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AgentName {
-    agent: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IdentityRestore {
-    agent: String,
-    backup: String,
-}
-
-/// One finished task, as the agent loop reports it (spec §5.4: identity
-/// files are updated after each task completion).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IdentityRecordTask {
-    agent: String,
-    task: String,
-    success: bool,
-    duration_ms: u64,
-}
-
-impl IdentityRecordTask {
-    fn apply(&self, identity: &mut clawfs::Identity) {
-        let history = &mut identity.history;
-        let before = history.total_executions;
-        let succeeded = (history.success_rate * before as f64).round() + f64::from(u8::from(self.success));
-        history.total_executions += 1;
-        history.success_rate = succeeded / history.total_executions as f64;
-        if self.success {
-            history.completed_tasks.push(self.task.clone());
-        } else {
-            history.failed_tasks.push(self.task.clone());
-        }
-        let performance = &mut identity.performance;
-        performance.avg_execution_time_ms = (performance.avg_execution_time_ms * before + self.duration_ms) / history.total_executions;
+/// Records one finished task in `identity` (identity files are updated
+/// after each task the agent loop reports: specs/clawfs/README.md,
+/// "Identity files").
+fn record_task(identity: &mut clawfs::Identity, task: &IdentityRecordTask) {
+    let history = &mut identity.history;
+    let before = history.total_executions;
+    let succeeded = (history.success_rate * before as f64).round() + f64::from(u8::from(task.success));
+    history.total_executions += 1;
+    history.success_rate = succeeded / history.total_executions as f64;
+    if task.success {
+        history.completed_tasks.push(task.task.clone());
+    } else {
+        history.failed_tasks.push(task.task.clone());
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MemorySearch {
-    workspace: String,
-    #[serde(flatten)]
-    request: SearchRequest,
-}
-
-fn params<T: DeserializeOwned>(request: &Request) -> Result<T, MethodError> {
-    serde_json::from_value(serde_json::Value::Object(request.params.clone()))
-        .map_err(|e| MethodError::bad_params(format!("{}: {e}", request.method)))
-}
-
-fn object(value: impl Serialize) -> Result<Object, MethodError> {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::Object(object)) => Ok(object),
-        Ok(other) => {
-            let mut object = Object::new();
-            object.insert("result".into(), other);
-            Ok(object)
-        }
-        Err(e) => Err(MethodError::new(ErrorCode::Einternal, format!("encoding the response: {e}"))),
-    }
+    let performance = &mut identity.performance;
+    performance.avg_execution_time_ms = (performance.avg_execution_time_ms * before + task.duration_ms) / history.total_executions;
 }
 
 /// Maps a ClawFS error to the IPC code a caller can act on: EPERM for a
@@ -330,121 +231,123 @@ impl Daemon {
         self.files.record(&entry)
     }
 
-    async fn dispatch(&self, caller: Principal, request: Request) -> Result<Object, MethodError> {
-        if files::METHODS.contains(&request.method.as_str()) {
-            let files = self.files.clone();
-            return tokio::task::spawn_blocking(move || files.handle(caller, &request.method, request.params))
-                .await
-                .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?;
-        }
-        match request.method.as_str() {
-            "workspace_create" => {
-                let p: WorkspaceCreate = params(&request)?;
-                object(self.blocking(move |s| s.clawfs.create_workspace(&p.name, &p.owner).map_err(method_error)).await?)
-            }
-            "workspace_list" => {
-                let workspaces = self.blocking(|s| s.clawfs.list_workspaces().map_err(method_error)).await?;
-                object(serde_json::json!({ "workspaces": workspaces }))
-            }
-            "workspace_delete" => {
-                let p: WorkspaceName = params(&request)?;
-                self.blocking(move |s| {
-                    // Close the open index first so no handle outlives its files.
-                    s.indexes.remove(&p.name);
-                    s.clawfs.delete_workspace(&p.name).map_err(method_error)
-                })
-                .await?;
-                Ok(Object::new())
-            }
-            "memory_index" => {
-                let p: MemoryIndexParams = params(&request)?;
-                self.audit_memory(caller, "write", &p.workspace, Some(&p.path))?;
-                object(self.blocking(move |s| s.index(&p.workspace)?.index_document(&p.path, &p.content).map_err(method_error)).await?)
-            }
-            "memory_remove" => {
-                let p: MemoryRemove = params(&request)?;
-                self.audit_memory(caller, "delete", &p.workspace, Some(&p.path))?;
-                let removed = self.blocking(move |s| s.index(&p.workspace)?.remove_document(&p.path).map_err(method_error)).await?;
-                object(serde_json::json!({ "removed": removed }))
-            }
-            "memory_search" => {
-                let p: MemorySearch = params(&request)?;
-                self.audit_memory(caller, "read", &p.workspace, None)?;
-                object(self.blocking(move |s| s.search(&p.workspace, &p.request)).await?)
-            }
-            "snapshot_create" => {
-                let p: SnapshotWorkspace = params(&request)?;
-                let snapshot = self.blocking(move |s| s.clawfs.create_snapshot(&p.workspace).map_err(method_error)).await?;
-                object(snapshot_json(&snapshot))
-            }
-            "snapshot_list" => {
-                let p: SnapshotWorkspace = params(&request)?;
-                let snapshots = self.blocking(move |s| s.clawfs.list_snapshots(&p.workspace).map_err(method_error)).await?;
-                object(serde_json::json!({ "snapshots": snapshots.iter().map(snapshot_json).collect::<Vec<_>>() }))
-            }
-            "snapshot_restore" => {
-                let p: SnapshotName = params(&request)?;
-                self.blocking(move |s| {
-                    // The open index belongs to the database being replaced;
-                    // the next search reopens (and if needed rebuilds) it.
-                    s.indexes.remove(&p.workspace);
-                    s.clawfs.restore_snapshot(&p.workspace, &p.file).map_err(method_error)
-                })
-                .await?;
-                Ok(Object::new())
-            }
-            "snapshot_prune" => {
-                let p: SnapshotPrune = params(&request)?;
-                let removed = self.blocking(move |s| s.clawfs.prune_snapshots(&p.workspace, p.keep).map_err(method_error)).await?;
-                object(serde_json::json!({ "removed": removed }))
-            }
-            "identity_get" => {
-                let p: AgentName = params(&request)?;
-                object(self.blocking(move |s| s.clawfs.read_identity(&p.agent).map_err(method_error)).await?)
-            }
-            "identity_record_task" => {
-                let p: IdentityRecordTask = params(&request)?;
-                object(self.blocking(move |s| s.clawfs.update_identity(&p.agent, |identity| p.apply(identity)).map_err(method_error)).await?)
-            }
-            "identity_backups" => {
-                let p: AgentName = params(&request)?;
-                let backups = self.blocking(move |s| s.clawfs.identity_backups(&p.agent).map_err(method_error)).await?;
-                object(serde_json::json!({ "backups": backups.iter().map(|backup| &backup.name).collect::<Vec<_>>() }))
-            }
-            "identity_restore" => {
-                let p: IdentityRestore = params(&request)?;
-                object(self.blocking(move |s| s.clawfs.restore_identity(&p.agent, &p.backup).map_err(method_error)).await?)
-            }
-            other => Err(MethodError::unknown_method(other)),
-        }
+    /// Runs a file method on the blocking pool (file I/O and fsyncs block).
+    async fn files<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&files::FileService) -> Result<T, MethodError> + Send + 'static,
+    ) -> Result<T, MethodError> {
+        let files = self.files.clone();
+        tokio::task::spawn_blocking(move || work(&files))
+            .await
+            .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
     }
 }
 
-/// The methods this component answers itself, besides [`files::METHODS`].
-const METHODS: [&str; 14] = [
-    "workspace_create",
-    "workspace_list",
-    "workspace_delete",
-    "memory_index",
-    "memory_remove",
-    "memory_search",
-    "snapshot_create",
-    "snapshot_list",
-    "snapshot_restore",
-    "snapshot_prune",
-    "identity_get",
-    "identity_record_task",
-    "identity_backups",
-    "identity_restore",
-];
+impl fs_engine::Service for Daemon {
+    async fn read_file(&self, call: &Call, params: ReadFile) -> Result<FileContent, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.read(caller, params)).await
+    }
+
+    async fn write_file(&self, call: &Call, params: WriteFile) -> Result<FileWritten, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.write(caller, params)).await
+    }
+
+    async fn list_dir(&self, call: &Call, params: FilePath) -> Result<DirListing, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.list(caller, params)).await
+    }
+
+    async fn delete_file(&self, call: &Call, params: FilePath) -> Result<FileDeleted, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.delete(caller, params)).await
+    }
+
+    async fn workspace_create(&self, _call: &Call, p: WorkspaceCreate) -> Result<WorkspaceMetadata, MethodError> {
+        self.blocking(move |s| s.clawfs.create_workspace(&p.name, &p.owner).map_err(method_error)).await
+    }
+
+    async fn workspace_list(&self, _call: &Call, _params: NoParams) -> Result<WorkspaceList, MethodError> {
+        let workspaces = self.blocking(|s| s.clawfs.list_workspaces().map_err(method_error)).await?;
+        Ok(WorkspaceList { workspaces })
+    }
+
+    async fn workspace_delete(&self, _call: &Call, p: WorkspaceName) -> Result<Done, MethodError> {
+        self.blocking(move |s| {
+            // Close the open index first so no handle outlives its files.
+            s.indexes.remove(&p.name);
+            s.clawfs.delete_workspace(&p.name).map_err(method_error)
+        })
+        .await?;
+        Ok(Done {})
+    }
+
+    async fn memory_index(&self, call: &Call, p: MemoryIndex) -> Result<IndexReport, MethodError> {
+        self.audit_memory(call.peer(), "write", &p.workspace, Some(&p.path))?;
+        self.blocking(move |s| s.index(&p.workspace)?.index_document(&p.path, &p.content).map_err(method_error)).await
+    }
+
+    async fn memory_remove(&self, call: &Call, p: MemoryRemove) -> Result<MemoryRemoved, MethodError> {
+        self.audit_memory(call.peer(), "delete", &p.workspace, Some(&p.path))?;
+        let removed = self.blocking(move |s| s.index(&p.workspace)?.remove_document(&p.path).map_err(method_error)).await?;
+        Ok(MemoryRemoved { removed })
+    }
+
+    async fn memory_search(&self, call: &Call, p: MemorySearch) -> Result<SearchResponse, MethodError> {
+        self.audit_memory(call.peer(), "read", &p.workspace, None)?;
+        let mut request = SearchRequest::new(p.query);
+        request.limit = p.limit.unwrap_or(request.limit);
+        request.fusion = p.fusion.unwrap_or(request.fusion);
+        self.blocking(move |s| s.search(&p.workspace, &request)).await
+    }
+
+    async fn snapshot_create(&self, _call: &Call, p: WorkspaceRef) -> Result<Snapshot, MethodError> {
+        self.blocking(move |s| s.clawfs.create_snapshot(&p.workspace).map_err(method_error)).await
+    }
+
+    async fn snapshot_list(&self, _call: &Call, p: WorkspaceRef) -> Result<SnapshotList, MethodError> {
+        let snapshots = self.blocking(move |s| s.clawfs.list_snapshots(&p.workspace).map_err(method_error)).await?;
+        Ok(SnapshotList { snapshots })
+    }
+
+    async fn snapshot_restore(&self, _call: &Call, p: SnapshotRestore) -> Result<Done, MethodError> {
+        self.blocking(move |s| {
+            // The open index belongs to the database being replaced;
+            // the next search reopens (and if needed rebuilds) it.
+            s.indexes.remove(&p.workspace);
+            s.clawfs.restore_snapshot(&p.workspace, &p.file).map_err(method_error)
+        })
+        .await?;
+        Ok(Done {})
+    }
+
+    async fn snapshot_prune(&self, _call: &Call, p: SnapshotPrune) -> Result<SnapshotsPruned, MethodError> {
+        let removed = self.blocking(move |s| s.clawfs.prune_snapshots(&p.workspace, p.keep).map_err(method_error)).await?;
+        Ok(SnapshotsPruned { removed })
+    }
+
+    async fn identity_get(&self, _call: &Call, p: AgentRef) -> Result<clawfs::Identity, MethodError> {
+        self.blocking(move |s| s.clawfs.read_identity(&p.agent).map_err(method_error)).await
+    }
+
+    async fn identity_record_task(&self, _call: &Call, p: IdentityRecordTask) -> Result<clawfs::Identity, MethodError> {
+        self.blocking(move |s| s.clawfs.update_identity(&p.agent, |identity| record_task(identity, &p)).map_err(method_error)).await
+    }
+
+    async fn identity_backups(&self, _call: &Call, p: AgentRef) -> Result<IdentityBackups, MethodError> {
+        let backups = self.blocking(move |s| s.clawfs.identity_backups(&p.agent).map_err(method_error)).await?;
+        Ok(IdentityBackups { backups: backups.into_iter().map(|backup| backup.name).collect() })
+    }
+
+    async fn identity_restore(&self, _call: &Call, p: IdentityRestore) -> Result<clawfs::Identity, MethodError> {
+        self.blocking(move |s| s.clawfs.restore_identity(&p.agent, &p.backup).map_err(method_error)).await
+    }
+}
 
 impl Component for Daemon {
-    async fn handle_request(&self, connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
-        if METHODS.contains(&request.method.as_str()) || files::METHODS.contains(&request.method.as_str()) {
-            Some(self.dispatch(connection.peer(), request).await)
-        } else {
-            None
-        }
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
+        fs_engine::dispatch(self, call, request).await
     }
 
     fn degraded_reason(&self) -> Option<String> {

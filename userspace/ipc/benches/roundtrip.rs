@@ -31,6 +31,7 @@ fn setup(runtime: &tokio::runtime::Runtime) -> Arc<IpcClient> {
             protocol_versions: vec![ProtocolVersion::V1_0],
             policy: Arc::new(AccessPolicy::parse(policy, "bench").unwrap()),
             rate_limit: RateLimit::UNLIMITED,
+            method_timeout: |_| clawos_ipc::timeouts::DEFAULT_REQUEST_TIMEOUT,
         };
         let server = IpcServer::new(settings, Arc::new(Echo), Arc::new(ServerStats::default()));
         tokio::spawn(async move { server.serve(listener).await });

@@ -18,7 +18,7 @@ use crate::error_code::ErrorCode;
 use crate::framing::{Frame, FrameReader};
 use crate::message::{Body, Message, Object, Response, GOODBYE, HELLO};
 use crate::socket::{connect_abstract, socket_name};
-use crate::timeouts::{effective_timeout, MAX_CONSECUTIVE_TIMEOUTS};
+use crate::timeouts::{effective_timeout, DEFAULT_REQUEST_TIMEOUT, MAX_CONSECUTIVE_TIMEOUTS};
 use crate::version::{ProtocolVersion, SUPPORTED_VERSIONS};
 
 /// Why a call did not return a result.
@@ -206,13 +206,16 @@ impl IpcClient {
         self.dropped_events.load(Ordering::Relaxed)
     }
 
-    /// Calls `method` and waits for the correlated answer, at most the
-    /// method's timeout (or `timeout`), capped at 30 s. Three timeouts in a
-    /// row close the connection.
+    /// Calls `method` and waits for the correlated answer, at most
+    /// `timeout` (sent with the request, so the server gives up at the same
+    /// time) or, without one, the server's default for the method and
+    /// [`DEFAULT_REQUEST_TIMEOUT`] here; capped at 30 s. Typed calls
+    /// (`clawos-api`) always pass the method's own timeout. Three timeouts in
+    /// a row close the connection.
     pub async fn call(&self, method: &str, params: Object, timeout: Option<Duration>) -> Result<Object, CallError> {
         let peer = self.peer;
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
-        let limit = effective_timeout(method, timeout_ms);
+        let limit = effective_timeout(timeout_ms, DEFAULT_REQUEST_TIMEOUT);
         let request = Message::request(self.version, self.identity, peer.into(), method, params, timeout_ms);
         let (answer_tx, answer_rx) = oneshot::channel();
         self.lock_pending().insert(request.message_id, answer_tx);

@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::component::ComponentId;
 use crate::message::{HealthStatus, Heartbeat};
 
 /// What is known about one component's health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Liveness {
     /// A heartbeat arrived within the timeout and reported `ok`.

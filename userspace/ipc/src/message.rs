@@ -144,7 +144,7 @@ pub struct ErrorPayload {
 }
 
 /// Health reported in a heartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthStatus {
     /// Operating normally.
@@ -156,7 +156,7 @@ pub enum HealthStatus {
 }
 
 /// `event_data` of a `heartbeat` event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Heartbeat {
     /// Self-reported health.
     pub status: HealthStatus,
@@ -165,7 +165,7 @@ pub struct Heartbeat {
 }
 
 /// The spec's heartbeat metrics, plus two ClawOS additions the schema allows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeartbeatMetrics {
     /// Component uptime, nanoseconds.
     pub uptime_ns: u64,

@@ -178,6 +178,37 @@ impl AccessPolicy {
                     })
             })
     }
+
+    /// The rules that allow a method nobody serves: for each rule, every
+    /// named method on every named recipient (or, for `*` recipients, on at
+    /// least one component) must be one `served` says exists. Such a rule
+    /// is dead at best and a grant waiting for a future method at worst, so
+    /// components refuse a policy that has one (`clawos-runtime` checks it
+    /// against `clawos-api` at start). Returns one line per dead grant.
+    pub fn unserved_grants(&self, served: impl Fn(ComponentId, &str) -> bool) -> Vec<String> {
+        let mut dead = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            for method in rule.methods.iter().filter_map(|pattern| match pattern {
+                Pattern::Any => None,
+                Pattern::Exactly(method) => Some(method),
+            }) {
+                for recipient in &rule.recipients {
+                    let ok = match recipient {
+                        Pattern::Any => ComponentId::ALL.into_iter().any(|component| served(component, method)),
+                        Pattern::Exactly(component) => served(*component, method),
+                    };
+                    if !ok {
+                        let on = match recipient {
+                            Pattern::Any => "any component".to_owned(),
+                            Pattern::Exactly(component) => format!("`{component}`"),
+                        };
+                        dead.push(format!("[[allow]] rule {}: `{method}` is not a method of {on}", index + 1));
+                    }
+                }
+            }
+        }
+        dead
+    }
 }
 
 fn parse_patterns<T, E: std::fmt::Display>(

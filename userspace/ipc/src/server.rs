@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
@@ -86,6 +86,9 @@ pub struct ServerSettings {
     pub policy: Arc<AccessPolicy>,
     /// Per-connection rate limit.
     pub rate_limit: RateLimit,
+    /// Each method's default timeout (its entry in `clawos-api`), used when
+    /// a request carries no `timeout_ms`.
+    pub method_timeout: fn(&str) -> Duration,
 }
 
 /// Counters a server keeps, for heartbeats and `get_metrics`.
@@ -462,7 +465,7 @@ async fn session_loop<H: Handler>(
             session.reject(Some(&message), None, ErrorCode::Eperm, reason).await;
             continue;
         }
-        let timeout = effective_timeout(&request.method, request.timeout_ms);
+        let timeout = effective_timeout(request.timeout_ms, (shared.settings.method_timeout)(&request.method));
         let method = request.method.clone();
         let reply_body = match tokio::time::timeout(timeout, shared.handler.handle_request(connection.clone(), request)).await {
             Ok(Ok(result)) => Body::Response(Response::Success { result }),

@@ -4,27 +4,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clawos_ipc::health::{HealthTracker, Liveness};
+use clawos_ipc::health::HealthTracker;
 use clawos_ipc::message::HEARTBEAT;
-use clawos_ipc::server::MethodError;
-use clawos_ipc::{Body, ClientOptions, ComponentId, Heartbeat, IpcClient, Message, Object, Principal};
+use clawos_api::observability::{AllMetrics, ComponentMetrics, ComponentStatus, ComponentStatuses};
+use clawos_api::router::{self, SubscribeEvents};
+use clawos_ipc::{Body, ClientOptions, ComponentId, Heartbeat, IpcClient, Message, Principal};
 use clawos_runtime::{COMPONENT_READY, COMPONENT_SHUTDOWN};
-use serde::Serialize;
 use serde_json::Value;
 
 /// Pause before re-subscribing after losing the router.
 const RESUBSCRIBE_DELAY: Duration = Duration::from_secs(1);
-
-/// One row of `component_status`.
-#[derive(Debug, Serialize)]
-pub struct ComponentStatus {
-    pub component: ComponentId,
-    pub health: Liveness,
-    pub component_version: Option<String>,
-    pub last_heartbeat_age_ms: Option<u64>,
-    pub uptime_ns: Option<u64>,
-    pub heartbeats: u64,
-}
 
 #[derive(Default)]
 struct Extra {
@@ -98,53 +87,33 @@ impl Collector {
             .collect()
     }
 
-    /// `component_status`: `{"components": [ComponentStatus, ...]}`.
-    pub fn status(&self) -> Object {
-        let rows: Vec<Value> = self
-            .rows()
-            .into_iter()
-            .map(|(status, _)| serde_json::to_value(status).unwrap_or(Value::Null))
-            .collect();
-        let mut result = Object::new();
-        result.insert("components".into(), Value::Array(rows));
-        result
+    /// `component_status`: one row per component.
+    pub fn status(&self) -> ComponentStatuses {
+        ComponentStatuses { components: self.rows().into_iter().map(|(status, _)| status).collect() }
     }
 
-    /// `get_metrics {"component"?: id}`: the last heartbeat metrics of every
-    /// (or one) component, `{"components": {id: {health, status, metrics}}}`.
-    pub fn metrics(&self, params: &Object) -> Result<Object, MethodError> {
-        let only: Option<ComponentId> = match params.get("component") {
-            None => None,
-            Some(Value::String(name)) => Some(name.parse().map_err(MethodError::bad_params)?),
-            Some(_) => return Err(MethodError::bad_params("component must be a string")),
-        };
-        let mut components = Object::new();
-        for (status, heartbeat) in self.rows() {
-            if only.is_some_and(|only| only != status.component) {
-                continue;
-            }
-            let mut entry = Object::new();
-            entry.insert("health".into(), serde_json::to_value(status.health).unwrap_or(Value::Null));
-            if let Some(heartbeat) = heartbeat {
-                entry.insert("status".into(), serde_json::to_value(heartbeat.status).unwrap_or(Value::Null));
-                entry.insert("metrics".into(), serde_json::to_value(heartbeat.metrics).unwrap_or(Value::Null));
-            }
-            components.insert(status.component.to_string(), Value::Object(entry));
-        }
-        let mut result = Object::new();
-        result.insert("components".into(), Value::Object(components));
-        Ok(result)
+    /// `get_metrics`: the last heartbeat metrics of every component, or of `only`.
+    pub fn metrics(&self, only: Option<ComponentId>) -> AllMetrics {
+        let components = self
+            .rows()
+            .into_iter()
+            .filter(|(status, _)| only.is_none_or(|only| only == status.component))
+            .map(|(status, heartbeat)| {
+                let (status_reported, metrics) = heartbeat.map_or((None, None), |heartbeat| (Some(heartbeat.status), Some(heartbeat.metrics)));
+                (status.component, ComponentMetrics { health: status.health, status: status_reported, metrics })
+            })
+            .collect();
+        AllMetrics { components }
     }
 }
 
 /// Subscribes to the health events at the router, forever, reconnecting
 /// when the router goes away.
 pub async fn follow_router(collector: Arc<Collector>) {
-    let mut names = Object::new();
-    names.insert("events".into(), Value::from(vec![HEARTBEAT, COMPONENT_READY, COMPONENT_SHUTDOWN]));
+    let names = SubscribeEvents { events: [HEARTBEAT, COMPONENT_READY, COMPONENT_SHUTDOWN].map(str::to_owned).to_vec() };
     loop {
         match IpcClient::connect(ComponentId::Router, ClientOptions::new(ComponentId::Observability.into())).await {
-            Ok((client, mut events)) => match client.call("subscribe_events", names.clone(), None).await {
+            Ok((client, mut events)) => match router::Client::new(&client).subscribe_events(&names).await {
                 Ok(_) => {
                     tracing::info!("subscribed to health events at the router");
                     while let Some(message) = events.recv().await {

@@ -12,40 +12,55 @@ mod prometheus;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use clawos_ipc::server::{Connection, MethodError};
+use clawos_api::observability::{self, AllMetrics, ComponentStatuses, MetricsQuery};
+use clawos_api::{Call, NoParams};
+use clawos_ipc::server::MethodError;
 use clawos_ipc::{ComponentId, Object, Request};
 use clawos_runtime::{Component, Runtime};
+use serde::Deserialize;
 
 use crate::collector::Collector;
 
-/// Where Prometheus scrapes by default (`[component] prometheus_listen`).
-const DEFAULT_PROMETHEUS_LISTEN: &str = "127.0.0.1:9464";
+/// `[component]` of `/etc/clawos/observability.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObservabilityConfig {
+    /// Where Prometheus scrapes, `ADDRESS:PORT`. Default `127.0.0.1:9464`:
+    /// loopback only, so the metrics leave the box only through SSH.
+    #[serde(default = "default_prometheus_listen")]
+    prometheus_listen: SocketAddr,
+}
+
+fn default_prometheus_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9464))
+}
 
 struct Observability {
     collector: Arc<Collector>,
 }
 
+impl observability::Service for Observability {
+    async fn get_metrics(&self, _call: &Call, params: MetricsQuery) -> Result<AllMetrics, MethodError> {
+        Ok(self.collector.metrics(params.component))
+    }
+
+    async fn component_status(&self, _call: &Call, _params: NoParams) -> Result<ComponentStatuses, MethodError> {
+        Ok(self.collector.status())
+    }
+}
+
 impl Component for Observability {
-    async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
-        match request.method.as_str() {
-            "get_metrics" => Some(self.collector.metrics(&request.params)),
-            "component_status" => Some(Ok(self.collector.status())),
-            _ => None,
-        }
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
+        observability::dispatch(self, call, request).await
     }
 }
 
 fn build(runtime: &Runtime) -> Result<Observability, String> {
-    let listen: SocketAddr = match runtime.config().component.get("prometheus_listen") {
-        None => DEFAULT_PROMETHEUS_LISTEN.parse().map_err(|error| format!("{error}"))?,
-        Some(value) => value
-            .as_str()
-            .and_then(|text| text.parse().ok())
-            .ok_or("component.prometheus_listen must be \"ADDRESS:PORT\"")?,
-    };
+    let config: ObservabilityConfig =
+        runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
     let collector = Arc::new(Collector::new(runtime.config().heartbeat.unhealthy_after()));
     tokio::spawn(collector::follow_router(Arc::clone(&collector)));
-    tokio::spawn(prometheus::serve(listen, Arc::clone(&collector)));
+    tokio::spawn(prometheus::serve(config.prometheus_listen, Arc::clone(&collector)));
     Ok(Observability { collector })
 }
 

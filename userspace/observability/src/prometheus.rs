@@ -64,7 +64,7 @@ async fn answer(mut stream: TcpStream, collector: &Collector) -> std::io::Result
 pub fn render(collector: &Collector) -> String {
     let rows = collector.rows();
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, value: &dyn Fn(&crate::collector::ComponentStatus, Option<&clawos_ipc::Heartbeat>) -> Option<f64>| {
+    let mut family = |name: &str, kind: &str, help: &str, value: &dyn Fn(&clawos_api::observability::ComponentStatus, Option<&clawos_ipc::Heartbeat>) -> Option<f64>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (status, heartbeat) in &rows {
             if let Some(value) = value(status, heartbeat.as_ref()) {

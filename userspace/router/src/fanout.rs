@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use clawos_ipc::message::now_ns;
 use clawos_ipc::server::{Connection, MethodError};
-use clawos_ipc::{Body, Event, Message, Object, Principal, ProtocolVersion};
-use serde::Serialize;
-use serde_json::Value;
+use clawos_api::router::{RouterStats, SubscriberStats, Subscribed};
+use clawos_ipc::{Body, Event, Message, Principal, ProtocolVersion};
 use tokio::sync::mpsc;
 
 /// Subscribing to this name receives every event.
@@ -28,22 +27,6 @@ impl Subscriber {
     fn wants(&self, event_name: &str) -> bool {
         self.events.contains(ALL_EVENTS) || self.events.contains(event_name)
     }
-}
-
-/// Counters reported by `router_stats`.
-#[derive(Debug, Serialize)]
-pub struct FanOutStats {
-    events_published: u64,
-    subscribers: Vec<SubscriberStats>,
-}
-
-#[derive(Debug, Serialize)]
-struct SubscriberStats {
-    connection: u64,
-    peer: String,
-    events: Vec<String>,
-    delivered: u64,
-    dropped: u64,
 }
 
 /// All subscriptions, by connection.
@@ -65,15 +48,11 @@ impl FanOut {
 
     /// `subscribe_events {"events": ["name", ...]}` (`"*"` for all). A
     /// connection subscribing again replaces its subscription.
-    pub fn subscribe(&self, connection: Connection, params: &Object) -> Result<Object, MethodError> {
-        let names = match params.get("events") {
-            Some(Value::Array(names)) if !names.is_empty() => names
-                .iter()
-                .map(|name| name.as_str().filter(|name| !name.is_empty()).map(str::to_owned))
-                .collect::<Option<BTreeSet<String>>>()
-                .ok_or_else(|| MethodError::bad_params("events must hold non-empty strings"))?,
-            _ => return Err(MethodError::bad_params("expected {\"events\": [\"<event_name>\" | \"*\", ...]}")),
-        };
+    pub fn subscribe(&self, connection: Connection, events: Vec<String>) -> Result<Subscribed, MethodError> {
+        if events.is_empty() || events.iter().any(String::is_empty) {
+            return Err(MethodError::bad_params("expected {\"events\": [\"<event_name>\" | \"*\", ...]} with no empty name"));
+        }
+        let names: BTreeSet<String> = events.into_iter().collect();
         let (queue, mut pending) = mpsc::channel::<Message>(self.queue_capacity);
         let delivered = Arc::new(AtomicU64::new(0));
         let id = connection.id();
@@ -87,9 +66,7 @@ impl FanOut {
                 counter.fetch_add(1, Ordering::Relaxed);
             }
         });
-        let mut result = Object::new();
-        result.insert("events".into(), names.iter().cloned().collect());
-        result.insert("queue_capacity".into(), Value::from(self.queue_capacity));
+        let result = Subscribed { events: names.iter().cloned().collect(), queue_capacity: self.queue_capacity };
         tracing::info!(connection = id, %peer, events = ?names, "subscribed");
         self.lock().insert(id, Subscriber { peer, events: names, queue, delivered, dropped: AtomicU64::new(0) });
         Ok(result)
@@ -131,9 +108,9 @@ impl FanOut {
         }
     }
 
-    pub fn stats(&self) -> FanOutStats {
+    pub fn stats(&self) -> RouterStats {
         let subscribers = self.lock();
-        FanOutStats {
+        RouterStats {
             events_published: self.published.load(Ordering::Relaxed),
             subscribers: subscribers
                 .iter()

@@ -1,38 +1,55 @@
-//! `clawos-router`: the ClawOS message router.
+//! `clawos-router`: the ClawOS event bus.
 //!
 //! Owns: event fan-out (`subscribe_events`; every event sent to the router
-//! is delivered to the subscribers of its name) and `route_message`
-//! (a request relayed to another component after checking the ACL for the
-//! original sender). Does not own: what any routed method does.
+//! is delivered to the subscribers of its name) and its counters
+//! (`router_stats`). Does not own: requests between components, which go
+//! straight to the recipient's socket where its own server checks the ACL,
+//! or what any event means.
 
 mod fanout;
-mod relay;
 
 use std::sync::Arc;
 
+use clawos_api::router::{self, RouterStats, SubscribeEvents, Subscribed};
+use clawos_api::{Call, NoParams};
 use clawos_ipc::server::{Connection, MethodError};
-use clawos_ipc::{AccessPolicy, ComponentId, Event, Message, Object, Request};
+use clawos_ipc::{ComponentId, Event, Message, Object, Request};
 use clawos_runtime::{Component, Runtime};
+use serde::Deserialize;
 
 use crate::fanout::FanOut;
-use crate::relay::Relay;
 
-/// Default per-subscriber queue length (`[component] subscriber_queue`).
-const DEFAULT_SUBSCRIBER_QUEUE: usize = 256;
+/// `[component]` of `/etc/clawos/router.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouterConfig {
+    /// Events queued per subscriber before newer ones are dropped (and
+    /// counted). Default 256.
+    #[serde(default = "default_subscriber_queue")]
+    subscriber_queue: usize,
+}
+
+fn default_subscriber_queue() -> usize {
+    256
+}
 
 struct Router {
     fanout: Arc<FanOut>,
-    relay: Relay,
+}
+
+impl router::Service for Router {
+    async fn subscribe_events(&self, call: &Call, params: SubscribeEvents) -> Result<Subscribed, MethodError> {
+        self.fanout.subscribe(call.connection.clone(), params.events)
+    }
+
+    async fn router_stats(&self, _call: &Call, _params: NoParams) -> Result<RouterStats, MethodError> {
+        Ok(self.fanout.stats())
+    }
 }
 
 impl Component for Router {
-    async fn handle_request(&self, connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
-        match request.method.as_str() {
-            "subscribe_events" => Some(self.fanout.subscribe(connection, &request.params)),
-            "route_message" => Some(self.relay.route(connection.peer(), request.params).await),
-            "router_stats" => Some(clawos_runtime::to_object(&self.fanout.stats())),
-            _ => None,
-        }
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
+        router::dispatch(self, call, request).await
     }
 
     async fn handle_event(&self, connection: Connection, event: Event) {
@@ -52,16 +69,11 @@ impl Component for Router {
 }
 
 fn build(runtime: &Runtime) -> Result<Router, String> {
-    let queue = match runtime.config().component.get("subscriber_queue") {
-        None => DEFAULT_SUBSCRIBER_QUEUE,
-        Some(value) => value
-            .as_integer()
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| n > 0)
-            .ok_or("component.subscriber_queue must be a positive integer")?,
-    };
-    let policy = AccessPolicy::load(&runtime.config().ipc.policy_path).map_err(|error| error.to_string())?;
-    Ok(Router { fanout: Arc::new(FanOut::new(queue)), relay: Relay::new(Arc::new(policy)) })
+    let config: RouterConfig = runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
+    if config.subscriber_queue == 0 {
+        return Err("component.subscriber_queue must be a positive integer".into());
+    }
+    Ok(Router { fanout: Arc::new(FanOut::new(config.subscriber_queue)) })
 }
 
 fn main() -> std::process::ExitCode {

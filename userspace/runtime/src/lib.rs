@@ -7,8 +7,9 @@
 //! event publishing through the router, and graceful shutdown on SIGTERM
 //! with a `component_shutdown` event.
 //!
-//! Does not own: the protocol itself (`clawos-ipc`) or any component's own
-//! methods (the component crates, through [`Component`]).
+//! Does not own: the protocol itself (`clawos-ipc`), the methods' names and
+//! types (`clawos-api`), or what any component's own methods do (the
+//! component crates, through [`Component`]).
 //!
 //! Events (heartbeats included) go to the router, which fans them out to
 //! subscribers; observability subscribes to `heartbeat`, `component_ready`
@@ -28,6 +29,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clawos_api::common::{Health, HealthState};
+use clawos_api::{Call, NoParams};
 use clawos_ipc::message::{HealthStatus, Heartbeat, HeartbeatMetrics, HEARTBEAT};
 use clawos_ipc::process_metrics::ProcessSampler;
 use clawos_ipc::server::{Connection, Handler, MethodError, ServerSettings, ServerStats};
@@ -46,13 +49,11 @@ pub const COMPONENT_SHUTDOWN: &str = "component_shutdown";
 /// What a component adds to the runtime.
 pub trait Component: Send + Sync + 'static {
     /// Answers a request, or `None` if the method is not this component's
-    /// (the runtime then tries its built-ins, else answers ENOENT).
-    fn handle_request(
-        &self,
-        connection: Connection,
-        request: Request,
-    ) -> impl Future<Output = Option<Result<Object, MethodError>>> + Send {
-        let _ = (connection, request);
+    /// (the runtime then tries the common methods, else answers ENOENT).
+    /// A component implements its `clawos_api::<component>::Service` and
+    /// answers here with that module's `dispatch`.
+    fn handle_request(&self, call: &Call, request: Request) -> impl Future<Output = Option<Result<Object, MethodError>>> + Send {
+        let _ = (call, request);
         async { None }
     }
 
@@ -137,21 +138,16 @@ impl Runtime {
         })
     }
 
-    fn health(&self, degraded_reason: Option<String>) -> Result<Object, MethodError> {
+    fn health(&self, degraded_reason: Option<String>) -> Result<Health, MethodError> {
         let metrics = self.metrics()?;
-        let mut health = Object::new();
-        match degraded_reason {
-            None => health.insert("status".into(), Value::from("ok")),
-            Some(reason) => {
-                health.insert("reason".into(), Value::from(reason));
-                health.insert("status".into(), Value::from("degraded"))
-            }
-        };
-        health.insert("component".into(), Value::from(self.inner.component.as_str()));
-        health.insert("component_version".into(), Value::from(self.inner.software_version));
-        health.insert("uptime_ns".into(), Value::from(metrics.uptime_ns));
-        health.insert("pid".into(), Value::from(std::process::id()));
-        Ok(health)
+        Ok(Health {
+            status: if degraded_reason.is_some() { HealthState::Degraded } else { HealthState::Ok },
+            reason: degraded_reason,
+            component: self.inner.component,
+            component_version: self.inner.software_version.to_owned(),
+            uptime_ns: metrics.uptime_ns,
+            pid: std::process::id(),
+        })
     }
 }
 
@@ -163,15 +159,16 @@ struct RuntimeHandler<C> {
 
 impl<C: Component> Handler for RuntimeHandler<C> {
     async fn handle_request(&self, connection: Connection, request: Request) -> Result<Object, MethodError> {
+        let component = self.runtime.inner.component;
+        let timeout = clawos_ipc::timeouts::effective_timeout(request.timeout_ms, clawos_api::timeout(component, &request.method));
+        let call = Call { connection, timeout };
         let method = request.method.clone();
-        if let Some(answer) = self.component.handle_request(connection, request).await {
-            return answer;
-        }
-        match method.as_str() {
-            "ping" | "health_check" => self.runtime.health(self.component.degraded_reason()),
-            "get_metrics" => to_object(&self.runtime.metrics()?),
-            _ => Err(MethodError::unknown_method(&method)),
-        }
+        let answer = if clawos_api::own_methods(component).iter().any(|own| own.name == method) {
+            self.component.handle_request(&call, request).await
+        } else {
+            clawos_api::common::dispatch(self, &call, request).await
+        };
+        answer.unwrap_or_else(|| Err(MethodError::unknown_method(&method)))
     }
 
     async fn handle_event(&self, connection: Connection, event: Event) {
@@ -183,12 +180,18 @@ impl<C: Component> Handler for RuntimeHandler<C> {
     }
 }
 
-/// Serializes `value` into a JSON object (for method results).
-pub fn to_object<T: serde::Serialize>(value: &T) -> Result<Object, MethodError> {
-    match serde_json::to_value(value) {
-        Ok(Value::Object(object)) => Ok(object),
-        Ok(other) => Err(MethodError::new(ErrorCode::Einternal, format!("result is not an object: {other}"))),
-        Err(error) => Err(MethodError::new(ErrorCode::Einternal, error.to_string())),
+/// The methods every component answers, unless it serves one itself.
+impl<C: Component> clawos_api::common::Service for RuntimeHandler<C> {
+    async fn ping(&self, _call: &Call, _params: NoParams) -> Result<Health, MethodError> {
+        self.runtime.health(self.component.degraded_reason())
+    }
+
+    async fn health_check(&self, _call: &Call, _params: NoParams) -> Result<Health, MethodError> {
+        self.runtime.health(self.component.degraded_reason())
+    }
+
+    async fn get_metrics(&self, _call: &Call, _params: NoParams) -> Result<HeartbeatMetrics, MethodError> {
+        self.runtime.metrics()
     }
 }
 
@@ -218,6 +221,7 @@ fn start<C: Component>(
     let config_path = config::config_path(component);
     let config = RuntimeConfig::load(&config_path).map_err(|error| error.to_string())?;
     let policy = AccessPolicy::load(&config.ipc.policy_path).map_err(|error| error.to_string())?;
+    clawos_api::verify_acl(&policy).map_err(|error| format!("{}: {error}", config.ipc.policy_path.display()))?;
     // Must happen before any thread exists (it edits the environment).
     let activated = systemd::activated_listener().map_err(|error| format!("socket activation: {error}"))?;
     let socket = clawos_ipc::socket::socket_name(component);
@@ -257,6 +261,7 @@ fn start<C: Component>(
             protocol_versions: SUPPORTED_VERSIONS.to_vec(),
             policy: Arc::new(policy),
             rate_limit: config.ipc.rate_limit,
+            method_timeout: clawos_api::timeouts_of(component),
         };
         let component_for_health = Arc::clone(&component_impl);
         let handler = Arc::new(RuntimeHandler { runtime: runtime.clone(), component: component_impl });
@@ -314,7 +319,7 @@ async fn heartbeat_loop(runtime: &Runtime, component: &impl Component) {
                 continue;
             }
         };
-        match to_object(&heartbeat) {
+        match clawos_api::encode(&heartbeat) {
             Ok(data) => runtime.publish(HEARTBEAT, data),
             Err(error) => tracing::error!(%error, "cannot encode heartbeat"),
         }

@@ -23,7 +23,7 @@ impl AgentFsKv {
     }
 
     fn db(&self, agent_id: &str) -> Result<Arc<std::sync::Mutex<agentfs::AgentFs>>, String> {
-        let workspace = crate::agent_workspace(&self.clawfs_root, agent_id).map_err(|e| e.message)?;
+        let workspace = crate::agent_database(&self.clawfs_root, agent_id).map_err(|e| e.message)?;
         self.audits.get(&workspace).map_err(|e| e.message)
     }
 }

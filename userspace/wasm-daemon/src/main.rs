@@ -12,10 +12,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine as _;
-use clawos_ipc::server::{Connection, MethodError};
+use clawos_api::wasm_daemon::{
+    self, ExecuteTool, ToolDetails, ToolInstall, ToolList, ToolRef, ToolRemoved, ToolResult, ToolSource, ToolSummary,
+};
+use clawos_api::{Call, NoParams};
+use clawos_ipc::server::MethodError;
 use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
 use clawos_toolhost::cgroup::ToolCgroups;
@@ -23,16 +26,13 @@ use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool};
 use clawos_toolhost::store::{StoreError, ToolStore};
 use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 mod audits;
 mod credentials;
 mod kv;
 mod memory;
 mod seccomp;
-
-/// `execute_tool`'s default timeout (IPC spec: method timeouts table).
-const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_millis(10_000);
 
 /// All tools' memory together, below the unit's MemoryMax so the daemon
 /// itself keeps room to answer.
@@ -45,7 +45,8 @@ struct DaemonConfig {
     /// The image's tool manifest (read-only).
     #[serde(default = "default_registry")]
     registry: PathBuf,
-    /// Tools the operator installs (ClawFS §1.2 layout), and their
+    /// Tools the operator installs (specs/toolhost/README.md, "Installed
+    /// tools"), and their
     /// `credentials.toml`.
     #[serde(default = "default_tools_dir")]
     tools_dir: PathBuf,
@@ -84,41 +85,6 @@ fn default_cache_dir() -> PathBuf {
 
 fn default_clawfs_root() -> PathBuf {
     PathBuf::from("/clawfs")
-}
-
-/// `execute_tool` parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecuteTool {
-    tool_name: String,
-    /// The tool's JSON parameters.
-    #[serde(default)]
-    arguments: Value,
-    /// The agent the call is made for: its workspace gets the audit row.
-    agent_id: String,
-    #[serde(default)]
-    session_id: Option<String>,
-}
-
-/// `tool_install` parameters: a definition (ClawFS §1.2; its `wasm_path` is
-/// replaced by the store's) and the component itself.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InstallTool {
-    definition: ToolDefinition,
-    wasm_base64: String,
-}
-
-/// `tool_inspect` and `tool_remove` parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NamedTool {
-    tool_name: String,
-}
-
-fn parse<T: serde::de::DeserializeOwned>(request: Request) -> Result<T, MethodError> {
-    let method = request.method;
-    serde_json::from_value(Value::Object(request.params)).map_err(|e| MethodError::new(ErrorCode::Eproto, format!("{method} params: {e}")))
 }
 
 struct Daemon {
@@ -189,54 +155,51 @@ impl Daemon {
     }
 
     /// The tool named `name`, image tools first, and where it comes from.
-    fn tool(&self, name: &str) -> Result<(ValidTool, &'static str), MethodError> {
+    fn tool(&self, name: &str) -> Result<(ValidTool, ToolSource), MethodError> {
         if let Some(tool) = self.image.get(name) {
-            return Ok((tool.clone(), "image"));
+            return Ok((tool.clone(), ToolSource::Image));
         }
         self.installed()
             .registry()
             .get(name)
-            .map(|tool| (tool.clone(), "installed"))
+            .map(|tool| (tool.clone(), ToolSource::Installed))
             .ok_or_else(|| MethodError::new(ErrorCode::Enoent, format!("unknown tool {name:?}")))
     }
+}
 
-    async fn execute_tool(&self, request: Request) -> Result<Object, MethodError> {
-        let timeout = request.timeout_ms.map_or(DEFAULT_EXECUTE_TIMEOUT, Duration::from_millis);
-        let params: ExecuteTool = parse(request)?;
+impl wasm_daemon::Service for Daemon {
+    async fn execute_tool(&self, call: &Call, params: ExecuteTool) -> Result<ToolResult, MethodError> {
+        let timeout = call.timeout;
         let (tool, _) = self.tool(&params.tool_name)?;
-        let workspace = agent_workspace(&self.clawfs_root, &params.agent_id)?;
+        let workspace = agent_database(&self.clawfs_root, &params.agent)?;
         let host = self.host.clone();
         let _slot = self.call_slots.acquire().await.map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?;
         let audits = self.audits.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let audit = audits.get(&workspace)?;
-            let call = CallRequest { agent_id: &params.agent_id, params: &params.arguments, timeout: Some(timeout) };
+            let call = CallRequest { agent_id: &params.agent, params: &params.arguments, timeout: Some(timeout) };
             host.call_recorded(&tool, &call, params.session_id.as_deref(), &audit)
                 .map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
         })
         .await
         .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("tool call thread: {e}")))??;
         let result = recorded.outcome.map_err(|e| MethodError::new(error_code(&e), format!("{}: {e}", e.kind())))?;
-        let mut object = Object::new();
-        object.insert("result".into(), result);
-        object.insert("call_id".into(), recorded.call_id.into());
-        Ok(object)
+        Ok(ToolResult { result, call_id: recorded.call_id })
     }
 
-    fn tool_list(&self) -> Object {
+    async fn tool_list(&self, _call: &Call, _params: NoParams) -> Result<ToolList, MethodError> {
         let installed = self.installed();
-        let tools: Vec<Value> = self
+        let tools = self
             .image
             .tools()
-            .map(|tool| summary(tool, "image"))
-            .chain(installed.registry().tools().map(|tool| summary(tool, "installed")))
+            .map(|tool| summary(tool, ToolSource::Image))
+            .chain(installed.registry().tools().map(|tool| summary(tool, ToolSource::Installed)))
             .collect();
-        object(json!({ "tools": tools }))
+        Ok(ToolList { tools })
     }
 
-    async fn tool_inspect(&self, request: Request) -> Result<Object, MethodError> {
-        let NamedTool { tool_name } = parse(request)?;
-        let (tool, source) = self.tool(&tool_name)?;
+    async fn tool_inspect(&self, _call: &Call, params: ToolRef) -> Result<ToolDetails, MethodError> {
+        let (tool, source) = self.tool(&params.tool_name)?;
         let host = self.host.clone();
         let loaded = tokio::task::spawn_blocking({
             let tool = tool.clone();
@@ -244,33 +207,32 @@ impl Daemon {
         })
         .await
         .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("load thread: {e}")))?;
-        let mut result = summary(&tool, source);
-        result["definition"] = serde_json::to_value(&tool.definition).expect("definitions serialize");
-        result["wasm_file"] = tool.wasm_path.display().to_string().into();
-        match loaded {
-            Ok(schema) => {
-                result["loadable"] = true.into();
-                result["params_schema"] = serde_json::from_str(&schema).unwrap_or(Value::String(schema));
-            }
-            Err(e) => {
-                result["loadable"] = false.into();
-                result["load_error"] = format!("{}: {e}", e.kind()).into();
-            }
-        }
-        Ok(object(result))
+        let (params_schema, load_error) = match loaded {
+            Ok(schema) => (Some(serde_json::from_str(&schema).unwrap_or(Value::String(schema))), None),
+            Err(e) => (None, Some(format!("{}: {e}", e.kind()))),
+        };
+        Ok(ToolDetails {
+            summary: summary(&tool, source),
+            definition: serde_json::to_value(&tool.definition).expect("definitions serialize"),
+            wasm_file: tool.wasm_path.display().to_string(),
+            loadable: load_error.is_none(),
+            params_schema,
+            load_error,
+        })
     }
 
     /// Verifies the hash, writes the binary, compiles and links the tool
     /// (its imports against its capabilities, its descriptor against the
     /// definition) and only then lists it.
-    async fn tool_install(&self, request: Request) -> Result<Object, MethodError> {
-        let InstallTool { definition, wasm_base64 } = parse(request)?;
+    async fn tool_install(&self, _call: &Call, params: ToolInstall) -> Result<ToolSummary, MethodError> {
+        let definition: ToolDefinition = serde_json::from_value(params.definition)
+            .map_err(|e| MethodError::bad_params(format!("tool_install: definition: {e}")))?;
         let tool_id = definition.tool_id.clone();
         if self.image.get(&tool_id).is_some() {
             return Err(MethodError::new(ErrorCode::Eperm, format!("{tool_id:?} is one of the image's tools and cannot be replaced")));
         }
         let wasm = base64::engine::general_purpose::STANDARD
-            .decode(wasm_base64.as_bytes())
+            .decode(params.wasm_base64.as_bytes())
             .map_err(|e| MethodError::new(ErrorCode::Eproto, format!("wasm_base64: {e}")))?;
         let staged = self.installed().stage(definition, &wasm).map_err(store_error)?;
         let host = self.host.clone();
@@ -279,38 +241,37 @@ impl Daemon {
             .await
             .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("load thread: {e}")))?
             .map_err(|e| MethodError::new(error_code(&e), format!("{}: {e}", e.kind())))?;
-        let result = summary(&staged, "installed");
+        let result = summary(&staged, ToolSource::Installed);
         self.installed().commit(staged).map_err(store_error)?;
-        tracing::info!(tool = tool_id, capabilities = %result["capabilities"], "tool installed");
-        Ok(object(result))
+        tracing::info!(tool = tool_id, capabilities = ?result.capabilities, "tool installed");
+        Ok(result)
     }
 
-    fn tool_remove(&self, request: Request) -> Result<Object, MethodError> {
-        let NamedTool { tool_name } = parse(request)?;
+    async fn tool_remove(&self, _call: &Call, params: ToolRef) -> Result<ToolRemoved, MethodError> {
+        let tool_name = params.tool_name;
         if self.image.get(&tool_name).is_some() {
             return Err(MethodError::new(ErrorCode::Eperm, format!("{tool_name:?} is one of the image's tools and cannot be removed")));
         }
         let removed = self.installed().remove(&tool_name).map_err(store_error)?;
         self.host.unload(&tool_name);
         tracing::info!(tool = tool_name, "tool removed");
-        Ok(object(json!({ "tool_id": tool_name, "version": removed.definition.version, "removed": true })))
+        Ok(ToolRemoved { tool_name, version: removed.definition.version, removed: true })
     }
 }
 
 /// What `tool_list` shows of a tool.
-fn summary(tool: &ValidTool, source: &str) -> Value {
+fn summary(tool: &ValidTool, source: ToolSource) -> ToolSummary {
     let d = &tool.definition;
-    json!({
-        "tool_id": d.tool_id, "version": d.version, "source": source, "description": d.description,
-        "capabilities": d.capabilities, "wasm_hash": d.wasm_hash, "memory_limit_mb": d.memory_limit_mb,
-        "cpu_quota_percent": d.cpu_quota_percent, "timeout_seconds": d.timeout_seconds,
-    })
-}
-
-fn object(value: Value) -> Object {
-    match value {
-        Value::Object(object) => object,
-        _ => unreachable!("built from json!({{...}})"),
+    ToolSummary {
+        tool_name: d.tool_id.clone(),
+        version: d.version.clone(),
+        source,
+        description: d.description.clone(),
+        capabilities: d.capabilities.clone(),
+        wasm_hash: d.wasm_hash.clone(),
+        memory_limit_mb: d.memory_limit_mb,
+        cpu_quota_percent: d.cpu_quota_percent,
+        timeout_seconds: d.timeout_seconds,
     }
 }
 
@@ -340,14 +301,14 @@ fn tool_cgroups() -> Option<ToolCgroups> {
     }
 }
 
-/// `<clawfs>/agents/<agent>/workspace.db`; the id must be a plain name so it
-/// cannot point the audit elsewhere.
-fn agent_workspace(clawfs_root: &Path, agent_id: &str) -> Result<PathBuf, MethodError> {
-    let plain = !agent_id.is_empty() && agent_id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+/// `<clawfs>/agents/<agent>/workspace.db`; the name must be a plain name so
+/// it cannot point the audit elsewhere.
+fn agent_database(clawfs_root: &Path, agent: &str) -> Result<PathBuf, MethodError> {
+    let plain = !agent.is_empty() && agent.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !plain {
-        return Err(MethodError::new(ErrorCode::Eproto, format!("agent_id {agent_id:?} must be lowercase letters, digits and hyphens")));
+        return Err(MethodError::new(ErrorCode::Eproto, format!("agent {agent:?} must be lowercase letters, digits and hyphens")));
     }
-    Ok(clawfs_root.join("agents").join(agent_id).join("workspace.db"))
+    Ok(clawfs_root.join("agents").join(agent).join("workspace.db"))
 }
 
 fn error_code(error: &CallError) -> ErrorCode {
@@ -361,17 +322,10 @@ fn error_code(error: &CallError) -> ErrorCode {
 }
 
 impl Component for Daemon {
-    async fn handle_request(&self, _connection: Connection, request: Request) -> Option<Result<Object, MethodError>> {
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
         // Who may call is the IPC ACL's job (ipc-acl.toml): agents execute_tool,
         // the operator everything.
-        match request.method.as_str() {
-            "execute_tool" => Some(self.execute_tool(request).await),
-            "tool_list" => Some(Ok(self.tool_list())),
-            "tool_inspect" => Some(self.tool_inspect(request).await),
-            "tool_install" => Some(self.tool_install(request).await),
-            "tool_remove" => Some(self.tool_remove(request)),
-            _ => None,
-        }
+        wasm_daemon::dispatch(self, call, request).await
     }
 }
 
@@ -384,11 +338,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn agent_ids_cannot_leave_the_agents_directory() {
+    fn agent_names_cannot_leave_the_agents_directory() {
         let root = Path::new("/clawfs");
-        assert_eq!(agent_workspace(root, "wasm-agent").unwrap(), Path::new("/clawfs/agents/wasm-agent/workspace.db"));
+        assert_eq!(agent_database(root, "wasm-agent").unwrap(), Path::new("/clawfs/agents/wasm-agent/workspace.db"));
         for bad in ["", "../vault", "a/b", "Agent"] {
-            assert!(agent_workspace(root, bad).is_err(), "{bad:?}");
+            assert!(agent_database(root, bad).is_err(), "{bad:?}");
         }
     }
 }

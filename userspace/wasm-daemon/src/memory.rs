@@ -5,37 +5,18 @@
 
 use std::time::Duration;
 
-use clawos_ipc::{ComponentId, Object};
+use clawos_api::fs_engine::{self, LegReport, MemorySearch as SearchParams};
+use clawos_ipc::ComponentId;
 use clawos_toolhost::{MemoryHit, MemoryResults, MemorySearch};
-use serde::Deserialize;
 
 /// How long one search may take.
 const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The part of fs-engine's answer a tool gets.
-#[derive(Debug, Deserialize)]
-struct Answer {
-    results: Vec<Hit>,
-    keyword: serde_json::Value,
-    vector: serde_json::Value,
-}
-
-#[derive(Debug, Deserialize)]
-struct Hit {
-    workspace: String,
-    path: String,
-    heading: String,
-    content: String,
-    score: f32,
-}
-
-/// fs-engine's leg report (`{"status": "ran", "candidates": n}` or
-/// `{"status": "not_run", "reason": ...}`, clawfs::LegReport) as one line.
-fn describe_leg(leg: &serde_json::Value) -> String {
-    match (leg["status"].as_str(), &leg["candidates"], leg["reason"].as_str()) {
-        (Some("ran"), candidates, _) => format!("ran ({candidates} candidates)"),
-        (Some("not_run"), _, Some(reason)) => format!("not run: {reason}"),
-        _ => format!("unknown: {leg}"),
+/// A leg report as one line for the tool.
+fn describe_leg(leg: &LegReport) -> String {
+    match leg {
+        LegReport::Ran { candidates } => format!("ran ({candidates} candidates)"),
+        LegReport::NotRun { reason } => format!("not run: {reason}"),
     }
 }
 
@@ -51,12 +32,15 @@ impl FsEngineMemory {
 
 impl MemorySearch for FsEngineMemory {
     fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, String> {
-        let mut params = Object::new();
-        params.insert("workspace".into(), workspace.into());
-        params.insert("query".into(), query.into());
-        params.insert("limit".into(), limit.into());
-        let answer = clawos_runtime::peers::call(&self.runtime, ComponentId::WasmDaemon, ComponentId::FsEngine, "memory_search", params, SEARCH_TIMEOUT)?;
-        let answer: Answer = serde_json::from_value(serde_json::Value::Object(answer)).map_err(|e| format!("fs-engine memory_search answer: {e}"))?;
+        let params = SearchParams {
+            workspace: workspace.to_owned(),
+            query: query.to_owned(),
+            limit: Some(limit as usize),
+            fusion: None,
+        };
+        let answer = clawos_runtime::peers::call(&self.runtime, ComponentId::WasmDaemon, ComponentId::FsEngine, async |client| {
+            fs_engine::Client::new(client).with_timeout(SEARCH_TIMEOUT).memory_search(&params).await
+        })?;
         Ok(MemoryResults {
             hits: answer
                 .results
@@ -75,8 +59,7 @@ mod tests {
 
     #[test]
     fn leg_reports_read_as_one_line() {
-        // The shapes clawfs::LegReport serializes to.
-        assert_eq!(describe_leg(&serde_json::json!({"status": "ran", "candidates": 12})), "ran (12 candidates)");
-        assert_eq!(describe_leg(&serde_json::json!({"status": "not_run", "reason": "no embedder"})), "not run: no embedder");
+        assert_eq!(describe_leg(&LegReport::Ran { candidates: 12 }), "ran (12 candidates)");
+        assert_eq!(describe_leg(&LegReport::NotRun { reason: "no embedder".into() }), "not run: no embedder");
     }
 }

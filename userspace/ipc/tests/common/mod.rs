@@ -52,6 +52,7 @@ pub fn start_server(policy: &str, versions: &[ProtocolVersion], rate_limit: Rate
         protocol_versions: versions.to_vec(),
         policy: Arc::new(AccessPolicy::parse(policy, "test policy").unwrap()),
         rate_limit,
+        method_timeout: |_| clawos_ipc::timeouts::DEFAULT_REQUEST_TIMEOUT,
     };
     let server = IpcServer::new(settings, Arc::new(TestHandler), Arc::new(ServerStats::default()));
     tokio::spawn(async move {

@@ -1,0 +1,302 @@
+//! fs-engine: ClawFS over IPC (`specs/clawfs/README.md`): files under
+//! `/clawfs` with the access rules checked per request, user workspaces and
+//! their hybrid memory search, snapshots, and agents' identity files.
+
+/// The ClawFS data types these methods carry, so clients need not name `clawfs`.
+pub use clawfs::{DirEntry, EntryKind, Fusion, Identity, IndexReport, LegReport, SearchHit, SearchResponse, Snapshot, WorkspaceMetadata};
+use serde::{Deserialize, Serialize};
+
+use crate::{Done, NoParams};
+
+service! {
+    component: Some(clawos_ipc::ComponentId::FsEngine);
+    /// Reads a file, as text when it is UTF-8, else base64.
+    fn read_file(ReadFile) -> FileContent { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// Writes (or appends to) a file, atomically when replacing.
+    fn write_file(WriteFile) -> FileWritten { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// Lists a directory, sorted by name.
+    fn list_dir(FilePath) -> DirListing { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// Deletes a file or an empty directory.
+    fn delete_file(FilePath) -> FileDeleted { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// Creates a user workspace.
+    fn workspace_create(WorkspaceCreate) -> WorkspaceMetadata { timeout_ms: 30000, errors: [Eio] }
+    /// Every user workspace's metadata.
+    fn workspace_list(NoParams) -> WorkspaceList { timeout_ms: 30000, errors: [Eio] }
+    /// Deletes a user workspace with its index and snapshots.
+    fn workspace_delete(WorkspaceName) -> Done { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Indexes (or re-indexes) one document of a workspace's memory.
+    fn memory_index(MemoryIndex) -> IndexReport { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Removes one document from a workspace's memory index.
+    fn memory_remove(MemoryRemove) -> MemoryRemoved { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Hybrid (keyword + vector) search of a workspace's memory.
+    fn memory_search(MemorySearch) -> SearchResponse { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// Takes today's snapshot of a workspace database.
+    fn snapshot_create(WorkspaceRef) -> Snapshot { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// A workspace's snapshots, oldest first.
+    fn snapshot_list(WorkspaceRef) -> SnapshotList { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Replaces a workspace database with one of its snapshots.
+    fn snapshot_restore(SnapshotRestore) -> Done { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Keeps a workspace's newest `keep` snapshots and removes the rest.
+    fn snapshot_prune(SnapshotPrune) -> SnapshotsPruned { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// An agent's identity file.
+    fn identity_get(AgentRef) -> Identity { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Records one finished task in an agent's identity file.
+    fn identity_record_task(IdentityRecordTask) -> Identity { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// The kept earlier versions of an agent's identity file, oldest first.
+    fn identity_backups(AgentRef) -> IdentityBackups { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Restores an agent's identity file from one of its backups.
+    fn identity_restore(IdentityRestore) -> Identity { timeout_ms: 30000, errors: [Enoent, Eio] }
+}
+
+/// `read_file` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFile {
+    /// The file, absolute under `/clawfs`.
+    pub path: String,
+    /// The agent the request acts for; a component must name one, the
+    /// operator acts as itself without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Where to start, bytes.
+    #[serde(default)]
+    pub offset: u64,
+    /// At most this many bytes (the protocol's message limit caps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<usize>,
+}
+
+/// `read_file` result: `content` or `content_base64`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FileContent {
+    /// The file as ClawFS names it.
+    pub path: String,
+    /// Its whole size, bytes.
+    pub size: u64,
+    /// Whether the read reached its end.
+    pub eof: bool,
+    /// The bytes read, when they are UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The bytes read, base64, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_base64: Option<String>,
+}
+
+/// `write_file` params: exactly one of `content` and `content_base64`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFile {
+    /// The file, absolute under `/clawfs`.
+    pub path: String,
+    /// The agent the request acts for (see `read_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// UTF-8 text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Bytes, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_base64: Option<String>,
+    /// Append instead of replacing the file.
+    #[serde(default)]
+    pub append: bool,
+    /// Create missing parent directories.
+    #[serde(default)]
+    pub create_dirs: bool,
+}
+
+/// `write_file` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FileWritten {
+    /// The file as ClawFS names it.
+    pub path: String,
+    /// Bytes written by this request.
+    pub bytes_written: usize,
+    /// The file's size afterwards.
+    pub size: u64,
+}
+
+/// `list_dir` and `delete_file` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilePath {
+    /// The path, absolute under `/clawfs`.
+    pub path: String,
+    /// The agent the request acts for (see `read_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// `list_dir` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DirListing {
+    /// The directory as ClawFS names it.
+    pub path: String,
+    /// Its entries, sorted by name.
+    pub entries: Vec<DirEntry>,
+}
+
+/// `delete_file` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FileDeleted {
+    /// What was deleted, as ClawFS names it.
+    pub path: String,
+}
+
+/// `workspace_create` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceCreate {
+    /// The new workspace's name.
+    pub name: String,
+    /// Who owns it. Default `user`.
+    #[serde(default = "default_owner")]
+    pub owner: String,
+}
+
+fn default_owner() -> String {
+    "user".into()
+}
+
+/// `workspace_list` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorkspaceList {
+    /// Every workspace's metadata, by name.
+    pub workspaces: Vec<WorkspaceMetadata>,
+}
+
+/// `workspace_delete` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceName {
+    /// The workspace.
+    pub name: String,
+}
+
+/// Params naming one workspace (`snapshot_create`, `snapshot_list`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceRef {
+    /// The workspace.
+    pub workspace: String,
+}
+
+/// `memory_index` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryIndex {
+    /// The workspace.
+    pub workspace: String,
+    /// The document's path inside the workspace (its identity in the index).
+    pub path: String,
+    /// Its Markdown text.
+    pub content: String,
+}
+
+/// `memory_remove` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryRemove {
+    /// The workspace.
+    pub workspace: String,
+    /// The document's path inside the workspace.
+    pub path: String,
+}
+
+/// `memory_remove` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoryRemoved {
+    /// Chunks removed.
+    pub removed: usize,
+}
+
+/// `memory_search` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearch {
+    /// The workspace.
+    pub workspace: String,
+    /// The query text, used by both legs.
+    pub query: String,
+    /// How many results. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// How the legs are fused. Default: weighted, 0.7 vector + 0.3 keyword.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<Fusion>,
+}
+
+/// `snapshot_list` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SnapshotList {
+    /// Oldest first.
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// `snapshot_restore` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRestore {
+    /// The workspace.
+    pub workspace: String,
+    /// The snapshot's file name (`snapshot-YYYY-MM-DD.db`).
+    pub file: String,
+}
+
+/// `snapshot_prune` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotPrune {
+    /// The workspace.
+    pub workspace: String,
+    /// How many of the newest snapshots to keep.
+    pub keep: usize,
+}
+
+/// `snapshot_prune` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SnapshotsPruned {
+    /// The snapshot files removed.
+    pub removed: Vec<String>,
+}
+
+/// Params naming one agent (`identity_get`, `identity_backups`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRef {
+    /// The agent.
+    pub agent: String,
+}
+
+/// `identity_record_task` params: one finished task, as the agent loop
+/// reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityRecordTask {
+    /// The agent.
+    pub agent: String,
+    /// What the task was.
+    pub task: String,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// How long it took, milliseconds.
+    pub duration_ms: u64,
+}
+
+/// `identity_backups` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct IdentityBackups {
+    /// Backup names, oldest first.
+    pub backups: Vec<String>,
+}
+
+/// `identity_restore` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityRestore {
+    /// The agent.
+    pub agent: String,
+    /// The backup's name (from `identity_backups`).
+    pub backup: String,
+}

@@ -1,0 +1,143 @@
+//! The API against what is checked in and shipped: the JSON Schemas in
+//! `specs/ipc/schemas/methods/` are exactly the generated ones, every
+//! method has object schemas whose params refuse unknown fields, and the
+//! image's ACL grants only methods that exist.
+//!
+//! `CLAWOS_BLESS=1 cargo test -p clawos-api --test schemas` rewrites the
+//! schema files from the types.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use clawos_ipc::{AccessPolicy, ComponentId};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn schema_dir() -> PathBuf {
+    repo().join("specs/ipc/schemas/methods")
+}
+
+fn checked_in(dir: &Path) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).unwrap_or_else(|e| panic!("{}: {e}", current.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                files.insert(relative, std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn checked_in_schemas_equal_the_generated_ones() {
+    let generated: BTreeMap<String, String> = clawos_api::schemas().into_iter().collect();
+    let dir = schema_dir();
+    if std::env::var_os("CLAWOS_BLESS").is_some() {
+        let _ = std::fs::remove_dir_all(&dir);
+        for (relative, text) in &generated {
+            let path = dir.join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+        }
+    }
+    let on_disk = checked_in(&dir);
+    let missing: Vec<_> = generated.keys().filter(|name| !on_disk.contains_key(*name)).collect();
+    let stale: Vec<_> = on_disk.keys().filter(|name| !generated.contains_key(*name)).collect();
+    let changed: Vec<_> = generated.iter().filter(|(name, text)| on_disk.get(*name).is_some_and(|disk| disk != *text)).map(|(name, _)| name).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty() && changed.is_empty(),
+        "specs/ipc/schemas/methods differs from the API (regenerate with CLAWOS_BLESS=1): missing {missing:?}, not a method {stale:?}, changed {changed:?}"
+    );
+}
+
+#[test]
+fn every_method_has_a_schema_for_its_params_and_result() {
+    let files: BTreeSet<String> = clawos_api::schemas().into_iter().map(|(name, _)| name).collect();
+    let mut seen = BTreeSet::new();
+    for method in clawos_api::all() {
+        let dir = method.component.map_or("common", ComponentId::as_str);
+        assert!(seen.insert((dir, method.name)), "{dir}/{} is defined twice", method.name);
+        assert!(!method.doc.trim().is_empty(), "{dir}/{} has no doc", method.name);
+        for kind in ["params", "result"] {
+            assert!(files.contains(&format!("{dir}/{}.{kind}.json", method.name)), "{dir}/{} has no {kind} schema", method.name);
+        }
+        let params = (method.params_schema)();
+        let result = (method.result_schema)();
+        assert_eq!(params.get("type").and_then(|t| t.as_str()), Some("object"), "{dir}/{} params are not an object", method.name);
+        assert_eq!(result.get("type").and_then(|t| t.as_str()), Some("object"), "{dir}/{} result is not an object", method.name);
+        assert_eq!(
+            params.get("additionalProperties").and_then(|a| a.as_bool()),
+            Some(false),
+            "{dir}/{} params accept unknown fields",
+            method.name
+        );
+    }
+}
+
+#[test]
+fn a_component_overrides_a_common_method_only_on_purpose() {
+    let common: BTreeSet<&str> = clawos_api::common::METHODS.iter().map(|m| m.name).collect();
+    for component in ComponentId::ALL {
+        for method in clawos_api::own_methods(component) {
+            if common.contains(method.name) {
+                // observability answers get_metrics for every component,
+                // ebpf-agent adds its programs' statistics to its own.
+                assert!(
+                    method.name == "get_metrics" && matches!(component, ComponentId::Observability | ComponentId::EbpfAgent),
+                    "{component} redefines common method {}",
+                    method.name
+                );
+            }
+        }
+    }
+    assert_eq!(clawos_api::method(ComponentId::Router, "ping").unwrap().component, None);
+    assert_eq!(clawos_api::method(ComponentId::EbpfAgent, "get_metrics").unwrap().component, Some(ComponentId::EbpfAgent));
+    assert!(clawos_api::method(ComponentId::Router, "route_message").is_none());
+}
+
+#[test]
+fn the_shipped_acl_grants_only_methods_that_exist() {
+    let path = repo().join("rootfs-overlay/etc/clawos/ipc-acl.toml");
+    let policy = AccessPolicy::load(&path).unwrap();
+    clawos_api::verify_acl(&policy).unwrap();
+}
+
+#[test]
+fn an_acl_rule_for_a_method_nobody_serves_is_refused() {
+    let policy = |rule: &str| AccessPolicy::parse(&format!("[[allow]]\n{rule}"), "test policy").unwrap();
+    for (rule, named) in [
+        ("senders = [\"agent-loop\"]\nrecipients = [\"security-agent\"]\nmethods = [\"check_policy\"]", "`check_policy` is not a method of `security-agent`"),
+        ("senders = [\"*\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"subscribe_events\"]", "`subscribe_events` is not a method of `ebpf-agent`"),
+        ("senders = [\"*\"]\nrecipients = [\"*\"]\nmethods = [\"route_message\"]", "`route_message` is not a method of any component"),
+        // Both recipients must serve it: fs-engine does, wasm-daemon does not.
+        ("senders = [\"*\"]\nrecipients = [\"fs-engine\", \"wasm-daemon\"]\nmethods = [\"memory_search\"]", "`memory_search` is not a method of `wasm-daemon`"),
+    ] {
+        let error = clawos_api::verify_acl(&policy(rule)).unwrap_err();
+        assert!(error.contains(named), "{error}");
+    }
+    for rule in [
+        "senders = [\"*\"]\nrecipients = [\"*\"]\nmethods = [\"*\"]",
+        "senders = [\"*\"]\nrecipients = [\"scheduler\"]\nmethods = [\"ping\"]",
+        "senders = [\"operator\"]\nrecipients = [\"*\"]\nmethods = [\"execute_tool\"]",
+    ] {
+        clawos_api::verify_acl(&policy(rule)).unwrap();
+    }
+}
+
+#[test]
+fn params_refuse_unknown_fields_with_the_field_named() {
+    let mut params = clawos_ipc::Object::new();
+    params.insert("tool_name".into(), "text-stats".into());
+    params.insert("agent_id".into(), "wasm-agent".into());
+    let error = clawos_api::parse::<clawos_api::wasm_daemon::ExecuteTool>("execute_tool", params).unwrap_err();
+    assert_eq!(error.code, clawos_ipc::ErrorCode::Eproto);
+    assert!(error.message.contains("agent_id"), "{}", error.message);
+}
