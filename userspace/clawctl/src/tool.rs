@@ -50,7 +50,7 @@ pub struct NameArgs {
 pub struct InstallArgs {
     /// The component, named `<tool>-v<X.Y.Z>.wasm`.
     wasm: PathBuf,
-    /// A definition (ClawFS §1.2 fields; the image ships `<tool>.json` next
+    /// A definition (specs/toolhost/README.md, "Registry"; the image ships `<tool>.json` next
     /// to each install-only tool). Its `wasm_hash`, if present, must match.
     #[arg(long)]
     definition: Option<PathBuf>,
