@@ -9,10 +9,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::error::{Error, Result};
 use crate::types::{Stat, Timestamp};
 
-/// The schema of the spec plus ClawOS's extension tables, idempotent.
-pub const SCHEMA_SQL: &str = include_str!("schema.sql");
-/// Triggers that make `tool_calls` insert-only and validate each insert.
-pub const AUDIT_TRIGGERS_SQL: &str = include_str!("audit_triggers.sql");
+/// The schema of the spec plus ClawOS's extension tables, idempotent
+/// (specs/agentfs/schema.sql, run as the spec writes it).
+pub const SCHEMA_SQL: &str = include_str!("../../../specs/agentfs/schema.sql");
+/// Triggers that make `tool_calls` insert-only and validate each insert
+/// (specs/agentfs/audit_triggers.sql).
+pub const AUDIT_TRIGGERS_SQL: &str = include_str!("../../../specs/agentfs/audit_triggers.sql");
 
 /// How long a connection waits for another process's write lock before the
 /// operation fails with [`Error::Busy`]; SQLite retries within this bound.

@@ -332,9 +332,20 @@ fn xattrs_set_get_list_remove() {
 }
 
 #[test]
-fn schema_copy_in_specs_matches_the_crate() {
-    let spec = include_str!("../../../specs/agentfs/schema.sql");
-    assert_eq!(spec, format!("{}{}", agentfs::SCHEMA_SQL, agentfs::AUDIT_TRIGGERS_SQL));
+fn a_created_workspace_holds_exactly_what_the_spec_sql_defines() {
+    // What specs/agentfs documents, run on an empty database by itself.
+    let spec = rusqlite::Connection::open_in_memory().unwrap();
+    spec.execute_batch(include_str!("../../../specs/agentfs/schema.sql")).unwrap();
+    spec.execute_batch(include_str!("../../../specs/agentfs/audit_triggers.sql")).unwrap();
+    let objects = |conn: &rusqlite::Connection| {
+        let mut query = conn.prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name").unwrap();
+        let rows = query.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap();
+        rows.collect::<rusqlite::Result<Vec<(String, String, String, Option<String>)>>>().unwrap()
+    };
+    let ws = Workspace::new();
+    let created = objects(ws.connection());
+    assert!(created.iter().any(|(kind, name, ..)| kind == "trigger" && name == "tool_calls_reject_update"));
+    assert_eq!(created, objects(&spec));
 }
 
 #[test]
