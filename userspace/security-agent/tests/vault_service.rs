@@ -9,12 +9,10 @@
 //! Needs root (to run the component clients under distinct UIDs) and swtpm.
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -22,10 +20,11 @@ use base64::Engine as _;
 use clawos_ipc::{ClientOptions, ComponentId, ErrorCode, IpcClient, Object, Principal};
 use serde_json::{json, Value};
 use tss_esapi::handles::PcrHandle;
-use tss_esapi::interface_types::algorithm::HashingAlgorithm;
-use tss_esapi::interface_types::session_handles::AuthSession;
-use tss_esapi::structures::{Digest, DigestValues};
-use tss_esapi::tcti_ldr::TctiNameConf;
+
+/// The vault's own test swtpm, started the same way for both crates' tests.
+#[path = "../../vault/tests/common/swtpm.rs"]
+mod swtpm;
+use swtpm::Swtpm;
 
 /// UIDs the component clients run under, mapped in the test's ACL.
 const AGENT_LOOP_UID: u32 = 61_301;
@@ -34,71 +33,6 @@ const FS_ENGINE_UID: u32 = 61_302;
 const PEER_REQUEST_ENV: &str = "CLAWOS_VAULT_TEST_PEER_REQUEST";
 /// Long enough for a TPM seal plus a 600,000-round KDF in a debug build.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A swtpm over TCP with its own state, killed on drop.
-struct Swtpm {
-    child: Child,
-    port: u16,
-}
-
-impl Swtpm {
-    fn start(state_dir: &Path) -> Option<Self> {
-        if Command::new("swtpm").arg("--version").output().is_err() {
-            eprintln!("\n!!!! SKIPPED: swtpm is not installed; the vault service test did not run !!!!\n");
-            return None;
-        }
-        std::fs::create_dir_all(state_dir).unwrap();
-        for _ in 0..20 {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            // swtpm needs the control port next to the server port.
-            if port == u16::MAX || TcpListener::bind(("127.0.0.1", port + 1)).is_err() {
-                continue;
-            }
-            let mut child = Command::new("swtpm")
-                .args(["socket", "--tpm2", "--tpmstate"])
-                .arg(format!("dir={}", state_dir.display()))
-                .args(["--server", &format!("type=tcp,port={port},bindaddr=127.0.0.1")])
-                .args(["--ctrl", &format!("type=tcp,port={},bindaddr=127.0.0.1", port + 1)])
-                .args(["--flags", "not-need-init,startup-clear"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn swtpm");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(Swtpm { child, port });
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("swtpm did not start");
-    }
-
-    fn tcti(&self) -> String {
-        format!("swtpm:host=127.0.0.1,port={}", self.port)
-    }
-
-    /// Extends PCR 12 of the SHA-256 bank, as a boot with an overriding
-    /// kernel command line would.
-    fn change_boot_state(&self) {
-        let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
-        let mut digests = DigestValues::new();
-        digests.set(HashingAlgorithm::Sha256, Digest::try_from(vec![0x5a; 32]).unwrap());
-        context
-            .execute_with_session(Some(AuthSession::Password), |context| context.pcr_extend(PcrHandle::Pcr12, digests))
-            .unwrap();
-    }
-}
-
-impl Drop for Swtpm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One test setup: config, ACL, vault and logs under a temporary directory.
 struct Setup {
@@ -380,7 +314,8 @@ async fn vault_service_end_to_end() {
     agent.stop();
 
     // --- a changed boot state: sealed, degraded, recovered, resealed ---
-    tpm.change_boot_state();
+    // A boot with an overriding kernel command line measures differently into PCR 12.
+    tpm.extend_pcr(PcrHandle::Pcr12);
     let agent = setup.start_agent(2);
     let op = operator().await;
     let health = call(&op, "health_check", json!({})).await.unwrap();

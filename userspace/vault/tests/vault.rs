@@ -15,6 +15,14 @@ use vault::{
     SealState, SecretScope, Vault, VaultError,
 };
 
+/// A temporary directory with a swtpm keeping its state under it; `None`
+/// (announced by [`Swtpm::start`]) when swtpm is not installed.
+fn tpm_in_temp_dir() -> Option<(tempfile::TempDir, Swtpm)> {
+    let temp = tempfile::tempdir().unwrap();
+    let tpm = Swtpm::start(&temp.path().join("tpm"))?;
+    Some((temp, tpm))
+}
+
 fn tpm_vault(dir: &Path, tpm: &Swtpm) -> (Vault, RecoveryKey) {
     let init = Vault::init(config(dir, &tpm.tcti()), InitProtection::Tpm, &operator()).unwrap();
     let mut vault = init.vault;
@@ -29,10 +37,29 @@ fn open(config: vault::VaultConfig) -> vault::Result<Vault> {
     })
 }
 
+/// A vault initialized under `config` with `passphrase` (no TPM), open to the operator.
+fn passphrase_vault(config: &vault::VaultConfig, passphrase: Passphrase) -> Vault {
+    let init = Vault::init(
+        config.clone(),
+        InitProtection::Passphrase(passphrase),
+        &operator(),
+    )
+    .unwrap();
+    let mut vault = init.vault;
+    vault.set_policy(operator_policy());
+    vault
+}
+
+/// The vault reopened with its recovery key, open to the operator.
+fn recover(config: vault::VaultConfig, recovery_key: &RecoveryKey) -> Vault {
+    let mut vault = Vault::recover(config, recovery_key, &operator()).unwrap();
+    vault.set_policy(operator_policy());
+    vault
+}
+
 #[test]
 fn tpm_seal_unseal_round_trip() {
-    let temp = tempfile::tempdir().unwrap();
-    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
         return;
     };
     let cfg = config(temp.path(), &tpm.tcti());
@@ -65,8 +92,7 @@ fn tpm_seal_unseal_round_trip() {
 
 #[test]
 fn pcr_change_needs_the_recovery_key_then_reseal_restores_unsealing() {
-    let temp = tempfile::tempdir().unwrap();
-    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
         return;
     };
     let cfg = config(temp.path(), &tpm.tcti());
@@ -88,8 +114,7 @@ fn pcr_change_needs_the_recovery_key_then_reseal_restores_unsealing() {
     ));
     let shown = recovery_key.reveal();
     let typed = RecoveryKey::parse(&shown).unwrap();
-    let mut vault = Vault::recover(cfg.clone(), &typed, &operator()).unwrap();
-    vault.set_policy(operator_policy());
+    let mut vault = recover(cfg.clone(), &typed);
     assert_eq!(
         vault.get(&operator(), "github-pat").unwrap().expose(),
         b"ghp-secret"
@@ -114,14 +139,7 @@ fn keyring_fallback_without_a_tpm() {
         Err(VaultError::Tpm(vault::TpmError::Unavailable { .. }))
     ));
     let passphrase = || Passphrase::new("correct horse battery staple".to_owned());
-    let mut vault = Vault::init(
-        cfg.clone(),
-        InitProtection::Passphrase(passphrase()),
-        &operator(),
-    )
-    .unwrap()
-    .vault;
-    vault.set_policy(operator_policy());
+    let mut vault = passphrase_vault(&cfg, passphrase());
     vault
         .set(&operator(), "near-ai-token", b"near-token")
         .unwrap();
@@ -168,8 +186,7 @@ fn flip_base64_field(path: &Path, field: &str) {
 
 #[test]
 fn altered_secret_files_fail_authentication() {
-    let temp = tempfile::tempdir().unwrap();
-    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
         return;
     };
     let (mut vault, _) = tpm_vault(temp.path(), &tpm);
@@ -217,8 +234,7 @@ fn altered_secret_files_fail_authentication() {
 
 #[test]
 fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
-    let temp = tempfile::tempdir().unwrap();
-    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
         return;
     };
     let (mut vault, recovery_key) = tpm_vault(temp.path(), &tpm);
@@ -265,8 +281,7 @@ fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
     check(&mut vault);
     vault.lock().unwrap();
     // The recovery key survives rotation.
-    let mut vault = Vault::recover(cfg, &recovery_key, &operator()).unwrap();
-    vault.set_policy(operator_policy());
+    let mut vault = recover(cfg, &recovery_key);
     check(&mut vault);
 }
 
@@ -274,13 +289,7 @@ fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
 fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
     let temp = tempfile::tempdir().unwrap();
     let cfg = config(temp.path(), NO_TPM);
-    let mut vault = Vault::init(
-        cfg.clone(),
-        InitProtection::Passphrase(Passphrase::new("pw".to_owned())),
-        &operator(),
-    )
-    .unwrap()
-    .vault;
+    let mut vault = passphrase_vault(&cfg, Passphrase::new("pw".to_owned()));
     let agent = Caller::new("security-agent");
     vault.set_policy(operator_policy().grant(
         "security-agent",
@@ -358,14 +367,7 @@ fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
 fn system_manifest_detects_changed_missing_and_forged_entries() {
     let temp = tempfile::tempdir().unwrap();
     let cfg = config(temp.path(), NO_TPM);
-    let mut vault = Vault::init(
-        cfg.clone(),
-        InitProtection::Passphrase(Passphrase::new("pw".to_owned())),
-        &operator(),
-    )
-    .unwrap()
-    .vault;
-    vault.set_policy(operator_policy());
+    let mut vault = passphrase_vault(&cfg, Passphrase::new("pw".to_owned()));
     let root = temp.path().join("root");
     fs::create_dir_all(root.join("seccomp")).unwrap();
     fs::write(root.join("seccomp/whitelist.json"), b"{}").unwrap();
@@ -404,8 +406,7 @@ fn system_manifest_detects_changed_missing_and_forged_entries() {
 #[test]
 fn canary_plaintext_never_reaches_any_file() {
     const CANARY: &[u8] = b"CANARY-7f3e9b1c-never-on-disk";
-    let temp = tempfile::tempdir().unwrap();
-    let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
         return;
     };
     let cfg = config(temp.path(), &tpm.tcti());
@@ -425,8 +426,7 @@ fn canary_plaintext_never_reaches_any_file() {
     vault.rotate(&operator()).unwrap();
     vault.reseal(&operator()).unwrap();
     vault.lock().unwrap();
-    let mut vault = Vault::recover(cfg.clone(), &recovery_key, &operator()).unwrap();
-    vault.set_policy(operator_policy());
+    let mut vault = recover(cfg.clone(), &recovery_key);
     assert_eq!(vault.get(&operator(), "canary").unwrap().expose(), CANARY);
     vault.remove(&operator(), "canary").unwrap();
     assert!(matches!(

@@ -1,0 +1,124 @@
+//! A real swtpm for tests: its own state directory, TCP ports on loopback,
+//! killed on drop. Shared by the vault's tests and, through `#[path]`, by
+//! security-agent's vault service test, so the TPM both run against starts
+//! the same way.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use tss_esapi::handles::PcrHandle;
+use tss_esapi::interface_types::algorithm::HashingAlgorithm;
+use tss_esapi::interface_types::session_handles::AuthSession;
+use tss_esapi::structures::{Digest, DigestValues};
+use tss_esapi::tcti_ldr::TctiNameConf;
+
+/// A swtpm process with its own state directory, killed on drop.
+pub struct Swtpm {
+    child: Child,
+    port: u16,
+    state_dir: PathBuf,
+}
+
+fn port_pair_free(port: u16) -> bool {
+    port < u16::MAX
+        && TcpListener::bind(("127.0.0.1", port)).is_ok()
+        && TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+}
+
+impl Swtpm {
+    /// Starts swtpm with state in `state_dir`; `None`, announced loudly,
+    /// when the swtpm binary is not installed.
+    pub fn start(state_dir: &Path) -> Option<Self> {
+        if Command::new("swtpm").arg("--version").output().is_err() {
+            eprintln!("\n!!!! SKIPPED: swtpm is not installed; the TPM tests did not run !!!!\n");
+            return None;
+        }
+        std::fs::create_dir_all(state_dir).unwrap();
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            if !port_pair_free(port) {
+                continue;
+            }
+            let mut child = Command::new("swtpm")
+                .args(["socket", "--tpm2", "--tpmstate"])
+                .arg(format!("dir={}", state_dir.display()))
+                .args([
+                    "--server",
+                    &format!("type=tcp,port={port},bindaddr=127.0.0.1"),
+                ])
+                .args([
+                    "--ctrl",
+                    &format!("type=tcp,port={},bindaddr=127.0.0.1", port + 1),
+                ])
+                .args(["--flags", "not-need-init,startup-clear"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn swtpm");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(Swtpm {
+                        child,
+                        port,
+                        state_dir: state_dir.to_owned(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("swtpm did not start");
+    }
+
+    pub fn tcti(&self) -> String {
+        format!("swtpm:host=127.0.0.1,port={}", self.port)
+    }
+
+    /// Stops the TPM (its state stays on disk for [`Swtpm::restart`]).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A new swtpm process over the same state: same seeds, PCRs reset.
+    pub fn restart(mut self) -> Self {
+        self.stop();
+        Swtpm::start(&self.state_dir.clone()).expect("swtpm was there a moment ago")
+    }
+
+    /// Extends a PCR of the SHA-256 bank, as a measured-boot component would.
+    pub fn extend_pcr(&self, pcr: PcrHandle) {
+        let mut context =
+            tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
+        let mut digests = DigestValues::new();
+        digests.set(
+            HashingAlgorithm::Sha256,
+            Digest::try_from(vec![0x5a; 32]).unwrap(),
+        );
+        context
+            .execute_with_session(Some(AuthSession::Password), |context| {
+                context.pcr_extend(pcr, digests)
+            })
+            .unwrap();
+    }
+}
+
+impl Drop for Swtpm {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
