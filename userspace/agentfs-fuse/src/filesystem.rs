@@ -117,6 +117,39 @@ impl WorkspaceFs {
         self.fs().set_owner(req.uid(), req.gid());
     }
 
+    /// Readies a request that changes the name `name` in `parent`: room to
+    /// write; gives the name's path.
+    fn writable_child(&mut self, parent: u64, name: &OsStr) -> Result<String, c_int> {
+        self.workspace.will_write(0)?;
+        self.child_path(parent, name)
+    }
+
+    /// Readies a request that makes `name` in `parent`, as
+    /// [`WorkspaceFs::writable_child`], the new inode owned by the caller.
+    fn creating(&mut self, req: &Request<'_>, parent: u64, name: &OsStr) -> Result<String, c_int> {
+        let path = self.writable_child(parent, name)?;
+        self.create_as(req);
+        Ok(path)
+    }
+
+    /// Makes `name` in `parent` with `make` and replies with its entry.
+    fn create_entry(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        reply: ReplyEntry,
+        make: impl FnOnce(&mut Shared, &str) -> Result<Stat, agentfs::Error>,
+    ) {
+        match self.creating(req, parent, name) {
+            Ok(path) => {
+                let stat = make(&mut self.fs(), &path);
+                self.entry(path, stat, reply);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
     fn path(&self, ino: u64) -> Result<String, c_int> {
         self.paths.path(ino).map(str::to_owned).ok_or(libc::ENOENT)
     }
@@ -194,6 +227,14 @@ impl WorkspaceFs {
 }
 
 /// The path of `name` in the directory `dir`.
+/// Answers a request that returns nothing but its outcome.
+fn reply_empty(reply: ReplyEmpty, result: Result<(), c_int>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(errno) => reply.error(errno),
+    }
+}
+
 fn join(dir: &str, name: &str) -> String {
     if dir == "/" {
         format!("/{name}")
@@ -349,39 +390,16 @@ impl Filesystem for WorkspaceFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        if let Err(errno) = self.workspace.will_write(0) {
-            return reply.error(errno);
-        }
-        self.create_as(req);
         // The kernel has already applied the umask to `mode` (no FUSE_DONT_MASK).
-        match self.child_path(parent, name) {
-            Ok(path) => {
-                let stat = self.fs().mknod(&path, mode, rdev.into());
-                self.entry(path, stat, reply);
-            }
-            Err(errno) => reply.error(errno),
-        }
+        self.create_entry(req, parent, name, reply, |fs, path| fs.mknod(path, mode, rdev.into()));
     }
 
     fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        if let Err(errno) = self.workspace.will_write(0) {
-            return reply.error(errno);
-        }
-        self.create_as(req);
-        match self.child_path(parent, name) {
-            Ok(path) => {
-                let stat = self.fs().mkdir(&path, mode);
-                self.entry(path, stat, reply);
-            }
-            Err(errno) => reply.error(errno),
-        }
+        self.create_entry(req, parent, name, reply, |fs, path| fs.mkdir(path, mode));
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        if let Err(errno) = self.workspace.will_write(0) {
-            return reply.error(errno);
-        }
-        let result = self.child_path(parent, name).and_then(|path| {
+        let result = self.writable_child(parent, name).and_then(|path| {
             if self.orphan_if_open(&path)? {
                 return Ok(());
             }
@@ -389,40 +407,21 @@ impl Filesystem for WorkspaceFs {
             self.paths.remove(&path);
             Ok(())
         });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, result);
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        if let Err(errno) = self.workspace.will_write(0) {
-            return reply.error(errno);
-        }
-        let result = self.child_path(parent, name).and_then(|path| {
+        let result = self.writable_child(parent, name).and_then(|path| {
             self.fs().rmdir(&path).map_err(|err| err.errno())?;
             self.paths.remove(&path);
             Ok(())
         });
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, result);
     }
 
     fn symlink(&mut self, req: &Request<'_>, parent: u64, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        if let Err(errno) = self.workspace.will_write(0) {
-            return reply.error(errno);
-        }
-        self.create_as(req);
         let Some(target) = target.to_str() else { return reply.error(libc::EINVAL) };
-        match self.child_path(parent, link_name) {
-            Ok(path) => {
-                let stat = self.fs().symlink(&path, target);
-                self.entry(path, stat, reply);
-            }
-            Err(errno) => reply.error(errno),
-        }
+        self.create_entry(req, parent, link_name, reply, |fs, path| fs.symlink(path, target));
     }
 
     fn rename(
@@ -462,10 +461,7 @@ impl Filesystem for WorkspaceFs {
             self.paths.rename(&from, &to);
             Ok(())
         })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, result);
     }
 
     fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
@@ -672,10 +668,7 @@ impl Filesystem for WorkspaceFs {
             }
             self.fs().set_xattr(&path, name, value).map_err(|err| err.errno())
         })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, result);
     }
 
     fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -714,10 +707,7 @@ impl Filesystem for WorkspaceFs {
             let name = name.to_str().ok_or(libc::ENODATA)?;
             self.fs().remove_xattr(&path, name).map_err(|err| err.errno())
         })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(errno) => reply.error(errno),
-        }
+        reply_empty(reply, result);
     }
 
     fn access(&mut self, _req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
@@ -739,11 +729,7 @@ impl Filesystem for WorkspaceFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        if let Err(errno) = self.workspace.will_write(0) {
-            return reply.error(errno);
-        }
-        self.create_as(req);
-        let created = self.child_path(parent, name).and_then(|path| {
+        let created = self.creating(req, parent, name).and_then(|path| {
             let stat = self.fs().create(&path, mode).map_err(|err| err.errno())?;
             Ok((path, stat))
         });
