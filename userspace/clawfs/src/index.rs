@@ -546,25 +546,7 @@ impl MemoryIndex {
     /// Removes every chunk of document `path`; returns how many.
     pub fn remove_document(&mut self, path: &str) -> Result<usize> {
         let keys: Vec<u64> = self.chunk_ids_of(path)?.into_values().collect();
-        let db_path = self.dir.join(DATABASE_FILE);
-        let mut state = self.state.clone();
-        let transaction = self.connection.transaction().map_err(sqlite(&db_path))?;
-        for key in &keys {
-            let embedding: Option<Vec<u8>> = transaction
-                .query_row("SELECT embedding FROM clawfs_vectors WHERE key = ?1", [key], |row| row.get(0))
-                .optional()
-                .map_err(sqlite(&db_path))?;
-            if let Some(embedding) = embedding {
-                state.count -= 1;
-                state.checksum ^= vector_hash(*key, &embedding);
-            }
-            transaction.execute("DELETE FROM clawfs_chunks WHERE key = ?1", [key]).map_err(sqlite(&db_path))?;
-        }
-        write_state(&transaction, &state, &db_path)?;
-        transaction.commit().map_err(sqlite(&db_path))?;
-        self.state = state;
-        self.record_lengths(&keys, &[]);
-        self.apply_to_hnsw(&keys, &[])?;
+        self.commit(&keys, &[], Vec::new(), None)?;
         self.save_hnsw()?;
         Ok(keys.len())
     }
