@@ -10,7 +10,7 @@
 //! the command line is `clawctl`'s.
 //!
 //! Core concepts:
-//! - [`AgentFs`] is an open workspace. Each method is one SQLite
+//! - [`AgentFs`] is an open database. Each method is one SQLite
 //!   transaction, so an error leaves the database as it was;
 //!   [`AgentFs::batch`] groups many into one commit (each still atomic),
 //!   because a commit, not the SQL, is what a small operation costs.
@@ -29,7 +29,7 @@ mod overlay;
 mod path;
 mod tool_calls;
 mod types;
-mod workspace;
+mod database;
 
 pub use base::BaseSource;
 pub use db::{apply_pragmas, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, MAX_FILE_SIZE, SCHEMA_SQL};
@@ -38,4 +38,4 @@ pub use kv::KvEntry;
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};
 pub use tool_calls::{NewToolCall, ToolCall, ToolCallMeta, ToolStats};
 pub use types::*;
-pub use workspace::{AgentFs, OpenOptions, DEFAULT_CHUNK_SIZE, MAX_SYMLINK_FOLLOWS, ROOT_INO};
+pub use database::{AgentFs, OpenOptions, DEFAULT_CHUNK_SIZE, MAX_SYMLINK_FOLLOWS, ROOT_INO};

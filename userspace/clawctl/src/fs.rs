@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use clawos_api::fs_engine::{EntryKind, FilePath, ReadFile, WriteFile};
 use serde_json::json;
 
-use crate::workspace::{connect_fs_engine, fs_engine};
+use crate::ipc::{connect_fs_engine, fs_engine};
 
 /// fs-engine takes at most this much per write (`clawfs::files::MAX_TRANSFER_BYTES`).
 const WRITE_PART_BYTES: usize = 1024 * 1024;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use clawos_api::fs_engine::{AgentRef, IdentityRecordTask, IdentityRestore};
 
-use crate::workspace::{connect_fs_engine, fs_engine};
+use crate::ipc::{connect_fs_engine, fs_engine};
 
 #[derive(Subcommand)]
 pub enum IdentityCommand {

@@ -1,9 +1,12 @@
-//! `clawctl ipc call <component> <method> [json-params]`.
+//! `clawctl ipc call <component> <method> [json-params]`, and the
+//! connections every other subcommand makes as the `operator`.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use clawos_api::fs_engine;
 use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Object, Principal};
 use serde_json::Value;
 
@@ -26,9 +29,25 @@ pub struct CallArgs {
     timeout_ms: Option<u64>,
 }
 
+/// The operator's fs-engine calls may move whole files or databases: they
+/// all get the longest fs-engine method's timeout.
+const FS_ENGINE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Connects to `component` as the operator.
 pub async fn connect(component: ComponentId) -> anyhow::Result<(IpcClient, tokio::sync::mpsc::Receiver<clawos_ipc::Message>)> {
     Ok(IpcClient::connect(component, ClientOptions::new(Principal::Operator)).await?)
+}
+
+/// Connects to fs-engine, which serves ClawFS (`clawctl fs`, `workspace`,
+/// `memory`, `identity`).
+pub async fn connect_fs_engine() -> anyhow::Result<IpcClient> {
+    let (client, _events) = connect(ComponentId::FsEngine).await.context("cannot reach fs-engine")?;
+    Ok(client)
+}
+
+/// Typed fs-engine calls over `client`, each with [`FS_ENGINE_CALL_TIMEOUT`].
+pub fn fs_engine(client: &IpcClient) -> fs_engine::Client<'_> {
+    fs_engine::Client::new(client).with_timeout(FS_ENGINE_CALL_TIMEOUT)
 }
 
 pub async fn run(command: IpcCommand) -> anyhow::Result<ExitCode> {
@@ -43,7 +62,7 @@ pub async fn run(command: IpcCommand) -> anyhow::Result<ExitCode> {
     let (client, _events) = connect(args.component).await?;
     // Any method, typed or not (this is the escape hatch for trying new
     // ones): the timeout is still the API's for a method it knows.
-    let timeout = args.timeout_ms.map_or_else(|| clawos_api::timeout(args.component, &args.method), std::time::Duration::from_millis);
+    let timeout = args.timeout_ms.map_or_else(|| clawos_api::timeout(args.component, &args.method), Duration::from_millis);
     let result = client.call(&args.method, params, Some(timeout)).await?;
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use clawos_api::fs_engine::{Fusion, LegReport, MemoryIndex, MemorySearch};
 
-use crate::workspace::{connect_fs_engine, fs_engine};
+use crate::ipc::{connect_fs_engine, fs_engine};
 
 #[derive(Subcommand)]
 pub enum MemoryCommand {

@@ -2,18 +2,13 @@
 //! their snapshots, through fs-engine.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use clawos_api::fs_engine::{self, SnapshotPrune, SnapshotRestore, WorkspaceCreate, WorkspaceName, WorkspaceRef};
+use clawos_api::fs_engine::{SnapshotPrune, SnapshotRestore, WorkspaceCreate, WorkspaceName, WorkspaceRef};
 use clawos_api::NoParams;
-use clawos_ipc::{ComponentId, IpcClient};
 use serde_json::Value;
 
-/// The operator's fs-engine calls may move whole files or databases: they
-/// all get the longest fs-engine method's timeout.
-const FS_ENGINE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::ipc::{connect_fs_engine, fs_engine};
 
 #[derive(Subcommand)]
 pub enum WorkspaceCommand {
@@ -73,17 +68,6 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct DeleteArgs {
     name: String,
-}
-
-/// Connects to fs-engine, which serves ClawFS.
-pub async fn connect_fs_engine() -> anyhow::Result<IpcClient> {
-    let (client, _events) = crate::ipc::connect(ComponentId::FsEngine).await.context("cannot reach fs-engine")?;
-    Ok(client)
-}
-
-/// Typed fs-engine calls over `client`, each with [`FS_ENGINE_CALL_TIMEOUT`].
-pub fn fs_engine(client: &IpcClient) -> fs_engine::Client<'_> {
-    fs_engine::Client::new(client).with_timeout(FS_ENGINE_CALL_TIMEOUT)
 }
 
 pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
