@@ -109,11 +109,19 @@ impl Mounted {
         self.child.wait().expect("reap the mount");
     }
 
-    /// Waits for the mount process to exit and returns its status.
+    /// Waits for the mount process to exit and returns its status; an
+    /// unsuccessful exit panics with what the process wrote to stderr.
     pub fn wait(&mut self) -> ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("poll child") {
+                if !status.success() {
+                    let mut stderr = String::new();
+                    if let Some(mut pipe) = self.child.stderr.take() {
+                        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                    }
+                    panic!("mount process exited with {status}: {stderr}");
+                }
                 return status;
             }
             assert!(started.elapsed() < DEADLINE, "mount process still running {DEADLINE:?} after SIGTERM");
