@@ -135,17 +135,6 @@ pub enum CallError {
     },
 }
 
-impl CallError {
-    /// The IPC error code the failure corresponds to.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            CallError::Ipc(error) => error.code(),
-            CallError::Params { .. } => ErrorCode::Einternal,
-            CallError::Result { .. } => ErrorCode::Eproto,
-        }
-    }
-}
-
 /// Calls `method` on `client`'s peer with typed params and result, waiting
 /// at most `timeout` (which is also sent, so the server stops at the same time).
 pub async fn call<P: Serialize, R: DeserializeOwned>(
