@@ -4,7 +4,7 @@
 check "clawfs: an agent's files stay in its own directory and every request is audited" vm_ssh '
   set -e
   log=/var/log/clawos/clawfs-audit.log
-  test "$(stat -c %U:%a $log)" = clawos-fs-engine:640
+  test "$(stat -c %U:%G:%a $log)" = clawos-fs-engine:clawos-clawfs-audit:660
   printf "# Plan\n" | clawctl fs write --agent kernel-engine -p notes/plan.md
   clawctl fs read --agent kernel-engine notes/plan.md | grep -qx "# Plan"
   clawctl fs ls --agent kernel-engine notes | grep -q " plan.md$"

@@ -45,6 +45,12 @@ check "tools: scratchpad notes survive a daemon restart (kept in the agent's wor
   clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"plan\"}" --agent wasm-agent | jq -e ".value == \"boot check\""'
 check "tools: file-read is refused a path outside its prefix" \
   vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"file-read","arguments":{"path":"/clawfs/vault/x"},"agent":"wasm-agent"}'"'"' 2>&1 | grep -q capability_denied'
+# A tool's file writes go to the ClawFS audit log as fs-engine's do (the
+# unit may append to it): here a refused one, which needs no writable workspace.
+check "tools: a tool's refused write is in the ClawFS audit log" vm_ssh '
+  clawctl tool run file-write "{\"path\":\"/clawfs/vault/planted\",\"text\":\"x\"}" --agent wasm-agent 2>&1 | grep -q capability_denied || exit 1
+  test ! -e /clawfs/vault/planted &&
+    grep -q "\[WARN\] agent=wasm-agent operation=write path=/clawfs/vault/planted denied=true reason=.* caller=tool:file-write$" /var/log/clawos/clawfs-audit.log'
 check "tools: the hostile tools are contained with their own errors and the daemon is never restarted" vm_ssh '
   restarts=$(systemctl show -P NRestarts clawos-wasm-daemon)
   run() { clawctl tool run "$1" --agent wasm-agent 2>&1; }

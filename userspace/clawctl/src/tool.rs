@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use base64::Engine as _;
 use clap::{Args, Subcommand};
+use clawfs::names::{self, SemVer};
 use clawos_api::wasm_daemon::{self, ExecuteTool, ToolInstall, ToolRef};
 use clawos_api::NoParams;
 use clawos_ipc::{ComponentId, IpcClient};
@@ -137,11 +138,10 @@ fn str_of(value: &Value) -> &str {
 }
 
 /// `<tool>-v<X.Y.Z>.wasm` to (tool, version).
-fn name_and_version(wasm: &Path) -> anyhow::Result<(String, String)> {
+fn name_and_version(wasm: &Path) -> anyhow::Result<(String, SemVer)> {
     let file = wasm.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let stem = file.strip_suffix(".wasm").context("the component's file name must end in .wasm")?;
-    let (tool, version) = stem.rsplit_once("-v").context("the component must be named <tool>-v<X.Y.Z>.wasm (ClawFS naming rules)")?;
-    Ok((tool.to_owned(), version.to_owned()))
+    let (tool, version) = names::parse_tool_binary_file(file).context("the component's file name (ClawFS naming rules)")?;
+    Ok((tool.to_owned(), version))
 }
 
 /// The definition to send: the given one (or none), completed from the file
@@ -155,7 +155,8 @@ fn definition_for(args: &InstallArgs, wasm: &[u8]) -> anyhow::Result<Value> {
     };
     let fields = definition.as_object_mut().context("the definition must be a JSON object")?;
     let (tool, version) = name_and_version(&args.wasm)?;
-    let hash = format!("sha256:{}", Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let (file, version) = (names::tool_binary_file(&tool, version), version.to_string());
+    let hash = format!("sha256:{}", fsutil::hex(&Sha256::digest(wasm)));
     for (field, value) in [("tool_id", &tool), ("version", &version), ("wasm_hash", &hash)] {
         match fields.get(field).and_then(Value::as_str) {
             Some(given) if given != value => bail!("the definition's {field} is {given}, but {} has {value}", args.wasm.display()),
@@ -164,7 +165,7 @@ fn definition_for(args: &InstallArgs, wasm: &[u8]) -> anyhow::Result<Value> {
             }
         }
     }
-    fields.insert("wasm_path".into(), format!("{tool}-v{version}.wasm").into());
+    fields.insert("wasm_path".into(), file.into());
     fields.entry("wit_interface").or_insert(TOOL_WIT_INTERFACE.into());
     let capabilities = fields.entry("capabilities").or_insert(json!([]));
     let list = capabilities.as_array_mut().context("capabilities must be a list")?;

@@ -4,9 +4,8 @@
 //! (path, heading, ordinal, content hash): editing one section changes only
 //! that section's IDs, which is what lets re-indexing skip the rest.
 
+use fsutil::hex;
 use sha2::{Digest, Sha256};
-
-use crate::namespace::hex;
 
 /// Longest chunk body, in bytes, before a section is split at paragraphs.
 /// About 250 tokens: small enough for precise hits, big enough for context.

@@ -7,7 +7,12 @@
 //! they change only through their own methods, which keep them consistent.
 //!
 //! Paths are resolved lexically (no `..`) and never through a symlink, so
-//! a request cannot leave the directory it was allowed.
+//! a request cannot leave the directory it was allowed. [`parse`] and
+//! [`beneath`] are those two rules on their own, for every `/clawfs` path
+//! served on someone's behalf: [`resolve`] adds RULE-001 to them, the tool
+//! host a tool's granted prefixes (specs/toolhost/README.md, "Host"). Who
+//! may reach which path is the caller's rule; how a path is read, and that
+//! it stays where it says, is this module's, and only this module's.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -17,13 +22,14 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{io, Error, Result};
+use crate::index::{DATABASE_FILE, HNSW_FILE};
 use crate::names::AGENTS;
 
 /// Largest read or write in one request (the IPC message limit is 4 MiB,
 /// and base64 grows data by a third).
 pub const MAX_TRANSFER_BYTES: usize = 1024 * 1024;
 /// Longest path accepted.
-const MAX_PATH_BYTES: usize = 4096;
+pub const MAX_PATH_BYTES: usize = 4096;
 
 /// Whom a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,37 +70,85 @@ pub struct Resolved {
 
 /// Files in an agent directory that only their own methods change.
 fn maintained_by_clawfs(name: &str) -> bool {
-    name == "identity.json" || name.starts_with("workspace.db") || name.starts_with("workspace.hnsw")
+    name == "identity.json" || name.starts_with(DATABASE_FILE) || name.starts_with(HNSW_FILE)
+}
+
+/// The components of `relative` after `base`, checked lexically: `.` and
+/// empty components are dropped, `..` is refused. `asked` is the path as
+/// the request gave it, for the refusal.
+fn components<'a>(asked: &str, mut parts: Vec<&'a str>, relative: &'a str) -> Result<Vec<&'a str>> {
+    let denied = |reason: &str| Error::Denied { path: asked.to_owned(), reason: reason.to_owned() };
+    if asked.len() > MAX_PATH_BYTES || asked.contains('\0') {
+        return Err(denied("the path is too long or contains NUL"));
+    }
+    for component in Path::new(relative).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str().ok_or_else(|| denied("the path is not UTF-8"))?),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return Err(denied("`..` is not allowed in a path")),
+        }
+    }
+    Ok(parts)
+}
+
+/// The components of an absolute `/clawfs/...` path below the ClawFS root
+/// (none for `/clawfs` itself), checked lexically: at most
+/// [`MAX_PATH_BYTES`], no NUL, no `..`; `.` and repeated `/` are dropped.
+/// Nothing on disk is looked at: that is [`beneath`].
+pub fn parse(path: &str) -> Result<Vec<&str>> {
+    match path.strip_prefix("/clawfs") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => components(path, Vec::new(), rest),
+        _ => Err(Error::Denied { path: path.to_owned(), reason: "not a /clawfs/... path".into() }),
+    }
+}
+
+/// `/clawfs/a/b` for the components `[a, b]` (`/clawfs` for none): the
+/// normal form of a path, in answers and the audit log.
+pub fn display(parts: &[&str]) -> String {
+    let mut display = String::from("/clawfs");
+    for part in parts {
+        display.push('/');
+        display.push_str(part);
+    }
+    display
+}
+
+/// The host path of `parts` under `root`, reached without a symlink: every
+/// component on the way must be a real directory and the last must not be a
+/// symlink, so nothing reached through it is outside the tree it names. A
+/// component that does not exist (yet) is not refused here; opening it
+/// reports it. Files are then opened `O_NOFOLLOW`, so a symlink planted
+/// after this check is not followed either. `asked` is the path as the
+/// request gave it, for the refusal.
+pub fn beneath(root: &Path, asked: &str, parts: &[&str]) -> Result<PathBuf> {
+    let mut real = root.to_owned();
+    for (position, part) in parts.iter().enumerate() {
+        real.push(part);
+        let is_last = position + 1 == parts.len();
+        let denied = |what: &str| Error::Denied { path: asked.to_owned(), reason: format!("{} is {what}", display(&parts[..=position])) };
+        match fs::symlink_metadata(&real) {
+            Ok(metadata) if metadata.file_type().is_symlink() => return Err(denied("a symlink")),
+            Ok(metadata) if !is_last && !metadata.is_dir() => return Err(denied("not a directory")),
+            _ => {}
+        }
+    }
+    Ok(real)
 }
 
 /// Checks `path` (absolute `/clawfs/...`, or relative to the agent's own
 /// directory) for `requester` and `access`. `Err(Error::Denied)` says why not.
 pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access) -> Result<Resolved> {
     let denied = |reason: String| Error::Denied { path: path.to_owned(), reason };
-    if path.len() > MAX_PATH_BYTES || path.contains('\0') {
-        return Err(denied("the path is too long or contains NUL".into()));
-    }
     if let Requester::Agent(agent) = requester {
         if !AGENTS.contains(&agent) {
             return Err(denied(format!("`{agent}` is not a ClawOS agent")));
         }
     }
-    let mut parts: Vec<&str> = Vec::new();
-    let relative = match (path.strip_prefix("/clawfs"), requester) {
-        (Some(rest), _) if rest.is_empty() || rest.starts_with('/') => rest,
-        (None, Requester::Agent(agent)) if !path.starts_with('/') => {
-            parts.extend(["agents", agent]);
-            path
-        }
-        _ => return Err(denied("paths are /clawfs/... (or, for an agent, relative to its own directory)".into())),
+    let parts = match requester {
+        Requester::Agent(agent) if !path.starts_with('/') => components(path, vec!["agents", agent], path)?,
+        _ if path.starts_with('/') => parse(path)?,
+        _ => return Err(denied("the operator's paths are /clawfs/... (an agent's may also be relative to its own directory)".into())),
     };
-    for component in Path::new(relative).components() {
-        match component {
-            Component::Normal(part) => parts.push(part.to_str().ok_or_else(|| denied("the path is not UTF-8".into()))?),
-            Component::RootDir | Component::CurDir => {}
-            Component::ParentDir | Component::Prefix(_) => return Err(denied("`..` is not allowed in a path".into())),
-        }
-    }
     match (requester, parts.as_slice(), access) {
         (Requester::Operator, ["vault", ..], _) => return Err(denied("the vault is reached through `clawctl secret`, not as files".into())),
         (Requester::Operator, _, _) => {}
@@ -109,18 +163,7 @@ pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access
         }
         (Requester::Agent(agent), _, _) => return Err(denied(format!("outside the directory of agent `{agent}` (RULE-001)"))),
     }
-    let mut real = root.to_owned();
-    for (position, part) in parts.iter().enumerate() {
-        real.push(part);
-        // Every directory on the way must be a real one: a symlink could point anywhere.
-        let is_last = position + 1 == parts.len();
-        match fs::symlink_metadata(&real) {
-            Ok(metadata) if metadata.file_type().is_symlink() => return Err(denied(format!("{} is a symlink", real.display()))),
-            Ok(metadata) if !is_last && !metadata.is_dir() => return Err(denied(format!("{} is not a directory", real.display()))),
-            _ => {}
-        }
-    }
-    Ok(Resolved { real, display: format!("/clawfs/{}", parts.join("/")) })
+    Ok(Resolved { real: beneath(root, path, &parts)?, display: display(&parts) })
 }
 
 /// Contents read from a file.
@@ -172,7 +215,6 @@ pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
             reason: format!("{} bytes is more than the {MAX_TRANSFER_BYTES} of one write; append in parts", data.len()),
         });
     }
-    let parent = file.real.parent().ok_or_else(|| Error::Denied { path: file.display.clone(), reason: "no parent directory".into() })?;
     match mode {
         WriteMode::Append => {
             let mut handle = open_no_follow(&file.real, OpenOptions::new().append(true).create(true).mode(0o640))?;
@@ -184,20 +226,9 @@ pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
             if fs::symlink_metadata(&file.real).is_ok_and(|m| m.is_dir()) {
                 return Err(Error::Denied { path: file.display.clone(), reason: "is a directory".into() });
             }
-            let name = file.real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let temporary = parent.join(format!(".{name}.{}.tmp", std::process::id()));
-            let written = (|| {
-                let mut handle = open_no_follow(&temporary, OpenOptions::new().write(true).create_new(true).mode(0o640))?;
-                handle.write_all(data).map_err(io("write", &temporary))?;
-                handle.sync_all().map_err(io("fsync", &temporary))?;
-                fs::rename(&temporary, &file.real).map_err(io("rename", &file.real))?;
-                File::open(parent).and_then(|dir| dir.sync_all()).map_err(io("fsync", parent))
-            })();
-            if written.is_err() {
-                // A failed write (a full disk) leaves the old file as it was.
-                let _ = fs::remove_file(&temporary);
-            }
-            written.map(|()| data.len() as u64)
+            // A failed write (a full disk) leaves the old file as it was.
+            fsutil::write_atomic(&file.real, data, 0o640).map_err(io("write", &file.real))?;
+            Ok(data.len() as u64)
         }
     }
 }
@@ -299,7 +330,7 @@ mod tests {
         assert!(denied(resolve(dir.path(), me, "/clawfs/specs/README.md", Access::Write)).contains("RULE-001"));
         assert!(denied(resolve(dir.path(), me, "/etc/shadow", Access::Read)).contains("/clawfs"));
         assert!(denied(resolve(dir.path(), me, "/clawfsx/agents", Access::Read)).contains("/clawfs"));
-        assert!(denied(resolve(dir.path(), me, "workspace.db", Access::Write)).contains("maintained by ClawFS"));
+        assert!(denied(resolve(dir.path(), me, DATABASE_FILE, Access::Write)).contains("maintained by ClawFS"));
         assert!(denied(resolve(dir.path(), me, "identity.json", Access::Write)).contains("maintained by ClawFS"));
         assert!(resolve(dir.path(), me, "identity.json", Access::Read).is_ok());
         assert!(denied(resolve(dir.path(), me, "/clawfs/agents/kernel-engine", Access::Write)).contains("own directory"));
@@ -313,6 +344,48 @@ mod tests {
         let me = Requester::Agent("kernel-engine");
         assert!(denied(resolve(dir.path(), me, "escape/secret.md", Access::Read)).contains("symlink"));
         assert!(denied(resolve(dir.path(), me, "escape", Access::Write)).contains("symlink"));
+        // The refusal names the /clawfs path, not where the root is on the host.
+        let reason = denied(resolve(dir.path(), me, "escape/secret.md", Access::Read));
+        assert_eq!(reason, "/clawfs/agents/kernel-engine/escape is a symlink");
+        let file = dir.path().join("agents/kernel-engine/file");
+        fs::write(&file, "").unwrap();
+        assert!(denied(resolve(dir.path(), me, "file/below", Access::Read)).contains("not a directory"));
+    }
+
+    #[test]
+    fn paths_parse_to_their_normal_components() {
+        assert_eq!(parse("/clawfs").unwrap(), Vec::<&str>::new());
+        assert_eq!(parse("/clawfs/").unwrap(), Vec::<&str>::new());
+        assert_eq!(parse("/clawfs//workspaces/./a/").unwrap(), ["workspaces", "a"]);
+        assert_eq!(display(&parse("/clawfs//workspaces/./a/").unwrap()), "/clawfs/workspaces/a");
+        assert_eq!(display(&[]), "/clawfs");
+        let refused = |path: &str| match parse(path) {
+            Err(Error::Denied { reason, .. }) => reason,
+            other => panic!("{path:?}: expected a denial, got {other:?}"),
+        };
+        assert!(refused("/clawfs/workspaces/../vault").contains(".."));
+        assert!(refused("/clawfs/..").contains(".."));
+        for outside in ["/etc/shadow", "/clawfsx", "clawfs/workspaces", "workspaces", ""] {
+            assert!(refused(outside).contains("/clawfs"), "{outside:?}");
+        }
+        assert!(refused("/clawfs/a\0b").contains("NUL"));
+        assert!(refused(&format!("/clawfs/{}", "a/".repeat(MAX_PATH_BYTES))).contains("too long"));
+    }
+
+    #[test]
+    fn beneath_walks_real_directories_only() {
+        let dir = root();
+        let parts = parse("/clawfs/agents/fs-engine/secret.md").unwrap();
+        assert_eq!(beneath(dir.path(), "asked", &parts).unwrap(), dir.path().join("agents/fs-engine/secret.md"));
+        // Missing components are the open's to report, not a refusal.
+        assert!(beneath(dir.path(), "asked", &["workspaces", "new", "file"]).is_ok());
+        std::os::unix::fs::symlink("/etc", dir.path().join("workspaces/etc")).unwrap();
+        for through_link in [&["workspaces", "etc"][..], &["workspaces", "etc", "passwd"][..]] {
+            match beneath(dir.path(), "asked", through_link) {
+                Err(Error::Denied { path, reason }) => assert_eq!((path.as_str(), reason.as_str()), ("asked", "/clawfs/workspaces/etc is a symlink")),
+                other => panic!("{through_link:?}: expected a denial, got {other:?}"),
+            }
+        }
     }
 
     #[test]

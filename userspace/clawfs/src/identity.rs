@@ -16,13 +16,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use fsutil::now_rfc3339;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::names::validate_agent_name;
 use crate::namespace::{identity_checksum, initial_identity};
-use crate::time::now_rfc3339;
 use crate::workspace::{dir_entries, write_json_atomic, Clawfs};
 
 /// The schema version this build writes.

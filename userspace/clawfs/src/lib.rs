@@ -22,13 +22,17 @@
 //!   [`CachedEmbedder`] keeps either from embedding a text twice (the real
 //!   in-process model is `clawos-minilm`, which implements the trait).
 //! - [`files`] reads and writes plain files under `/clawfs` for an agent or
-//!   the operator, with the access rule RULE-001.
+//!   the operator, with the access rule RULE-001; its path rules (no `..`,
+//!   never through a symlink) serve the tool host too.
+//! - [`audit`] is the ClawFS audit log every file operation under
+//!   `/clawfs` is recorded in, by fs-engine and by the tool host alike.
 //! - [`Clawfs::create_snapshot`] and its siblings keep consistent daily
 //!   copies of a workspace ([`Snapshot`]) and restore them.
 //! - [`Clawfs::read_identity`] and [`Clawfs::update_identity`] verify and
 //!   atomically rewrite an agent's identity file ([`Identity`]), with
 //!   backups and schema migrations.
 
+pub mod audit;
 mod bm25;
 pub mod chunk;
 pub mod embed;
@@ -40,7 +44,6 @@ pub mod names;
 mod namespace;
 pub mod search;
 mod snapshot;
-mod time;
 mod workspace;
 
 pub use embed::{CachedEmbedder, EmbedError, Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
@@ -57,5 +60,4 @@ pub use namespace::{
     AGENT_DIR_MODE, AGENT_DIR_OWNER, TOP_LEVEL,
 };
 pub use search::{Fusion, LegReport, SearchHit, SearchRequest, SearchResponse};
-pub use time::{now_rfc3339, today};
 pub use workspace::{write_json_atomic, Clawfs, Config, HnswParams, WorkspaceMetadata, DIMENSION_RANGE};

@@ -26,6 +26,16 @@ pub const MAX_WORKSPACE_NAME_LEN: usize = 64;
 /// Longest path component (specs/clawfs/README.md, "Names").
 pub const MAX_COMPONENT_LEN: usize = 255;
 
+/// Longest tool name in a ClawFS file name (specs/clawfs/README.md,
+/// "Names"): `tool-{name}.json` and `{name}-v{X.Y.Z}.wasm` still fit in a
+/// path component for any version.
+pub const MAX_TOOL_NAME_LEN: usize = 200;
+
+/// Longest tool id the tool host registers (specs/toolhost/README.md,
+/// "Registry"): stricter than [`MAX_TOOL_NAME_LEN`] because the id also
+/// names the tool's cgroup.
+pub const MAX_TOOL_ID_LEN: usize = 64;
+
 /// A name that breaks a rule of specs/clawfs/README.md ("Names"); the
 /// message names the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -144,11 +154,31 @@ pub fn validate_agent_name(name: &str) -> Result<(), NameError> {
 }
 
 /// A tool name (the `{tool-name}` of specs/clawfs/README.md, "Names"): a
-/// `[a-z0-9-]+` slug.
+/// `[a-z0-9-]+` slug of at most [`MAX_TOOL_NAME_LEN`] bytes.
 pub fn validate_tool_name(name: &str) -> Result<(), NameError> {
-    // The longest file name built from it, `{name}-vX.Y.Z.wasm`, must still
-    // fit in a path component; 200 leaves room for any version.
-    check_slug("tool", name, 200)
+    check_slug("tool", name, MAX_TOOL_NAME_LEN)
+}
+
+/// A tool id the tool host's registry accepts (specs/toolhost/README.md,
+/// "Registry"): a tool name that starts with a letter and is at most
+/// [`MAX_TOOL_ID_LEN`] bytes.
+pub fn validate_tool_id(id: &str) -> Result<(), NameError> {
+    check_slug("tool id", id, MAX_TOOL_ID_LEN)?;
+    if !id.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(NameError::BadShape { kind: "tool id", name: id.to_owned(), pattern: "[a-z][a-z0-9-]*" });
+    }
+    Ok(())
+}
+
+/// The definition file name of tool `tool`, `tool-{tool-name}.json`.
+pub fn tool_definition_file(tool: &str) -> String {
+    format!("tool-{tool}.json")
+}
+
+/// The binary file name of `tool` at `version`, `{tool-name}-v{X.Y.Z}.wasm`
+/// (`version` a [`SemVer`], or its text once checked).
+pub fn tool_binary_file(tool: &str, version: impl std::fmt::Display) -> String {
+    format!("{tool}-v{version}.wasm")
 }
 
 /// A tool definition file name, `tool-{tool-name}.json` (specs/clawfs/README.md,
@@ -176,6 +206,34 @@ pub struct SemVer {
     pub patch: u64,
 }
 
+impl SemVer {
+    /// Parses `X.Y.Z`: three decimal numbers without sign or leading zeros
+    /// (`01` is refused, `0` is not), so every version has one spelling.
+    pub fn parse(text: &str) -> Result<SemVer, NameError> {
+        let shape = || NameError::BadShape { kind: "version", name: text.to_owned(), pattern: "{major}.{minor}.{patch}" };
+        let mut parts = text.split('.');
+        let mut number = || -> Result<u64, NameError> {
+            let part = parts.next().ok_or_else(shape)?;
+            let canonical = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
+            if !canonical {
+                return Err(shape());
+            }
+            part.parse().map_err(|_| shape())
+        };
+        let version = SemVer { major: number()?, minor: number()?, patch: number()? };
+        if parts.next().is_some() {
+            return Err(shape());
+        }
+        Ok(version)
+    }
+}
+
+impl std::fmt::Display for SemVer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
 /// A tool binary file name, `{tool-name}-v{major}.{minor}.{patch}.wasm`
 /// (specs/clawfs/README.md, "Names"). Returns the tool name and its version.
 pub fn parse_tool_binary_file(file: &str) -> Result<(&str, SemVer), NameError> {
@@ -186,20 +244,7 @@ pub fn parse_tool_binary_file(file: &str) -> Result<(&str, SemVer), NameError> {
     };
     let stem = file.strip_suffix(".wasm").ok_or_else(shape)?;
     let (tool, version) = stem.rsplit_once("-v").ok_or_else(shape)?;
-    let mut parts = version.split('.');
-    let mut number = || -> Result<u64, NameError> {
-        let part = parts.next().ok_or_else(shape)?;
-        // Semantic versioning forbids leading zeros ("01") and signs.
-        let canonical = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
-        if !canonical {
-            return Err(shape());
-        }
-        part.parse().map_err(|_| shape())
-    };
-    let version = SemVer { major: number()?, minor: number()?, patch: number()? };
-    if parts.next().is_some() {
-        return Err(shape());
-    }
+    let version = SemVer::parse(version).map_err(|_| shape())?;
     validate_tool_name(tool)?;
     Ok((tool, version))
 }
@@ -273,6 +318,31 @@ mod tests {
             assert!(parse_tool_binary_file(bad).is_err(), "{bad}");
         }
         assert!(parse_tool_definition_file("tool_web.json").is_err());
+        assert_eq!(tool_binary_file("web-search", SemVer { major: 1, minor: 2, patch: 3 }), "web-search-v1.2.3.wasm");
+        assert_eq!(tool_definition_file("web-search"), "tool-web-search.json");
+    }
+
+    #[test]
+    fn versions_have_one_spelling() {
+        assert_eq!(SemVer::parse("0.10.2").unwrap(), SemVer { major: 0, minor: 10, patch: 2 });
+        assert_eq!(SemVer::parse("0.10.2").unwrap().to_string(), "0.10.2");
+        for bad in ["1.0", "01.0.0", "1.0.0.0", "1.-1.0", "+1.0.0", "1..0", "v1.0.0", ""] {
+            assert!(SemVer::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tool_ids_are_the_stricter_tool_names() {
+        validate_tool_id("text-stats").unwrap();
+        validate_tool_id(&"a".repeat(MAX_TOOL_ID_LEN)).unwrap();
+        assert!(matches!(validate_tool_id(&"a".repeat(MAX_TOOL_ID_LEN + 1)), Err(NameError::TooLong { max: MAX_TOOL_ID_LEN, .. })));
+        validate_tool_name(&"a".repeat(MAX_TOOL_ID_LEN + 1)).unwrap();
+        assert!(matches!(validate_tool_name(&"a".repeat(MAX_TOOL_NAME_LEN + 1)), Err(NameError::TooLong { max: MAX_TOOL_NAME_LEN, .. })));
+        assert!(matches!(validate_tool_id("1password"), Err(NameError::BadShape { .. })));
+        validate_tool_name("1password").unwrap();
+        for bad in ["", "Text_Stats", "-x", "x-", "a--b", "a.b"] {
+            assert!(validate_tool_id(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

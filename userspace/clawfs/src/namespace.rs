@@ -8,13 +8,13 @@ use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use fsutil::now_rfc3339;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
-use crate::index::open_agentfs;
+use crate::index::{open_agentfs, DATABASE_FILE};
 use crate::names::AGENTS;
-use crate::time::now_rfc3339;
 
 /// One directory of the namespace with its owner, group and mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,18 +103,18 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
             ensure_dir(root, &format!("{agent_rel}/{sub}"), AGENT_DIR_MODE, &mut report)?;
         }
         let dir = root.join(&agent_rel);
-        let db = dir.join("workspace.db");
+        let db = dir.join(DATABASE_FILE);
         if !db.exists() {
             open_agentfs(&db)?;
             fs::set_permissions(&db, fs::Permissions::from_mode(AGENT_DB_MODE)).map_err(io("chmod", &db))?;
-            report.created.push(format!("{agent_rel}/workspace.db"));
+            report.created.push(format!("{agent_rel}/{DATABASE_FILE}"));
         }
         let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
         write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), &mut report)?;
         let identity = initial_identity(agent);
         write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), &mut report)?;
         if owners == Owners::Apply {
-            for entry in ["", "logs", "cache", "workspace.db", "state.json", "identity.json"] {
+            for entry in ["", "logs", "cache", DATABASE_FILE, "state.json", "identity.json"] {
                 chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
             }
         }
@@ -150,11 +150,7 @@ pub fn identity_checksum(identity: &Value) -> String {
         object.remove("checksum");
     }
     let digest = Sha256::digest(body.to_string().as_bytes());
-    format!("sha256:{}", hex(&digest))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    format!("sha256:{}", fsutil::hex(&digest))
 }
 
 fn ensure_dir(root: &Path, rel: &str, mode: u32, report: &mut NamespaceReport) -> Result<()> {
@@ -230,15 +226,15 @@ mod tests {
             for sub in ["logs", "cache"] {
                 assert!(agent_dir.join(sub).is_dir(), "{agent}/{sub}");
             }
-            agentfs::AgentFs::open(agent_dir.join("workspace.db")).unwrap();
-            assert_eq!(fs::metadata(agent_dir.join("workspace.db")).unwrap().mode() & 0o777, AGENT_DB_MODE);
+            agentfs::AgentFs::open(agent_dir.join(DATABASE_FILE)).unwrap();
+            assert_eq!(fs::metadata(agent_dir.join(DATABASE_FILE)).unwrap().mode() & 0o777, AGENT_DB_MODE);
             let identity: Value = serde_json::from_slice(&fs::read(agent_dir.join("identity.json")).unwrap()).unwrap();
             assert_eq!(identity["agent_id"], agent);
             assert_eq!(identity["checksum"], identity_checksum(&identity));
             let state: Value = serde_json::from_slice(&fs::read(agent_dir.join("state.json")).unwrap()).unwrap();
             assert_eq!(state["agent_id"], agent);
         }
-        assert!(report.created.contains(&"agents/fs-engine/workspace.db".to_owned()));
+        assert!(report.created.contains(&format!("agents/fs-engine/{DATABASE_FILE}")));
 
         // A second run keeps everything, including edited files.
         fs::write(root.join("agents/fs-engine/state.json"), b"{\"edited\":true}").unwrap();

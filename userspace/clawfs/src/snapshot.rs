@@ -13,12 +13,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use fsutil::today;
 use rusqlite::Connection;
 
 use crate::error::{io, Error, Result};
 use crate::index::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 use crate::names::parse_snapshot_file;
-use crate::time::today;
 use crate::workspace::{dir_entries, sync_dir, Clawfs};
 
 /// One snapshot of a workspace.

@@ -8,17 +8,16 @@
 //! re-indexed ([`Clawfs::reindex`]), never converted silently.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use fsutil::now_rfc3339;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::Embedder;
 use crate::error::{io, Error, Result};
-use crate::index::{open_agentfs, MemoryIndex};
+use crate::index::{open_agentfs, MemoryIndex, DATABASE_FILE};
 use crate::names::{validate_workspace_name, validate_workspace_to_open};
-use crate::time::now_rfc3339;
 
 /// HNSW parameters, stored per workspace in `metadata.json`; their ranges
 /// and defaults are specs/clawfs/README.md's ("Workspaces").
@@ -186,7 +185,7 @@ impl Clawfs {
         };
         let created = (|| {
             fs::create_dir(dir.join("snapshots")).map_err(io("create directory", dir.join("snapshots")))?;
-            let db = dir.join("workspace.db");
+            let db = dir.join(DATABASE_FILE);
             open_agentfs(&db)?;
             write_json_atomic(&dir.join("metadata.json"), &metadata)
         })();
@@ -269,15 +268,11 @@ fn read_metadata(dir: &Path) -> Result<WorkspaceMetadata> {
 
 /// Writes `value` as JSON so that readers see the old file or the new one,
 /// never a torn one: temporary file, fsync, rename, fsync of the directory.
+/// A new file gets mode 0666 less the umask, as `File::create` gives.
 pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| Error::Json { path: path.into(), source })?;
     bytes.push(b'\n');
-    let temporary = path.with_extension("json.tmp");
-    let mut file = fs::File::create(&temporary).map_err(io("create", &temporary))?;
-    file.write_all(&bytes).map_err(io("write", &temporary))?;
-    file.sync_all().map_err(io("fsync", &temporary))?;
-    fs::rename(&temporary, path).map_err(io("rename", path))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    fsutil::write_atomic(path, &bytes, 0o666).map_err(io("write", path))
 }
 
 /// The entries of `dir`; none if it does not exist (yet).
@@ -291,7 +286,7 @@ pub(crate) fn dir_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
 
 /// fsync(2) of a directory, so renames and removals in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(io("fsync directory", dir))
+    fsutil::sync_dir(dir).map_err(io("fsync directory", dir))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use clawfs::chunk::{chunk_id, Chunk};
-use clawfs::{Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest, HNSW_FILE, HNSW_SIDECAR_FILE};
+use clawfs::{Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
 
 const DIMENSION: usize = 256;
 
@@ -173,7 +173,7 @@ fn vector_scores_are_exact_cosine_over_the_stored_float32_vectors() {
 #[test]
 fn workspace_databases_use_large_pages_for_their_vectors() {
     let (dir, _clawfs) = instance();
-    let db = rusqlite::Connection::open(dir.path().join("workspaces/notes/workspace.db")).unwrap();
+    let db = rusqlite::Connection::open(dir.path().join("workspaces/notes").join(DATABASE_FILE)).unwrap();
     assert_eq!(db.query_row("PRAGMA page_size", [], |row| row.get::<_, u32>(0)).unwrap(), 32768);
 }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use agentfs::AgentFs;
-use clawfs::{Clawfs, Config, Error, HashingEmbedder, SearchRequest};
+use clawfs::{Clawfs, Config, Error, HashingEmbedder, SearchRequest, DATABASE_FILE};
 
 const DIMENSION: usize = 128;
 const GUIDE: &str = "# Backups\n\nSnapshots copy workspace.db every night.\n\n# Secrets\n\nThe vault seals its master key with the TPM.\n";
@@ -18,7 +18,7 @@ fn instance() -> (tempfile::TempDir, Clawfs) {
 }
 
 fn database(clawfs: &Clawfs) -> std::path::PathBuf {
-    clawfs.workspace_dir("notes").unwrap().join("workspace.db")
+    clawfs.workspace_dir("notes").unwrap().join(DATABASE_FILE)
 }
 
 fn hits(clawfs: &Clawfs, query: &str) -> Vec<(String, String)> {
@@ -100,7 +100,7 @@ fn prune_keeps_the_newest_and_bad_snapshots_are_refused() {
     assert_eq!(left, ["snapshot-2020-01-03.db".to_owned(), today.file.clone()]);
 
     assert!(matches!(clawfs.restore_snapshot("notes", "snapshot-2019-05-05.db"), Err(Error::NoSuchSnapshot { .. })));
-    assert!(matches!(clawfs.restore_snapshot("notes", "../workspace.db"), Err(Error::Name(_))));
+    assert!(matches!(clawfs.restore_snapshot("notes", &format!("../{DATABASE_FILE}")), Err(Error::Name(_))));
 
     // A snapshot whose inode table lost a row: the checker refuses it and
     // the live workspace is left alone.

@@ -8,12 +8,11 @@
 use std::path::PathBuf;
 
 use base64::Engine as _;
+use clawfs::audit::{AuditLog, Entry};
 use clawfs::files::{self, Access, Requester, WriteMode};
 use clawos_api::fs_engine::{DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ErrorCode, Principal};
-
-use crate::audit::{AuditLog, Entry};
 
 /// Serves the file methods under one ClawFS root.
 pub struct FileService {
@@ -35,7 +34,7 @@ impl FileService {
     /// Writes `entry` to the audit log; a request that cannot be audited fails.
     pub fn record(&self, entry: &Entry<'_>) -> Result<(), MethodError> {
         let log = self.audit.as_ref().map_err(|reason| MethodError::new(ErrorCode::Eio, format!("refused: {reason}")))?;
-        log.record(entry).map_err(|e| MethodError::new(ErrorCode::Eio, format!("refused: cannot write the audit log {}: {e}", log.path().display())))
+        log.record(entry).map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
     }
 
     /// Resolves `path` for whoever the request is for, auditing a refusal.

@@ -7,12 +7,11 @@
 //! `specs/clawfs/README.md`. Which component may call which method is the
 //! IPC ACL's job (`ipc-acl.toml`); which paths a request may touch is ours.
 //! Every file and memory operation, allowed or refused, goes to the audit
-//! log first (`audit.rs`); when it cannot be written, the request fails.
+//! log first (`clawfs::audit`); when it cannot be written, the request fails.
 //!
 //! Owns the workspace databases and their HNSW files under
 //! `/clawfs/workspaces`; the storage and search logic is `clawos-clawfs`.
 
-mod audit;
 mod embedder;
 mod files;
 
@@ -53,7 +52,7 @@ struct DaemonConfig {
 }
 
 fn default_audit_log() -> PathBuf {
-    PathBuf::from("/var/log/clawos/clawfs-audit.log")
+    PathBuf::from(clawfs::audit::DEFAULT_PATH)
 }
 
 /// How long reading the embeddings API key from the vault may take.
@@ -184,7 +183,7 @@ impl Daemon {
             Ok(embedder) => tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder"),
             Err(reason) => tracing::error!("memory search has no vector leg: the embedder could not be set up: {reason}"),
         }
-        let audit = audit::AuditLog::open(&config.audit_log).map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));
+        let audit = clawfs::audit::AuditLog::open(&config.audit_log).map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));
         if let Err(reason) = &audit {
             tracing::error!("{reason}; file and memory requests will be refused");
         }
@@ -227,7 +226,7 @@ impl Daemon {
             Some(path) => format!("/clawfs/workspaces/{workspace}/{path}"),
             None => format!("/clawfs/workspaces/{workspace}"),
         };
-        let entry = audit::Entry { agent: caller.as_str(), operation, path: &target, bytes: None, denied: None, caller: caller.as_str() };
+        let entry = clawfs::audit::Entry { agent: caller.as_str(), operation, path: &target, bytes: None, denied: None, caller: caller.as_str() };
         self.files.record(&entry)
     }
 

@@ -34,7 +34,7 @@ fn bench(c: &mut Criterion) {
     let request = CallRequest { agent_id: "bench", params: &params, timeout: None };
     c.bench_function("call trivial tool (fresh instance)", |b| b.iter(|| host.call(&echo, &request).unwrap()));
 
-    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join("workspace.db")).unwrap());
+    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
     c.bench_function("call trivial tool + audit insert", |b| b.iter(|| host.call_recorded(&echo, &request, None, &audit).unwrap()));
 }
 

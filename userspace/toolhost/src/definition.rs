@@ -1,8 +1,12 @@
 //! Tool definitions and `registry.json` (specs/toolhost/README.md,
-//! "Registry"), with its naming rules enforced when they are parsed.
+//! "Registry"), with its naming rules enforced when they are parsed. The
+//! rules for names (tool ids, versions, file names, workspaces) are ClawFS's
+//! (`clawfs::names`, specs/clawfs/README.md, "Names"), and those for paths
+//! `clawfs::files`'s; this module only applies them to a definition.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
+use clawfs::names::{self, SemVer};
 use serde::{Deserialize, Serialize};
 
 /// Largest memory a tool may ask for: the pooling allocator reserves this much
@@ -12,7 +16,7 @@ pub const MAX_MEMORY_LIMIT_MB: u32 = 1024;
 /// the wait sooner.
 pub const MAX_TIMEOUT_SECONDS: u32 = 300;
 /// Longest tool id; the id appears in file and cgroup names.
-pub const MAX_TOOL_ID_LEN: usize = 64;
+pub use clawfs::names::MAX_TOOL_ID_LEN;
 /// The WIT world every tool targets (`specs/wit/tool.wit`).
 pub const TOOL_WIT_INTERFACE: &str = "clawos:tool/tool@0.1.0";
 
@@ -65,7 +69,9 @@ impl Capability {
             (Some("filesystem"), Some("read"), Some(prefix)) => validate_prefix(prefix).map(Capability::FilesystemRead),
             (Some("filesystem"), Some("write"), Some(prefix)) => validate_prefix(prefix).map(Capability::FilesystemWrite),
             (Some("state"), Some("kv"), None) => Ok(Capability::StateKv),
-            (Some("memory"), Some("search"), Some(workspace)) => validate_workspace(workspace).map(|()| Capability::MemorySearch(workspace.to_owned())),
+            (Some("memory"), Some("search"), Some(workspace)) => names::validate_workspace_to_open(workspace)
+                .map(|()| Capability::MemorySearch(workspace.to_owned()))
+                .map_err(|e| format!("memory workspace: {e}")),
             _ => Err(format!(
                 "unknown capability {text:?} (known: network:outbound:<host>, filesystem:read:<prefix>, filesystem:write:<prefix>, state:kv, memory:search:<workspace>)"
             )),
@@ -104,28 +110,14 @@ fn validate_host(host: &str) -> Result<(), String> {
     }
 }
 
-/// Workspace names use the characters and length of ClawFS workspace names
-/// (specs/clawfs/README.md, "Names"): `[a-z0-9-]+`, at most 64 characters.
-fn validate_workspace(name: &str) -> Result<(), String> {
-    if !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
-        Ok(())
-    } else {
-        Err(format!("memory workspace {name:?} must be 1 to 64 of [a-z0-9-]"))
-    }
-}
-
-/// Prefixes are absolute, normal (no `.`, `..`, `//` or trailing `/`) and
-/// inside `/clawfs`, the only writable tree a tool may be pointed at.
+/// Prefixes are `/clawfs` paths (`clawfs::files::parse`: absolute, no
+/// `..`) in their normal form (no `.`, `//` or trailing `/`), so that a
+/// grant reads as what it grants; `/clawfs` is the only tree a tool may be
+/// pointed at.
 fn validate_prefix(prefix: &str) -> Result<PathBuf, String> {
-    let path = Path::new(prefix);
-    let normal = path.is_absolute()
-        && !prefix.ends_with('/')
-        && !prefix.contains("//")
-        && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if normal && path.starts_with("/clawfs") {
-        Ok(path.to_path_buf())
-    } else {
-        Err(format!("filesystem prefix {prefix:?} must be a normal absolute path under /clawfs"))
+    match clawfs::files::parse(prefix) {
+        Ok(parts) if clawfs::files::display(&parts) == prefix => Ok(PathBuf::from(prefix)),
+        _ => Err(format!("filesystem prefix {prefix:?} must be a normal absolute path under /clawfs")),
     }
 }
 
@@ -176,9 +168,9 @@ impl ToolDefinition {
     /// Checks every rule and resolves a relative `wasm_path` against `base_dir`.
     pub fn validate(self, base_dir: &Path) -> Result<ValidTool, DefinitionError> {
         let invalid = |field, reason: String| DefinitionError::Invalid { tool_id: self.tool_id.clone(), field, reason };
-        validate_tool_id(&self.tool_id).map_err(|reason| invalid("tool_id", reason))?;
-        validate_version(&self.version).map_err(|reason| invalid("version", reason))?;
-        let expected_file = format!("{}-v{}.wasm", self.tool_id, self.version);
+        names::validate_tool_id(&self.tool_id).map_err(|e| invalid("tool_id", e.to_string()))?;
+        let version = SemVer::parse(&self.version).map_err(|e| invalid("version", e.to_string()))?;
+        let expected_file = names::tool_binary_file(&self.tool_id, version);
         if self.wasm_path.file_name().and_then(|n| n.to_str()) != Some(expected_file.as_str()) {
             return Err(invalid("wasm_path", format!("file name must be {expected_file:?} (ClawFS naming rules)")));
         }
@@ -208,7 +200,7 @@ impl ToolDefinition {
     /// Reads `definitions/tool-<id>.json`; the file name must match the id.
     pub fn load(path: &Path) -> Result<ValidTool, DefinitionError> {
         let definition: ToolDefinition = read_json(path)?;
-        let expected = format!("tool-{}.json", definition.tool_id);
+        let expected = names::tool_definition_file(&definition.tool_id);
         if path.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
             return Err(DefinitionError::Invalid {
                 tool_id: definition.tool_id,
@@ -217,30 +209,6 @@ impl ToolDefinition {
             });
         }
         definition.validate(path.parent().unwrap_or(Path::new("/")))
-    }
-}
-
-fn validate_tool_id(id: &str) -> Result<(), String> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_TOOL_ID_LEN
-        && id.starts_with(|c: char| c.is_ascii_lowercase())
-        && !id.ends_with('-')
-        && !id.contains("--")
-        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("{id:?} must be lowercase ASCII letters, digits and single hyphens, start with a letter, at most {MAX_TOOL_ID_LEN} long"))
-    }
-}
-
-fn validate_version(version: &str) -> Result<(), String> {
-    let parts: Vec<&str> = version.split('.').collect();
-    let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && (p.len() == 1 || !p.starts_with('0'));
-    if parts.len() == 3 && parts.iter().all(numeric) {
-        Ok(())
-    } else {
-        Err(format!("{version:?} is not a semantic version X.Y.Z"))
     }
 }
 
@@ -258,8 +226,7 @@ fn parse_hash(text: &str) -> Result<[u8; 32], String> {
 
 /// Formats a digest as the registry's `sha256:<hex>`.
 pub fn format_hash(digest: &[u8; 32]) -> String {
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", fsutil::hex(digest))
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, DefinitionError> {
@@ -364,6 +331,8 @@ mod tests {
         let cases: Vec<(&str, BreakRule)> = vec![
             ("tool_id", |d| d.tool_id = "Text_Stats".into()),
             ("tool_id", |d| d.tool_id = "-x".into()),
+            ("tool_id", |d| d.tool_id = "1x".into()),
+            ("tool_id", |d| d.tool_id = "a".repeat(MAX_TOOL_ID_LEN + 1)),
             ("version", |d| d.version = "1.0".into()),
             ("version", |d| d.version = "01.0.0".into()),
             ("wasm_path", |d| d.wasm_path = "binaries/text-stats.wasm".into()),
@@ -371,8 +340,12 @@ mod tests {
             ("wit_interface", |d| d.wit_interface = "clawos-channel-v1".into()),
             ("capabilities", |d| d.capabilities = vec!["filesystem:read:/etc".into()]),
             ("capabilities", |d| d.capabilities = vec!["filesystem:read:/clawfs/../etc".into()]),
+            ("capabilities", |d| d.capabilities = vec!["filesystem:read:/clawfs/./workspaces".into()]),
+            ("capabilities", |d| d.capabilities = vec!["filesystem:read:/clawfs/workspaces/".into()]),
+            ("capabilities", |d| d.capabilities = vec!["filesystem:write:/clawfsx".into()]),
             ("capabilities", |d| d.capabilities = vec!["memory:search:../vault".into()]),
             ("capabilities", |d| d.capabilities = vec!["memory:search:Notes".into()]),
+            ("capabilities", |d| d.capabilities = vec!["memory:search:vault".into()]),
             ("capabilities", |d| d.capabilities = vec!["network:outbound:Evil.COM".into()]),
             ("capabilities", |d| d.capabilities = vec!["process:spawn".into()]),
             ("memory_limit_mb", |d| d.memory_limit_mb = 0),

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use clawfs::audit::AuditLog;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
@@ -17,7 +18,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::{clawos::tool as wit, ToolHostPre as HostPre};
 use crate::definition::{format_hash, ValidTool, MAX_MEMORY_LIMIT_MB};
 use crate::error::{Abort, CallError};
-use crate::imports::{CredentialProvider, Grants, KvBackend, MemoryKv, MemorySearch, NoCredentials, NoMemory, Services};
+use crate::imports::{Grants, Services};
+use crate::providers::{CredentialProvider, KvBackend, MemoryKv, MemorySearch, NoCredentials, NoMemory};
 use crate::limits::CallLimiter;
 
 /// How often the ticker thread advances the epoch: the granularity of every
@@ -51,6 +53,11 @@ pub struct HostConfig {
     /// Per-tool cgroups the calling thread joins for each call, when the
     /// daemon has a delegated cgroup v2 subtree.
     pub cgroups: Option<crate::cgroup::ToolCgroups>,
+    /// The ClawFS audit log (specs/clawfs/README.md, "Audit log") that every
+    /// file write of a tool is recorded in, as fs-engine records its own.
+    /// `Err` says why there is none; tools' writes are then refused, since
+    /// a write that cannot be audited must not happen. Default: none.
+    pub audit_log: Result<Arc<AuditLog>, String>,
 }
 
 impl Default for HostConfig {
@@ -64,6 +71,7 @@ impl Default for HostConfig {
             ca_bundle_pem: None,
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             cgroups: None,
+            audit_log: Err("no ClawFS audit log is configured".into()),
         }
     }
 }
@@ -169,6 +177,7 @@ impl ToolHost {
                 memory: config.memory,
                 kv: config.kv,
                 tls: tls_config(config.ca_bundle_pem.as_deref())?,
+                audit_log: config.audit_log,
             }),
             cache_dir: config.cache_dir,
             cgroups: config.cgroups,
@@ -240,8 +249,7 @@ impl ToolHost {
         };
         let mut engine_hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut engine_hasher);
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        let path = dir.join(format!("{hex}-{:016x}.cwasm", engine_hasher.finish()));
+        let path = dir.join(format!("{}-{:016x}.cwasm", fsutil::hex(digest), engine_hasher.finish()));
         if path.exists() {
             // SAFETY: the cache directory is created 0700 and owned by the
             // daemon (HostConfig::cache_dir documents that it must be writable
@@ -253,10 +261,7 @@ impl ToolHost {
             }
         }
         let artifact = self.engine.precompile_component(bytes)?;
-        let temporary = path.with_extension("cwasm.tmp");
-        std::fs::write(&temporary, &artifact).and_then(|()| std::fs::rename(&temporary, &path)).map_err(|e| {
-            wasmtime::Error::msg(format!("writing {}: {e}", path.display()))
-        })?;
+        fsutil::write_atomic(&path, &artifact, 0o666).map_err(|e| wasmtime::Error::msg(format!("writing {}: {e}", path.display())))?;
         // SAFETY: `artifact` was produced by this engine a moment ago.
         unsafe { Component::deserialize(&self.engine, &artifact) }
     }

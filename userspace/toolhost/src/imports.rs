@@ -2,16 +2,21 @@
 //! the call's grants; a request outside them aborts the call with
 //! [`Abort::Denied`] rather than returning an error the guest could probe with.
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use clawfs::audit::{AuditLog, Entry};
+use clawfs::files::{self, Resolved};
 
 use crate::bindings::clawos::tool::{filesystem, http, kv, logging, memory, types};
 use crate::definition::Capability;
 use crate::error::Abort;
 use crate::host::CallState;
+use crate::providers::{CredentialProvider, KvBackend, KvError, MemorySearch};
 
 /// Longest log message kept; the rest is cut.
 const MAX_LOG_MESSAGE_BYTES: usize = 4096;
@@ -26,118 +31,12 @@ const MAX_KV_KEY_BYTES: usize = 256;
 /// What replaces a credential value found in a response.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// A header the host adds to a granted request on the tool's behalf.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credential {
-    /// Header name, e.g. `authorization`.
-    pub header: String,
-    /// The full header value, e.g. `Bearer <secret>`.
-    pub value: String,
-    /// The secret inside `value`, redacted from responses on its own too.
-    pub secret: String,
-}
-
-/// Supplies credentials for outgoing requests, so the tool never holds them.
-/// The daemon implements it over the vault service; the host adds the headers
-/// after the tool's request has been checked against its grants, and redacts
-/// every secret from the response.
-pub trait CredentialProvider: Send + Sync {
-    /// The credentials for `tool_id`'s request to `authority` (`host:port`,
-    /// the port always explicit; match grants with [`authority_matches`]).
-    /// An error fails the request instead of sending it without them.
-    fn credentials_for(&self, tool_id: &str, authority: &str) -> Result<Vec<Credential>, String>;
-}
-
-/// The provider for a host without a vault: no credentials at all.
-pub struct NoCredentials;
-
-impl CredentialProvider for NoCredentials {
-    fn credentials_for(&self, _tool_id: &str, _authority: &str) -> Result<Vec<Credential>, String> {
-        Ok(Vec::new())
-    }
-}
-
-/// One search result handed to a tool.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryHit {
-    pub workspace: String,
-    pub path: String,
-    pub heading: String,
-    pub content: String,
-    pub score: f32,
-}
-
-/// A search's results and which legs ran (`ran (N candidates)` or
-/// `not run: <why>`), so a tool never mistakes keyword-only results for
-/// hybrid ones.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryResults {
-    pub hits: Vec<MemoryHit>,
-    pub keyword_leg: String,
-    pub vector_leg: String,
-}
-
-/// Searches ClawFS workspace memory for tools granted `memory:search:<ws>`.
-/// The daemon implements it over fs-engine's `memory_search`; the host has
-/// already checked the workspace against the tool's grants.
-pub trait MemorySearch: Send + Sync {
-    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, String>;
-}
-
-/// The provider for a host without fs-engine: every search fails.
-pub struct NoMemory;
-
-impl MemorySearch for NoMemory {
-    fn search(&self, _workspace: &str, _query: &str, _limit: u32) -> Result<MemoryResults, String> {
-        Err("no memory service is configured".into())
-    }
-}
-
-/// Where the `kv` interface keeps each (agent, tool) pair's keys. The
-/// daemon keeps them in the agent's AgentFS `kv_store`, so they survive
-/// restarts; the host enforces the size limits before calling it.
-pub trait KvBackend: Send + Sync {
-    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, String>;
-    /// Stores `value` unless that would make more than `max_keys` keys.
-    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), String>;
-    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), String>;
-}
-
-/// Keys kept in memory for the host's lifetime (tests, benchmarks).
-#[derive(Default)]
-pub struct MemoryKv {
-    entries: Mutex<HashMap<(String, String), HashMap<String, Vec<u8>>>>,
-}
-
-impl KvBackend for MemoryKv {
-    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
-        let entries = self.entries.lock().expect("kv lock poisoned");
-        Ok(entries.get(&(agent_id.to_owned(), tool_id.to_owned())).and_then(|m| m.get(key).cloned()))
-    }
-
-    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), String> {
-        let mut entries = self.entries.lock().expect("kv lock poisoned");
-        let map = entries.entry((agent_id.to_owned(), tool_id.to_owned())).or_default();
-        if map.len() >= max_keys && !map.contains_key(key) {
-            return Err(format!("the store already holds {max_keys} keys"));
-        }
-        map.insert(key.to_owned(), value);
-        Ok(())
-    }
-
-    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), String> {
-        if let Some(map) = self.entries.lock().expect("kv lock poisoned").get_mut(&(agent_id.to_owned(), tool_id.to_owned())) {
-            map.remove(key);
-        }
-        Ok(())
-    }
-}
-
 /// What a call is allowed, derived once from the tool's capabilities.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Grants {
-    read_prefixes: Vec<PathBuf>,
-    write_prefixes: Vec<PathBuf>,
+    /// Granted prefixes as their components below `/clawfs`.
+    read_prefixes: Vec<Vec<String>>,
+    write_prefixes: Vec<Vec<String>>,
     hosts: Vec<String>,
     memory_workspaces: Vec<String>,
     pub(crate) kv: bool,
@@ -146,12 +45,18 @@ pub(crate) struct Grants {
 impl Grants {
     pub(crate) fn new(capabilities: &[Capability]) -> Grants {
         let mut grants = Grants::default();
+        // A prefix that is not a /clawfs path (only possible for a Capability
+        // built by hand, not parsed) grants nothing.
+        let parts = |prefix: &std::path::Path| {
+            let parts = files::parse(prefix.to_str()?).ok()?;
+            Some(parts.into_iter().map(str::to_owned).collect::<Vec<_>>())
+        };
         for capability in capabilities {
             match capability {
-                Capability::FilesystemRead(prefix) => grants.read_prefixes.push(prefix.clone()),
+                Capability::FilesystemRead(prefix) => grants.read_prefixes.extend(parts(prefix)),
                 Capability::FilesystemWrite(prefix) => {
-                    grants.read_prefixes.push(prefix.clone());
-                    grants.write_prefixes.push(prefix.clone());
+                    grants.read_prefixes.extend(parts(prefix));
+                    grants.write_prefixes.extend(parts(prefix));
                 }
                 Capability::NetworkOutbound(host) => grants.hosts.push(host.clone()),
                 Capability::StateKv => grants.kv = true,
@@ -203,43 +108,41 @@ impl logging::Host for CallState {
 
 impl CallState {
     /// Maps a guest path (`/clawfs/...`) to the host path under the
-    /// configured ClawFS root, refusing anything outside the granted prefixes:
-    /// `..` and `.` are refused outright, and the resolved real path (after
-    /// symlinks) must still lie inside the prefix's real path.
-    fn resolve(&self, guest_path: &str, write: bool) -> wasmtime::Result<Result<PathBuf, filesystem::FsError>> {
-        let path = Path::new(guest_path);
-        let lexical_ok = path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-        let prefixes = if write { &self.grants.write_prefixes } else { &self.grants.read_prefixes };
+    /// configured ClawFS root. How a path is read is ClawFS's rule
+    /// (`clawfs::files`: no `..`, never through a symlink), the same as for
+    /// an agent's request to fs-engine; whether the tool may reach it is its
+    /// grants': the path must lie under one of its granted prefixes. `Err`
+    /// says why not; the caller aborts the call with it.
+    fn resolve(&self, guest_path: &str, write: bool) -> Result<Resolved, String> {
         let access = if write { "write" } else { "read" };
-        let Some(prefix) = prefixes.iter().find(|p| lexical_ok && path.starts_with(p)) else {
-            return Err(deny(format!("{access} of {guest_path:?} is outside the granted filesystem prefixes")));
+        let refused = |error: clawfs::Error| match error {
+            clawfs::Error::Denied { reason, .. } => format!("{access} of {guest_path:?}: {reason}"),
+            other => format!("{access} of {guest_path:?}: {other}"),
         };
-        let to_host = |p: &Path| self.services.clawfs_root.join(p.strip_prefix("/clawfs").expect("prefixes are under /clawfs"));
-        let host_prefix = match to_host(prefix).canonicalize() {
-            Ok(real) => real,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(filesystem::FsError::NotFound)),
-            Err(e) => return Ok(Err(filesystem::FsError::Io(e.to_string()))),
-        };
-        let host_path = to_host(path);
-        // For a write the file may not exist yet: resolve its directory and
-        // open the last component with O_NOFOLLOW (see write_file).
-        let (resolve_target, last) = match (write, host_path.parent(), host_path.file_name()) {
-            (true, Some(parent), Some(name)) => (parent.to_path_buf(), Some(name.to_owned())),
-            _ => (host_path.clone(), None),
-        };
-        let real = match resolve_target.canonicalize() {
-            Ok(real) => real,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(filesystem::FsError::NotFound)),
-            Err(e) => return Ok(Err(filesystem::FsError::Io(e.to_string()))),
-        };
-        if !real.starts_with(&host_prefix) {
-            return Err(deny(format!("{guest_path:?} resolves (through a symlink) outside its granted prefix")));
+        let parts = files::parse(guest_path).map_err(refused)?;
+        let prefixes = if write { &self.grants.write_prefixes } else { &self.grants.read_prefixes };
+        let granted = |prefix: &Vec<String>| prefix.len() <= parts.len() && prefix.iter().zip(&parts).all(|(granted, part)| granted == part);
+        if !prefixes.iter().any(granted) {
+            return Err(format!("{access} of {guest_path:?} is outside the granted filesystem prefixes"));
         }
-        Ok(Ok(match last {
-            Some(name) => real.join(name),
-            None => real,
-        }))
+        let real = files::beneath(&self.services.clawfs_root, guest_path, &parts).map_err(refused)?;
+        Ok(Resolved { real, display: files::display(&parts) })
     }
+
+    /// Appends a line for this call's tool to the ClawFS audit log, in
+    /// fs-engine's format with `caller=tool:<tool-id>`. `Err` is the
+    /// refusal the write fails with.
+    fn audit(&self, operation: &str, path: &str, bytes: Option<u64>, denied: Option<&str>) -> Result<(), String> {
+        let log = self.services.audit_log.as_ref().map_err(|reason| format!("refused: {reason}"))?;
+        let caller = format!("tool:{}", self.tool_id);
+        log.record(&Entry { agent: &self.agent_id, operation, path, bytes, denied, caller: &caller }).map_err(|e| e.to_string())
+    }
+}
+
+/// Opens `path` for reading without following a symlink planted there
+/// after it was resolved.
+fn open_no_follow(path: &std::path::Path) -> std::io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
 }
 
 fn io_error(e: std::io::Error) -> filesystem::FsError {
@@ -251,33 +154,53 @@ fn io_error(e: std::io::Error) -> filesystem::FsError {
 
 impl filesystem::Host for CallState {
     fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, filesystem::FsError>> {
-        Ok(self.resolve(&path, false)?.and_then(|p| std::fs::read(p).map_err(io_error)))
+        let file = self.resolve(&path, false).map_err(deny)?;
+        let mut contents = Vec::new();
+        Ok(open_no_follow(&file.real).and_then(|mut handle| handle.read_to_end(&mut contents)).map(|_| contents).map_err(io_error))
     }
 
+    /// Audited like a `write_file` to fs-engine (specs/clawfs/README.md,
+    /// "Audit log"): `open` before, `write` with the size after, a refusal
+    /// as a `[WARN]` line; a write whose line cannot be written fails.
     fn write_file(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<(), filesystem::FsError>> {
-        use std::os::unix::fs::OpenOptionsExt;
-        Ok(self.resolve(&path, true)?.and_then(|p| {
-            // O_NOFOLLOW: a symlink planted as the last component is not followed.
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(p)
-                .map_err(io_error)?;
-            file.write_all(&contents).map_err(io_error)
-        }))
+        let file = match self.resolve(&path, true) {
+            Ok(file) => file,
+            Err(reason) => {
+                // The call is aborted whether or not the line could be written.
+                if let Err(e) = self.audit("write", &path, None, Some(&reason)) {
+                    tracing::error!(tool = self.tool_id, agent = self.agent_id, "auditing a refused write: {e}");
+                }
+                return Err(deny(reason));
+            }
+        };
+        if let Err(refusal) = self.audit("open", &file.display, None, None) {
+            return Ok(Err(filesystem::FsError::Io(refusal)));
+        }
+        // O_NOFOLLOW: a symlink planted as the last component is not followed.
+        let written = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&file.real)
+            .and_then(|mut handle| handle.write_all(&contents));
+        if let Err(e) = written {
+            return Ok(Err(io_error(e)));
+        }
+        Ok(self.audit("write", &file.display, Some(contents.len() as u64), None).map_err(filesystem::FsError::Io))
     }
 
     fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<String>, filesystem::FsError>> {
-        Ok(self.resolve(&path, false)?.and_then(|p| {
-            let mut names = Vec::new();
-            for entry in std::fs::read_dir(p).map_err(io_error)? {
-                names.push(entry.map_err(io_error)?.file_name().to_string_lossy().into_owned());
+        let dir = self.resolve(&path, false).map_err(deny)?;
+        let mut names = Vec::new();
+        let listed = std::fs::read_dir(&dir.real).and_then(|entries| {
+            for entry in entries {
+                names.push(entry?.file_name().to_string_lossy().into_owned());
             }
-            names.sort();
-            Ok(names)
-        }))
+            Ok(())
+        });
+        names.sort();
+        Ok(listed.map(|()| names).map_err(io_error))
     }
 }
 
@@ -324,7 +247,7 @@ fn redaction_needles(secrets: &[String]) -> Vec<Vec<u8>> {
         for engine in [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::STANDARD_NO_PAD] {
             needles.push(engine.encode(secret).into_bytes());
         }
-        needles.push(secret.bytes().flat_map(|b| format!("{b:02x}").into_bytes()).collect());
+        needles.push(fsutil::hex(secret.as_bytes()).into_bytes());
     }
     // Longest first, so a padded form is replaced whole before its prefix.
     needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
@@ -408,7 +331,7 @@ impl http::Host for CallState {
 
 /// A backend failure aborts the call: `get` has no error to return, and a
 /// tool must not mistake a broken store for an empty one.
-fn kv_unavailable(e: String) -> wasmtime::Error {
+fn kv_unavailable(e: KvError) -> wasmtime::Error {
     wasmtime::Error::msg(format!("kv store unavailable: {e}"))
 }
 
@@ -424,7 +347,7 @@ impl kv::Host for CallState {
         if key.is_empty() || key.len() > MAX_KV_KEY_BYTES {
             return Ok(Err(format!("keys are 1 to {MAX_KV_KEY_BYTES} bytes")));
         }
-        Ok(self.services.kv.set(&self.agent_id, &self.tool_id, &key, value, MAX_KV_ENTRIES))
+        Ok(self.services.kv.set(&self.agent_id, &self.tool_id, &key, value, MAX_KV_ENTRIES).map_err(|e| e.to_string()))
     }
 
     fn delete(&mut self, key: String) -> wasmtime::Result<()> {
@@ -451,7 +374,7 @@ impl memory::Host for CallState {
                 .collect(),
             keyword_leg: found.keyword_leg,
             vector_leg: found.vector_leg,
-        }))
+        }).map_err(|e| e.to_string()))
     }
 }
 
@@ -463,6 +386,8 @@ pub(crate) struct Services {
     pub(crate) kv: Arc<dyn KvBackend>,
     /// Which roots HTTPS trusts (web roots, or the configured CA bundle).
     pub(crate) tls: ureq::tls::TlsConfig,
+    /// Where tools' file writes are audited, or why nowhere (they are refused).
+    pub(crate) audit_log: Result<Arc<AuditLog>, String>,
 }
 
 impl Services {

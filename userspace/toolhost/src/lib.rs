@@ -12,9 +12,14 @@
 //! - Capabilities: a component importing an interface none of its
 //!   capabilities grants is refused before it runs; a path or host outside its
 //!   grants aborts the call with [`CallError::CapabilityDenied`].
-//! - [`audit`]: every call recorded in the agent's AgentFS `tool_calls`.
+//! - [`audit`]: every call recorded in the agent's AgentFS `tool_calls`;
+//!   every file a tool writes in the ClawFS audit log (`clawfs::audit`,
+//!   [`HostConfig::audit_log`]), as fs-engine records its own.
 //! - [`cgroup`]: per-tool cgroup v2 CPU and pids limits for the calling thread.
 //! - [`store`]: tools installed at run time in `/clawfs/tools`.
+//! - What host functions ask of the daemon ([`CredentialProvider`],
+//!   [`MemorySearch`], [`KvBackend`]) and why it can fail
+//!   ([`CredentialError`], [`MemoryError`], [`KvError`]).
 //!
 //! Design, limits and threat model: `specs/toolhost/README.md`.
 
@@ -25,13 +30,15 @@ mod error;
 mod host;
 mod imports;
 mod limits;
+mod providers;
 pub mod store;
 
 pub use error::CallError;
 pub use host::{CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
-pub use imports::{
-    authority_matches, Credential, CredentialProvider, KvBackend, MemoryHit, MemoryKv, MemoryResults, MemorySearch, NoCredentials, NoMemory,
-    REDACTED,
+pub use imports::{authority_matches, REDACTED};
+pub use providers::{
+    Credential, CredentialError, CredentialProvider, KvBackend, KvError, MemoryError, MemoryHit, MemoryKv, MemoryResults, MemorySearch,
+    NoCredentials, NoMemory,
 };
 
 /// Host bindings for the `tool-host` world (every interface a tool may import).

@@ -11,9 +11,9 @@
 //! name carries the version): installing other bytes under the same name is
 //! refused.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use clawfs::names;
 use sha2::{Digest, Sha256};
 
 use crate::definition::{format_hash, DefinitionError, Registry, ToolDefinition, ValidTool};
@@ -67,7 +67,7 @@ impl ToolStore {
     /// listed until [`ToolStore::commit`]; the caller loads it in between, so
     /// a tool the host refuses never enters the registry.
     pub fn stage(&self, mut definition: ToolDefinition, wasm: &[u8]) -> Result<ValidTool, StoreError> {
-        definition.wasm_path = PathBuf::from(format!("binaries/{}-v{}.wasm", definition.tool_id, definition.version));
+        definition.wasm_path = Path::new("binaries").join(names::tool_binary_file(&definition.tool_id, &definition.version));
         let tool = definition.validate(&self.dir)?;
         let digest: [u8; 32] = Sha256::digest(wasm).into();
         if digest != tool.wasm_sha256 {
@@ -90,7 +90,7 @@ impl ToolStore {
     /// an earlier version of the same tool (its binary stays, immutable, for
     /// whoever pinned it).
     pub fn commit(&mut self, tool: ValidTool) -> Result<(), StoreError> {
-        let definition_path = self.dir.join("definitions").join(format!("tool-{}.json", tool.tool_id()));
+        let definition_path = self.dir.join("definitions").join(names::tool_definition_file(tool.tool_id()));
         let text = serde_json::to_string_pretty(&tool.definition).expect("definitions serialize") + "\n";
         write_atomic(&definition_path, text.as_bytes())?;
         let mut registry = self.registry.clone();
@@ -107,7 +107,7 @@ impl ToolStore {
         let tool = registry.remove(tool_id).ok_or_else(|| StoreError::NotInstalled(tool_id.to_owned()))?;
         write_atomic(&self.dir.join("registry.json"), registry.to_json().as_bytes())?;
         self.registry = registry;
-        for path in [self.dir.join("definitions").join(format!("tool-{tool_id}.json")), tool.wasm_path.clone()] {
+        for path in [self.dir.join("definitions").join(names::tool_definition_file(tool_id)), tool.wasm_path.clone()] {
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&path)(e)),
                 _ => {}
@@ -117,15 +117,13 @@ impl ToolStore {
     }
 }
 
-/// Temporary file, fsync, rename, fsync of the directory (created if missing).
+/// `fsutil::write_atomic` (temporary file, fsync, rename, fsync of the
+/// directory) into a directory created if missing; a new file gets mode
+/// 0666 less the umask.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().expect("store paths have a directory");
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let temporary = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temporary).map_err(io(&temporary))?;
-    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(io(&temporary))?;
-    std::fs::rename(&temporary, path).map_err(io(path))?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+    fsutil::write_atomic(path, bytes, 0o666).map_err(io(path))
 }
 
 #[cfg(test)]

@@ -12,8 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use clawfs::audit::AuditLog;
 use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
-use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, MemoryHit, MemoryResults, MemorySearch, ToolHost, REDACTED};
+use clawos_toolhost::{
+    CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, MemoryError, MemoryHit, MemoryResults, MemorySearch, ToolHost,
+    REDACTED,
+};
 use common::echo_server;
 use serde_json::{json, Value};
 
@@ -23,6 +27,8 @@ struct Tools {
     /// each with the registry tools.sh wrote there.
     dirs: Vec<(PathBuf, Registry)>,
     clawfs: tempfile::TempDir,
+    /// Holds the ClawFS audit log tools' writes go to.
+    logs: tempfile::TempDir,
 }
 
 fn tools() -> Option<Tools> {
@@ -41,12 +47,21 @@ fn tools() -> Option<Tools> {
     std::fs::create_dir_all(clawfs.path().join("workspaces/default")).unwrap();
     std::fs::write(clawfs.path().join("workspaces/default/hello.txt"), "hi there").unwrap();
     std::fs::write(clawfs.path().join("outside.txt"), "outside the grant").unwrap();
-    Some(Tools { dirs, clawfs })
+    Some(Tools { dirs, clawfs, logs: tempfile::tempdir().unwrap() })
 }
 
 impl Tools {
+    fn config(&self) -> HostConfig {
+        let audit_log = AuditLog::open(&self.audit_log()).map(Arc::new).map_err(|e| e.to_string());
+        HostConfig { clawfs_root: self.clawfs.path().into(), audit_log, ..HostConfig::default() }
+    }
+
+    fn audit_log(&self) -> PathBuf {
+        self.logs.path().join("clawfs-audit.log")
+    }
+
     fn host(&self, credentials: Option<Arc<dyn CredentialProvider>>) -> ToolHost {
-        let mut config = HostConfig { clawfs_root: self.clawfs.path().into(), ..HostConfig::default() };
+        let mut config = self.config();
         if let Some(credentials) = credentials {
             config.credentials = credentials;
         }
@@ -54,7 +69,7 @@ impl Tools {
     }
 
     fn host_with_memory(&self, memory: Arc<dyn MemorySearch>) -> ToolHost {
-        ToolHost::new(HostConfig { clawfs_root: self.clawfs.path().into(), memory, ..HostConfig::default() }).unwrap()
+        ToolHost::new(HostConfig { memory, ..self.config() }).unwrap()
     }
 
     fn get(&self, tool: &str) -> ValidTool {
@@ -104,12 +119,22 @@ fn text_and_file_tools_work_inside_their_grants() {
     assert_eq!(run(&host, &write, json!({"path": notes, "text": "one\n"})).unwrap(), json!({"path": notes, "bytes": 4}));
     assert_eq!(run(&host, &write, json!({"path": notes, "text": "two\n", "append": true})).unwrap(), json!({"path": notes, "bytes": 8}));
     assert_eq!(std::fs::read_to_string(tools.clawfs.path().join("workspaces/default/notes.md")).unwrap(), "one\ntwo\n");
+    // Both writes are in the ClawFS audit log, as fs-engine would record them.
+    let audited = std::fs::read_to_string(tools.audit_log()).unwrap();
+    let writes: Vec<&str> = audited.lines().filter_map(|line| line.split_once(' ').map(|(_, rest)| rest)).filter(|line| line.contains(" operation=write ")).collect();
+    let write_line = |bytes| format!("[INFO] agent=test-agent operation=write path={notes} bytes={bytes} caller=tool:file-write");
+    assert_eq!(writes, [write_line(4), write_line(8)]);
     assert!(matches!(run(&host, &write, json!({"path": "/clawfs/outside.txt", "text": "x"})), Err(CallError::CapabilityDenied { .. })));
-    // A symlink planted as the file is not followed out of the workspace.
+    // A symlink planted as the file is refused like any path through a
+    // symlink (clawfs::files::beneath), not followed out of the workspace.
     std::os::unix::fs::symlink(tools.clawfs.path().join("outside.txt"), tools.clawfs.path().join("workspaces/default/link")).unwrap();
     let planted = run(&host, &write, json!({"path": "/clawfs/workspaces/default/link", "text": "overwritten"}));
-    assert!(matches!(planted, Err(CallError::Tool { kind: "failed", .. })), "{planted:?}");
+    assert!(matches!(planted, Err(CallError::CapabilityDenied { .. })), "{planted:?}");
     assert_eq!(std::fs::read_to_string(tools.clawfs.path().join("outside.txt")).unwrap(), "outside the grant");
+    let refused = std::fs::read_to_string(tools.audit_log()).unwrap();
+    let refused: Vec<&str> = refused.lines().filter(|line| line.contains(" denied=true ")).collect();
+    assert_eq!(refused.len(), 2, "{refused:#?}");
+    assert!(refused[0].contains("path=/clawfs/outside.txt ") && refused[1].contains("path=/clawfs/workspaces/default/link "), "{refused:#?}");
 }
 
 #[test]
@@ -215,7 +240,7 @@ struct OneSecret {
 }
 
 impl CredentialProvider for OneSecret {
-    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, String> {
+    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, CredentialError> {
         assert_eq!(tool_id, "secret-read");
         Ok(vec![Credential { header: "authorization".into(), value: format!("Bearer {}", self.secret), secret: self.secret.clone() }])
     }
@@ -245,7 +270,7 @@ fn injected_credentials_never_reach_the_tool() {
 struct OneHit;
 
 impl MemorySearch for OneHit {
-    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, String> {
+    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, MemoryError> {
         let hit = MemoryHit { workspace: workspace.into(), path: "notes.md".into(), heading: "Notes".into(), content: format!("{query} x{limit}"), score: 0.5 };
         Ok(MemoryResults { hits: vec![hit], keyword_leg: "ran (1 candidates)".into(), vector_leg: "not run: no embedder".into() })
     }

@@ -7,7 +7,8 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clawos_toolhost::{CallError, CallRequest, Credential, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use clawfs::audit::{AuditLog, Entry};
+use clawos_toolhost::{CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, ToolHost, REDACTED};
 use common::{echo_server, install, tls_echo_server, Fixture};
 use serde_json::{json, Value};
 
@@ -123,20 +124,41 @@ fn import_without_capability_is_refused_before_running() {
     }
 }
 
-#[test]
-fn filesystem_is_confined_to_granted_prefixes() {
+/// A temporary directory with a ClawFS root, `clawfs/`, holding
+/// `workspaces/default/` and `vault/`.
+fn clawfs_root() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("clawfs");
     std::fs::create_dir_all(root.join("workspaces/default")).unwrap();
     std::fs::create_dir_all(root.join("vault")).unwrap();
+    (dir, root)
+}
+
+#[test]
+fn filesystem_is_confined_to_granted_prefixes() {
+    let (dir, root) = clawfs_root();
     std::fs::write(root.join("workspaces/default/notes.json"), r#"{"note": 1}"#).unwrap();
     std::fs::write(root.join("vault/secret.json"), r#"{"secret": 1}"#).unwrap();
     std::os::unix::fs::symlink(root.join("vault/secret.json"), root.join("workspaces/default/link.json")).unwrap();
+    // A link that stays inside the grant is refused all the same: paths are
+    // never read through a symlink (clawfs::files::beneath).
+    std::os::unix::fs::symlink(root.join("workspaces/default"), root.join("workspaces/alias")).unwrap();
+    std::fs::create_dir_all(root.join("workspaces-other")).unwrap();
+    std::fs::write(root.join("workspaces-other/x.json"), "{}").unwrap();
     let host = host(&root);
     let reader = install(dir.path(), &Fixture::FileRead, &["filesystem:read:/clawfs/workspaces"], 16, 5);
 
     assert_eq!(call(&host, &reader, json!("/clawfs/workspaces/default/notes.json")).unwrap(), json!({"note": 1}));
-    for escape in ["/clawfs/vault/secret.json", "/clawfs/workspaces/../vault/secret.json", "/clawfs/workspaces/default/link.json", "/etc/shadow"] {
+    assert_eq!(call(&host, &reader, json!("/clawfs//workspaces/./default/notes.json")).unwrap(), json!({"note": 1}));
+    for escape in [
+        "/clawfs/vault/secret.json",
+        "/clawfs/workspaces/../vault/secret.json",
+        "/clawfs/workspaces/default/link.json",
+        "/clawfs/workspaces/alias/notes.json",
+        "/clawfs/workspaces-other/x.json",
+        "/clawfs/../etc/shadow",
+        "/etc/shadow",
+    ] {
         match call(&host, &reader, json!(escape)) {
             Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains(escape), "{reason}"),
             other => panic!("{escape}: expected CapabilityDenied, got {other:?}"),
@@ -145,10 +167,77 @@ fn filesystem_is_confined_to_granted_prefixes() {
     assert_still_serving(&host, dir.path());
 }
 
+/// A host whose tools' file writes go to the audit log at `log`.
+fn audited_host(clawfs_root: &std::path::Path, log: &std::path::Path) -> ToolHost {
+    let audit_log = Ok(Arc::new(AuditLog::open(log).unwrap()));
+    ToolHost::new(HostConfig { clawfs_root: clawfs_root.into(), audit_log, ..HostConfig::default() }).unwrap()
+}
+
+/// The audit log's lines, each split into its timestamp and the rest.
+fn audit_lines(log: &std::path::Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines().map(|line| line.split_once(' ').map(|(at, rest)| (at.to_owned(), rest.to_owned())).unwrap()).collect()
+}
+
+#[test]
+fn a_tools_write_is_in_the_clawfs_audit_log_like_fs_engines() {
+    let (dir, root) = clawfs_root();
+    let log = dir.path().join("clawfs-audit.log");
+    let host = audited_host(&root, &log);
+    let writer = install(dir.path(), &Fixture::FileWrite, &["filesystem:write:/clawfs/workspaces"], 16, 5);
+
+    let target = "/clawfs/workspaces//default/./out.json";
+    assert_eq!(call(&host, &writer, json!(target)).unwrap(), json!(target));
+    let written = std::fs::read_to_string(root.join("workspaces/default/out.json")).unwrap();
+    assert_eq!(written, json!(target).to_string());
+
+    // The same lines fs-engine writes for a write_file (clawfs::audit::Entry),
+    // with the normal path, the agent, and the tool as the caller.
+    let lines = audit_lines(&log);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let entry = |operation, bytes| Entry {
+        agent: "wasm-agent",
+        operation,
+        path: "/clawfs/workspaces/default/out.json",
+        bytes,
+        denied: None,
+        caller: "tool:file-write",
+    };
+    assert_eq!(format!("{} {}", lines[0].0, lines[0].1), entry("open", None).line(&lines[0].0));
+    assert_eq!(format!("{} {}", lines[1].0, lines[1].1), entry("write", Some(written.len() as u64)).line(&lines[1].0));
+    assert_eq!(lines[1].1, format!("[INFO] agent=wasm-agent operation=write path=/clawfs/workspaces/default/out.json bytes={} caller=tool:file-write", written.len()));
+
+    // Refused writes are audited too, and write nothing.
+    for escape in ["/clawfs/vault/planted.json", "/clawfs/workspaces/../vault/planted.json"] {
+        assert!(matches!(call(&host, &writer, json!(escape)), Err(CallError::CapabilityDenied { .. })), "{escape}");
+        let (_, line) = audit_lines(&log).pop().unwrap();
+        let path = serde_json::Value::String(escape.into());
+        assert!(line.starts_with("[WARN] agent=wasm-agent operation=write path=") && line.contains(" denied=true reason="), "{line}");
+        assert!(line.contains(&format!("path={escape} ")) || line.contains(&format!("path={path} ")), "{line}");
+        assert!(line.ends_with(" caller=tool:file-write"), "{line}");
+    }
+    assert!(!root.join("vault/planted.json").exists());
+    assert_eq!(audit_lines(&log).len(), 4);
+}
+
+#[test]
+fn a_tools_write_that_cannot_be_audited_does_not_happen() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("workspaces")).unwrap();
+    let writer = install(dir.path(), &Fixture::FileWrite, &["filesystem:write:/clawfs/workspaces"], 16, 5);
+    // No audit log at all (HostConfig's default), and one that refuses every
+    // line (/dev/full: ENOSPC): the fixture traps on the refusal.
+    for host in [host(dir.path()), audited_host(dir.path(), std::path::Path::new("/dev/full"))] {
+        let refused = call(&host, &writer, json!("/clawfs/workspaces/x.json"));
+        assert!(matches!(refused, Err(CallError::Trap { .. })), "{refused:?}");
+        assert!(!dir.path().join("workspaces/x.json").exists());
+    }
+}
+
 struct TestVault;
 
 impl CredentialProvider for TestVault {
-    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, String> {
+    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, CredentialError> {
         assert_eq!(tool_id, "http-get");
         Ok(vec![Credential { header: "authorization".into(), value: "Bearer s3cret-token".into(), secret: "s3cret-token".into() }])
     }
@@ -231,7 +320,7 @@ fn precompiled_cache_is_reused_across_hosts() {
 fn every_call_is_audited() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
-    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join("workspace.db")).unwrap());
+    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
     let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
     let trap = install(dir.path(), &Fixture::Trap, &[], 16, 5);
     let (echo_params, trap_params) = (json!({"x": 1}), json!({}));

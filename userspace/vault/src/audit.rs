@@ -60,7 +60,7 @@ fn entry_mac(key: &Key256, entry: &AuditEntry) -> String {
     let mut unsigned = entry.clone();
     unsigned.mac.clear();
     let bytes = serde_json::to_vec(&unsigned).expect("audit entries always serialize");
-    crate::hex(&hmac_sha256(key, &[b"clawos-vault-audit", &bytes]))
+    fsutil::hex(&hmac_sha256(key, &[b"clawos-vault-audit", &bytes]))
 }
 
 /// Longest audit line read back when resuming the chain.
@@ -105,7 +105,7 @@ impl AuditLog {
     ) -> io::Result<()> {
         let mut entry = AuditEntry {
             seq: self.last_seq + 1,
-            time: crate::now_rfc3339(),
+            time: fsutil::now_rfc3339(),
             caller: caller.to_owned(),
             capability: capability.to_owned(),
             operation: operation.to_owned(),
@@ -119,7 +119,7 @@ impl AuditLog {
         let mut line = serde_json::to_string(&entry).expect("audit entries always serialize");
         line.push('\n');
         if let Some(dir) = self.path.parent() {
-            crate::fsutil::create_private_dir(dir)?;
+            crate::files::create_private_dir(dir)?;
         }
         let mut file = OpenOptions::new()
             .create(true)

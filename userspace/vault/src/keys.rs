@@ -37,7 +37,7 @@ impl RecoveryKey {
     /// The key as 16 dash-separated groups of 4 hex digits, to show the
     /// operator once.
     pub fn reveal(&self) -> Zeroizing<String> {
-        let hex = Zeroizing::new(crate::hex(&self.0[..]));
+        let hex = Zeroizing::new(fsutil::hex(&self.0[..]));
         let mut grouped = Zeroizing::new(String::with_capacity(80));
         for (index, chunk) in hex.as_bytes().chunks(4).enumerate() {
             if index > 0 {

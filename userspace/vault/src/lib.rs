@@ -26,7 +26,7 @@ pub mod config;
 mod crypto;
 mod error;
 mod format;
-mod fsutil;
+mod files;
 mod keyring;
 mod keys;
 mod manifest;
@@ -47,23 +47,3 @@ pub use vault::{
     validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo,
     SecretValue, Vault, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,
 };
-
-/// Lowercase hexadecimal of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(2 * bytes.len()), |mut text, byte| {
-            let _ = write!(text, "{byte:02x}");
-            text
-        })
-}
-
-/// The current UTC time in RFC 3339 with whole seconds.
-pub(crate) fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.replace_nanosecond(0)
-        .unwrap_or(now)
-        .format(&time::format_description::well_known::Rfc3339)
-        .expect("UTC times always format as RFC 3339")
-}

@@ -57,7 +57,7 @@ fn sha256_file(path: &Path) -> io::Result<String> {
         }
         hasher.update(&buffer[..read]);
     }
-    Ok(crate::hex(&hasher.finalize()))
+    Ok(fsutil::hex(&hasher.finalize()))
 }
 
 /// Refuses absolute paths and `..`, so a manifest never reaches outside its root.
@@ -71,7 +71,7 @@ pub(crate) fn is_contained(relative: &Path) -> bool {
 impl SystemManifest {
     fn compute_mac(&self, key: &Key256) -> String {
         let files = serde_json::to_vec(&self.files).expect("maps of strings serialize");
-        crate::hex(&hmac_sha256(
+        fsutil::hex(&hmac_sha256(
             key,
             &[self.format.as_bytes(), self.created_at.as_bytes(), &files],
         ))
@@ -101,7 +101,7 @@ impl SystemManifest {
         }
         let mut manifest = SystemManifest {
             format: MANIFEST_FORMAT.to_owned(),
-            created_at: crate::now_rfc3339(),
+            created_at: fsutil::now_rfc3339(),
             files,
             mac: String::new(),
         };

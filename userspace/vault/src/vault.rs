@@ -31,7 +31,7 @@ use crate::crypto::{
 };
 use crate::error::{io, Result, VaultError};
 use crate::format::{MasterKeyFile, MasterProtection, WrapScope, WrappedKey, MASTER_FORMAT};
-use crate::fsutil::{create_private_dir, write_atomic};
+use crate::files::{create_private_dir, write_atomic};
 use crate::keyring::KeyCache;
 use crate::keys::{Passphrase, RecoveryKey};
 use crate::policy::{AccessPolicy, Caller, Capability};
@@ -195,7 +195,8 @@ impl std::fmt::Debug for Vault {
 }
 
 fn now_unix() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since_epoch.map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn read_master_file(config: &VaultConfig) -> Result<MasterKeyFile> {
@@ -293,7 +294,7 @@ fn master_cache_name(generation: u32) -> String {
 /// rotation can never pick up keys derived from the discarded master.
 fn derived_key_prefix(master: &Key256) -> String {
     let fingerprint = crypto::hmac_sha256(master, &[b"clawos-vault-keyring-name"]);
-    format!("k{}:", crate::hex(&fingerprint[..8]))
+    format!("k{}:", fsutil::hex(&fingerprint[..8]))
 }
 
 impl Vault {
@@ -316,7 +317,7 @@ impl Vault {
         let master = Key256::random();
         let recovery_key = RecoveryKey::generate();
         let recovery_salt: [u8; SALT_LEN] = random_bytes();
-        let vault_id = crate::hex(&random_bytes::<16>());
+        let vault_id = fsutil::hex(&random_bytes::<16>());
         let scope = WrapScope {
             vault_id: &vault_id,
             generation: 1,
@@ -345,7 +346,7 @@ impl Vault {
             escrow: escrow.seal(scope, &master),
             vault_id,
             generation: 1,
-            created_at: crate::now_rfc3339(),
+            created_at: fsutil::now_rfc3339(),
             protection,
             recovery,
             archive: Vec::new(),

@@ -65,12 +65,13 @@ fn main() {
     std::fs::write(
         root.join("wasm-daemon.toml"),
         format!(
-            "[ipc]\npolicy_path = \"{acl}\"\nrate_limit = {{ messages_per_second = 0, burst = 0 }}\n\n[component]\nregistry = \"{registry}\"\ntools_dir = \"{tools}\"\ncache_dir = \"{cache}\"\nclawfs_root = \"{clawfs}\"\ncgroups = false\n",
+            "[ipc]\npolicy_path = \"{acl}\"\nrate_limit = {{ messages_per_second = 0, burst = 0 }}\n\n[component]\nregistry = \"{registry}\"\ntools_dir = \"{tools}\"\ncache_dir = \"{cache}\"\nclawfs_root = \"{clawfs}\"\ncgroups = false\naudit_log = \"{audit_log}\"\n",
             acl = root.join("ipc-acl.toml").display(),
             registry = registry.display(),
             tools = root.join("tools").display(),
             cache = root.join("cache").display(),
             clawfs = root.join("clawfs").display(),
+            audit_log = root.join("clawfs-audit.log").display(),
         ),
     )
     .unwrap();

@@ -58,7 +58,7 @@ mod tests {
     #[test]
     fn an_audit_database_is_reused_until_its_file_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
-        let workspace = dir.path().join("workspace.db");
+        let workspace = dir.path().join(clawfs::DATABASE_FILE);
         let audits = Audits::default();
         let first = audits.get(&workspace).unwrap();
         assert!(Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));

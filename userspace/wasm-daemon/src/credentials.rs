@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawos_ipc::ComponentId;
-use clawos_toolhost::{authority_matches, Credential, CredentialProvider};
+use clawos_toolhost::{authority_matches, Credential, CredentialError, CredentialProvider};
 use serde::Deserialize;
 
 /// How long one `secret_get` may take.
@@ -83,25 +83,30 @@ impl VaultCredentials {
         VaultCredentials { rules_path, runtime }
     }
 
-    fn rules(&self) -> Result<Vec<CredentialRule>, String> {
+    fn rules(&self) -> Result<Vec<CredentialRule>, CredentialError> {
+        let invalid = |reason: String| CredentialError::Rules { path: self.rules_path.clone(), reason };
         let text = match std::fs::read_to_string(&self.rules_path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(format!("{}: {e}", self.rules_path.display())),
+            Err(e) => return Err(invalid(e.to_string())),
         };
-        let file: CredentialsFile = toml::from_str(&text).map_err(|e| format!("{}: {e}", self.rules_path.display()))?;
-        file.credential.iter().try_for_each(CredentialRule::check)?;
+        let file: CredentialsFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        file.credential.iter().try_for_each(CredentialRule::check).map_err(invalid)?;
         Ok(file.credential)
     }
 
-    fn secret(&self, secret_id: &str) -> Result<String, String> {
+    fn secret(&self, secret_id: &str) -> Result<String, CredentialError> {
         // A header value must be text.
-        clawos_runtime::peers::vault_secret(&self.runtime, ComponentId::WasmDaemon, secret_id, VAULT_TIMEOUT)
+        clawos_runtime::peers::vault_secret(&self.runtime, ComponentId::WasmDaemon, secret_id, VAULT_TIMEOUT).map_err(|message| {
+            // The vault client's message names the secret already.
+            let reason = message.strip_prefix(&format!("vault secret {secret_id}: ")).unwrap_or(&message).to_owned();
+            CredentialError::Vault { secret_id: secret_id.to_owned(), reason }
+        })
     }
 }
 
 impl CredentialProvider for VaultCredentials {
-    fn credentials_for(&self, tool_id: &str, authority: &str) -> Result<Vec<Credential>, String> {
+    fn credentials_for(&self, tool_id: &str, authority: &str) -> Result<Vec<Credential>, CredentialError> {
         let mut credentials = Vec::new();
         for rule in self.rules()?.into_iter().filter(|rule| rule.applies(tool_id, authority)) {
             let secret = self.secret(&rule.secret)?;
@@ -148,7 +153,8 @@ mod tests {
     fn a_bad_file_fails_the_request_instead_of_sending_it_bare() {
         for bad in [INCOMPLETE_RULE, BAD_HEADER, FORMAT_WITHOUT_SECRET] {
             let (_dir, provider, _runtime) = provider(bad);
-            assert!(provider.credentials_for("t", "h").is_err(), "{bad}");
+            let error = provider.credentials_for("t", "h").unwrap_err();
+            assert!(matches!(error, CredentialError::Rules { .. }), "{bad}: {error:?}");
         }
     }
 
@@ -157,6 +163,7 @@ mod tests {
         let (_dir, provider, _runtime) = provider("[[credential]]\nhost = \"h\"\nheader = \"x-key\"\nsecret = \"tool-a\"\n");
         // No security-agent listens in the test: the request must not go out.
         let error = std::thread::scope(|s| s.spawn(|| provider.credentials_for("t", "h")).join().unwrap()).unwrap_err();
-        assert!(error.contains("vault"), "{error}");
+        assert!(matches!(&error, CredentialError::Vault { secret_id, .. } if secret_id == "tool-a"), "{error:?}");
+        assert!(error.to_string().starts_with("vault secret tool-a: ") && !error.to_string().contains("tool-a: vault secret"), "{error}");
     }
 }

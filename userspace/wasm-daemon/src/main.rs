@@ -4,7 +4,8 @@
 //! start, installs its seccomp filter, compiles every tool in the background
 //! (once, through the precompiled cache in its state directory), and answers:
 //! - `execute_tool`: each call runs in a fresh instance on a blocking thread
-//!   and is recorded in the agent's AgentFS `tool_calls`;
+//!   and is recorded in the agent's AgentFS `tool_calls`; each file a tool
+//!   writes is recorded in the ClawFS audit log, as fs-engine records its own;
 //! - `tool_list`, `tool_inspect`, `tool_install`, `tool_remove`: the tools
 //!   and their grants (`clawctl tool ...`); installs go to `/clawfs/tools`.
 //!
@@ -65,6 +66,15 @@ struct DaemonConfig {
     /// roots (a private CA); unset: the web roots.
     #[serde(default)]
     ca_bundle: Option<PathBuf>,
+    /// The ClawFS audit log tools' file writes are recorded in, fs-engine's
+    /// (specs/clawfs/README.md, "Audit log"). Default
+    /// `/var/log/clawos/clawfs-audit.log`.
+    #[serde(default = "default_audit_log")]
+    audit_log: PathBuf,
+}
+
+fn default_audit_log() -> PathBuf {
+    PathBuf::from(clawfs::audit::DEFAULT_PATH)
 }
 
 fn enabled() -> bool {
@@ -97,6 +107,9 @@ struct Daemon {
     installed: Mutex<ToolStore>,
     audits: Arc<audits::Audits>,
     clawfs_root: PathBuf,
+    /// Why the ClawFS audit log could not be opened (tools' file writes are
+    /// refused meanwhile), for the health check.
+    audit_log_problem: Option<String>,
 }
 
 impl Daemon {
@@ -110,6 +123,16 @@ impl Daemon {
             None => None,
         };
         let audits = Arc::new(audits::Audits::default());
+        // Opened before the seccomp filter and kept open: appends need no
+        // new open. Without it the daemon still runs tools, refuses their
+        // writes and reports itself degraded, as fs-engine does.
+        let audit_log = clawfs::audit::AuditLog::open(&config.audit_log)
+            .map(Arc::new)
+            .map_err(|e| format!("cannot open the ClawFS audit log {}: {e}", config.audit_log.display()));
+        if let Err(reason) = &audit_log {
+            tracing::error!("{reason}; tools' file writes will be refused");
+        }
+        let audit_log_problem = audit_log.as_ref().err().cloned();
         let credentials = credentials::VaultCredentials::new(config.tools_dir.join("credentials.toml"), tokio::runtime::Handle::current());
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
@@ -119,6 +142,7 @@ impl Daemon {
             kv: Arc::new(kv::AgentFsKv::new(config.clawfs_root.clone(), audits.clone())),
             ca_bundle_pem,
             cgroups: if config.cgroups { tool_cgroups() } else { None },
+            audit_log,
             ..HostConfig::default()
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
@@ -147,6 +171,7 @@ impl Daemon {
             installed: Mutex::new(installed),
             audits,
             clawfs_root: config.clawfs_root,
+            audit_log_problem,
         })
     }
 
@@ -308,7 +333,7 @@ fn agent_database(clawfs_root: &Path, agent: &str) -> Result<PathBuf, MethodErro
     if !plain {
         return Err(MethodError::new(ErrorCode::Eproto, format!("agent {agent:?} must be lowercase letters, digits and hyphens")));
     }
-    Ok(clawfs_root.join("agents").join(agent).join("workspace.db"))
+    Ok(clawfs_root.join("agents").join(agent).join(clawfs::DATABASE_FILE))
 }
 
 fn error_code(error: &CallError) -> ErrorCode {
@@ -327,6 +352,10 @@ impl Component for Daemon {
         // the operator everything.
         wasm_daemon::dispatch(self, call, request).await
     }
+
+    fn degraded_reason(&self) -> Option<String> {
+        self.audit_log_problem.clone()
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -340,7 +369,7 @@ mod tests {
     #[test]
     fn agent_names_cannot_leave_the_agents_directory() {
         let root = Path::new("/clawfs");
-        assert_eq!(agent_database(root, "wasm-agent").unwrap(), Path::new("/clawfs/agents/wasm-agent/workspace.db"));
+        assert_eq!(agent_database(root, "wasm-agent").unwrap(), Path::new("/clawfs/agents/wasm-agent").join(clawfs::DATABASE_FILE));
         for bad in ["", "../vault", "a/b", "Agent"] {
             assert!(agent_database(root, bad).is_err(), "{bad:?}");
         }

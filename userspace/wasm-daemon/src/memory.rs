@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clawos_api::fs_engine::{self, LegReport, MemorySearch as SearchParams};
 use clawos_ipc::ComponentId;
-use clawos_toolhost::{MemoryHit, MemoryResults, MemorySearch};
+use clawos_toolhost::{MemoryError, MemoryHit, MemoryResults, MemorySearch};
 
 /// How long one search may take.
 const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,7 +31,7 @@ impl FsEngineMemory {
 }
 
 impl MemorySearch for FsEngineMemory {
-    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, String> {
+    fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, MemoryError> {
         let params = SearchParams {
             workspace: workspace.to_owned(),
             query: query.to_owned(),
@@ -40,7 +40,8 @@ impl MemorySearch for FsEngineMemory {
         };
         let answer = clawos_runtime::peers::call(&self.runtime, ComponentId::WasmDaemon, ComponentId::FsEngine, async |client| {
             fs_engine::Client::new(client).with_timeout(SEARCH_TIMEOUT).memory_search(&params).await
-        })?;
+        })
+        .map_err(MemoryError::Failed)?;
         Ok(MemoryResults {
             hits: answer
                 .results

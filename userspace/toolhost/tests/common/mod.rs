@@ -63,6 +63,9 @@ pub enum Fixture {
     Trap,
     /// Reads the file named by its JSON string parameter and returns it.
     FileRead,
+    /// Writes its JSON string parameter, quotes and all, to the file it
+    /// names, and returns it; traps if the host refuses.
+    FileWrite,
     /// GETs the URL given as its JSON string parameter and returns the body.
     HttpGet,
     /// Returns a result that is not JSON.
@@ -77,6 +80,7 @@ impl Fixture {
             Fixture::MemoryHog => "memory-hog",
             Fixture::Trap => "trap",
             Fixture::FileRead => "file-read",
+            Fixture::FileWrite => "file-write",
             Fixture::HttpGet => "http-get",
             Fixture::NotJson => "not-json",
         }
@@ -84,7 +88,7 @@ impl Fixture {
 
     fn world(&self) -> &'static str {
         match self {
-            Fixture::FileRead => "tool-with-filesystem",
+            Fixture::FileRead | Fixture::FileWrite => "tool-with-filesystem",
             Fixture::HttpGet => "tool-with-http",
             _ => "tool",
         }
@@ -108,6 +112,18 @@ impl Fixture {
     (i32.store (i32.const 20) (i32.load (i32.const 36)))
     (i32.store (i32.const 24) (i32.load (i32.const 40)))
     (i32.const 16)",
+            ),
+            // write-file(path without the quotes, the whole parameter);
+            // result<_, fs-error> lands at 32.
+            Fixture::FileWrite => module(
+                name,
+                r#"(import "clawos:tool/filesystem@0.1.0" "write-file" (func $write_file (param i32 i32 i32 i32 i32)))"#,
+                &format!(
+                    "(call $write_file (i32.add (local.get $ptr) (i32.const 1)) (i32.sub (local.get $len) (i32.const 2))
+      (local.get $ptr) (local.get $len) (i32.const 32))
+    (if (i32.ne (i32.load8_u (i32.const 32)) (i32.const 0)) (then (unreachable)))
+    {RETURN_OK}"
+                ),
             ),
             // request = {method "GET" @1300, url, headers [], body none};
             // result<response, http-error> lands at 256: body at 256+16.

@@ -14,7 +14,7 @@ use std::path::Path;
 use super::{outcome, Vault};
 use crate::crypto::subkey;
 use crate::error::{io, Result, VaultError};
-use crate::fsutil::write_atomic;
+use crate::files::write_atomic;
 use crate::manifest::{ManifestReport, SystemManifest};
 use crate::policy::{Caller, Capability};
 

@@ -29,7 +29,7 @@ use crate::format::{
     secret_binding, ArchivedMaster, MasterKeyFile, MasterProtection, SecretFile, WrapScope,
     WrappedKey,
 };
-use crate::fsutil::{create_private_dir, exchange, sync_dir, write_atomic};
+use crate::files::{create_private_dir, exchange, sync_dir, write_atomic};
 use crate::policy::{Caller, Capability};
 use crate::tpm::Tpm;
 
@@ -327,7 +327,7 @@ impl Vault {
             .chain(std::iter::once((
                 self.file.generation,
                 &self.master,
-                crate::now_rfc3339(),
+                fsutil::now_rfc3339(),
                 now + ARCHIVE_RETENTION_SECONDS,
             )));
         for (generation, key, archived_at, expires_at_unix) in kept {

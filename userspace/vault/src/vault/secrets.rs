@@ -24,7 +24,7 @@ use crate::crypto::{
 };
 use crate::error::{io, Result, VaultError};
 use crate::format::{secret_binding, SecretFile, KEY_ID_PREFIX};
-use crate::fsutil::{create_private_dir, sync_dir, write_atomic};
+use crate::files::{create_private_dir, sync_dir, write_atomic};
 use crate::policy::{Caller, Capability};
 
 /// Longest secret ID accepted.
@@ -135,7 +135,7 @@ impl Vault {
             key_id: format!("{KEY_ID_PREFIX}{generation}"),
             kdf: KdfParams::new(binding.as_bytes()),
             created_at: created_at.to_owned(),
-            updated_at: crate::now_rfc3339(),
+            updated_at: fsutil::now_rfc3339(),
             version,
         })
     }
@@ -200,7 +200,7 @@ impl Vault {
         let previous = self.load_current(id)?;
         let (version, created_at) = match &previous {
             Some(file) => (file.version + 1, file.created_at.clone()),
-            None => (1, crate::now_rfc3339()),
+            None => (1, fsutil::now_rfc3339()),
         };
         if let Some(file) = &previous {
             // The old version is durable in history/ before the current file

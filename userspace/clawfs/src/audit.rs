@@ -1,6 +1,8 @@
 //! The ClawFS audit log, `/var/log/clawos/clawfs-audit.log`
-//! (specs/clawfs/README.md, "Audit log"): one line per open, read, write, list and delete that fs-engine
-//! performs or refuses, in the spec's format:
+//! (specs/clawfs/README.md, "Audit log"): one line per file and memory
+//! operation performed or refused under `/clawfs`, by fs-engine for agents
+//! and the operator, and by the wasm-daemon for the file writes of tools
+//! (specs/toolhost/README.md, "Host"). The spec's format:
 //!
 //! ```text
 //! 2024-02-24T12:34:56Z [INFO] agent=kernel-engine operation=read path=/clawfs/agents/kernel-engine/notes.md bytes=4096 caller=agent-loop
@@ -10,12 +12,33 @@
 //! Values with spaces, quotes, `=` or control characters are written as
 //! JSON strings, so every line splits into `key=value` fields unambiguously
 //! and a path cannot forge a field. Contents are never logged.
+//!
+//! This module owns the line format and the appending; it must not decide
+//! what is allowed (RULE-001 is [`crate::files`]'s, a tool's grants the tool
+//! host's) nor what a caller does when a line cannot be written: both
+//! writers refuse the operation (fail closed).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// Where the log is on the appliance (`audit_log` in fs-engine's and the
+/// wasm-daemon's config; `tmpfiles.d/clawos-clawfs.conf` makes it).
+pub const DEFAULT_PATH: &str = "/var/log/clawos/clawfs-audit.log";
+
+/// A line that could not be appended. The operation it records must not
+/// happen (or, done already, must not be reported as done).
+#[derive(Debug, thiserror::Error)]
+#[error("refused: cannot write the audit log {path}: {source}")]
+pub struct AuditError {
+    /// The log.
+    pub path: PathBuf,
+    /// Why the append failed.
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// One audited operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +53,7 @@ pub struct Entry<'a> {
     pub bytes: Option<u64>,
     /// Why it was refused; `None` when it was allowed.
     pub denied: Option<&'a str>,
-    /// The IPC principal that asked.
+    /// The IPC principal that asked, or `tool:<tool-id>` for a tool's write.
     pub caller: &'a str,
 }
 
@@ -78,12 +101,13 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends `entry` as one write, so concurrent lines never interleave.
-    pub fn record(&self, entry: &Entry<'_>) -> std::io::Result<()> {
-        let mut line = entry.line(&clawfs::now_rfc3339());
+    /// Appends `entry` as one write (`O_APPEND`), so concurrent lines,
+    /// of this process or of the other writer, never interleave.
+    pub fn record(&self, entry: &Entry<'_>) -> Result<(), AuditError> {
+        let mut line = entry.line(&fsutil::now_rfc3339());
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        file.write_all(line.as_bytes())
+        file.write_all(line.as_bytes()).map_err(|source| AuditError { path: self.path.clone(), source })
     }
 }
 

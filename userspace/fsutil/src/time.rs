@@ -1,16 +1,16 @@
-//! UTC timestamps in the RFC 3339 form the spec's JSON files use
-//! (`2024-02-24T12:34:56Z`), without pulling in a calendar crate for one
-//! format.
+//! UTC timestamps in the RFC 3339 form ClawOS writes in its JSON files and
+//! logs (`2024-02-24T12:34:56Z`: whole seconds, `Z`), without a calendar
+//! crate for one format. Parsing and time zones are not its business.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
+/// Now, as `YYYY-MM-DDTHH:MM:SSZ` (a clock before 1970 reads as the epoch).
 pub fn now_rfc3339() -> String {
     let seconds = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs());
     rfc3339(seconds)
 }
 
-/// Today's UTC date as `YYYY-MM-DD` (daily log and snapshot names).
+/// Today's UTC date as `YYYY-MM-DD`.
 pub fn today() -> String {
     now_rfc3339()[..10].to_owned()
 }
@@ -44,5 +44,12 @@ mod tests {
         assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(super::rfc3339(1_708_778_096), "2024-02-24T12:34:56Z");
         assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn now_has_the_shape() {
+        let now = super::now_rfc3339();
+        assert_eq!((now.len(), &now[4..5], &now[10..11], &now[19..]), (20, "-", "T", "Z"));
+        assert_eq!(super::today().len(), 10);
     }
 }
