@@ -8,7 +8,11 @@
 #
 #   run.sh --image IMG --state DIR [--headless] [--ssh-port N] [--serial FILE]
 #          [--disk-size 4G] [--fresh] [--disk-cache writeback|unsafe]
+#          [--console-socket PATH]
 # Interactive by default: serial console on this terminal (Ctrl-a x quits).
+# --console-socket (with --headless) also serves the serial console on a Unix
+# socket, so a test can type at a console prompt (the recovery key of
+# /clawfs); the --serial file still gets everything the guest prints.
 # --disk-cache unsafe (the boot tests) skips the host fsync behind each guest
 # flush: the data still reaches the overlay file, and a test VM's disk need
 # not survive a crash of the host.
@@ -16,7 +20,7 @@
 # /dev/kvm is writable on bare metal. Nested KVM hangs on the CI machines
 # (the guest stalls in its kernel), so virtual machines get TCG.
 set -euo pipefail
-IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback
+IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback CONSOLE_SOCKET=""
 while (($#)); do
   case $1 in
     --image) IMAGE=$2; shift 2 ;;
@@ -27,6 +31,7 @@ while (($#)); do
     --disk-size) DISK_SIZE=$2; shift 2 ;;
     --fresh) FRESH=1; shift ;;
     --disk-cache) DISK_CACHE=$2; shift 2 ;;
+    --console-socket) CONSOLE_SOCKET=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +77,12 @@ args=(
   -device virtio-rng-pci
   -no-reboot
 )
-if ((HEADLESS)); then
+if ((HEADLESS)) && [[ -n $CONSOLE_SOCKET ]]; then
+  # The log file gets the output whether or not a client is connected.
+  args+=(-display none -monitor none
+    -chardev socket,id=console,path="$CONSOLE_SOCKET",server=on,wait=off,logfile="${SERIAL:-$STATE/serial.log}"
+    -serial chardev:console)
+elif ((HEADLESS)); then
   args+=(-display none -serial "file:${SERIAL:-$STATE/serial.log}" -monitor none)
 else
   echo "ClawOS: ssh -p $SSH_PORT root@127.0.0.1 once booted; Ctrl-a x quits" >&2

@@ -75,6 +75,46 @@ vm_boot_report() {
   } >&2
 }
 
+# vm_console_count REGEX: how many lines of the serial console (ANSI escapes
+# removed) match REGEX.
+vm_console_count() {
+  sed 's/\x1b\[[0-9;]*[a-zA-Z]//g; s/\r/\n/g' "$VM_SERIAL" 2>/dev/null | grep -cE "$1" || true
+}
+
+# vm_wait_console REGEX COUNT TIMEOUT: until the serial console has shown
+# COUNT lines matching REGEX. Fails when the time runs out, QEMU exits, or
+# SSH answers (the guest got past whatever should have stopped it), and says
+# which.
+vm_wait_console() {
+  local regex=$1 count=$2 deadline=$(( $(date +%s) + $3 )) polls=0
+  while (( $(date +%s) < deadline )); do
+    (( $(vm_console_count "$regex") >= count )) && return 0
+    kill -0 "$VM_PID" 2>/dev/null || { echo "QEMU exited before the console showed '$regex'"; return 1; }
+    # Every 10 s: a guest that booted on without asking is a failure now,
+    # not at the deadline.
+    if (( ++polls % 5 == 0 )) && VM_SSH_TIMEOUT=10 vm_ssh true 2>/dev/null; then
+      echo "SSH answers: the guest booted without the console showing '$regex'"; return 1
+    fi
+    sleep 2
+  done
+  echo "the console did not show '$regex' $count time(s) within $3 s"; return 1
+}
+
+# vm_console_type FILE: types FILE's first line and Enter on the serial
+# console of a VM started with --console-socket "$VM_STATE/console.sock"
+# (read by the host, never on a command line).
+vm_console_type() {
+  python3 - "$VM_STATE/console.sock" "$1" <<'PY'
+import socket, sys
+with open(sys.argv[2], "rb") as f:
+    line = f.readline().rstrip(b"\r\n")
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(line + b"\r")
+s.close()
+PY
+}
+
 # vm_wait_exit TIMEOUT: waits for QEMU to exit, killing it after TIMEOUT.
 vm_wait_exit() {
   local deadline=$(( $(date +%s) + $1 ))

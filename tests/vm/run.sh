@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Boot tests of the ClawOS image (`make test-vm`, part of `make test`). Boots out/clawos.raw
 # under QEMU with OVMF and swtpm, checks it over SSH, reboots it, boots it
-# with a changed kernel command line (the vault must stay sealed until the
-# recovery key opens it), and boots a tampered copy that dm-verity must
+# with a changed kernel command line (/clawfs must stay shut until the
+# recovery key is typed at the console, the vault sealed until its recovery
+# key opens it), flips a byte of a file on /clawfs while the box is off (the
+# file must no longer read), and boots a tampered copy that dm-verity must
 # refuse. Prints "N passed, M failed".
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
+source "$REPO/tests/vm/clawfs-tamper.sh"
 IMAGE="$OUT/clawos.raw"
 VMS="$OUT/vm"
 BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
@@ -30,6 +33,7 @@ if vm_wait_ready "$BOOT_TIMEOUT"; then
     source "$t"
   done
   UNSEAL_MS=$(vm_ssh "journalctl -b -u clawos-security-agent -o cat" | sed -n 's/.*unsealed in \([0-9]*\) ms.*/\1/p' | tail -n 1) || true
+  CLAWFS_FORMAT_S=$(vm_ssh "journalctl -u clawos-clawfs-format -o cat" | sed -n 's/^clawfs-keys: formatted in \([0-9]*\) s.*/\1/p' | tail -n 1) || true
   vm_poweroff
 else
   FAILED=$((FAILED + 1)); echo "  FAIL second boot"
@@ -53,13 +57,23 @@ with open(path, "r+b") as f:
     f.seek(at)
     f.write(cmdline.replace(b" panic=30", b" panic=31"))
 PY
-vm_start "$changed/clawos.raw" "$changed"
+# /clawfs's TPM2 keyslot is sealed to PCR 4 too: the boot stops at the
+# console asking for the recovery key, with nothing started (no SSH), as
+# long as it is not given; the console is typed at through a socket.
+vm_start "$changed/clawos.raw" "$changed" --console-socket "$changed/console.sock"
+source "$REPO/tests/vm/changed-cmdline/10-clawfs-console.sh"
 if vm_wait_ready "$BOOT_TIMEOUT"; then
+  source "$REPO/tests/vm/changed-cmdline/55-clawfs.sh"
   source "$REPO/tests/vm/changed-cmdline/65-vault.sh"
   vm_poweroff
-  log "boot 4: the changed UKI again, after the reseal"
+  # The offline edit: one byte of the canary file boot 1 wrote, flipped in
+  # the disk (specs/clawfs/encryption.md, "Integrity").
+  check "clawfs: a byte of a file on /clawfs is flipped on the disk while the box is off" \
+    clawfs_flip_byte "$changed/disk.qcow2" "$(cat "$VMS/clawfs-canary.offset" 2>/dev/null)"
+  log "boot 4: the changed UKI again, after the reseal, with the edited file"
   vm_start "$changed/clawos.raw" "$changed"
   if vm_wait_ready "$BOOT_TIMEOUT"; then
+    source "$REPO/tests/vm/changed-cmdline/after-reseal-clawfs.sh"
     source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"
     vm_poweroff
   else
@@ -94,6 +108,6 @@ FLOOR_S=$(bash "$REPO/tests/vm/floor.sh")
 
 echo
 echo "image $(du -m --apparent-size "$IMAGE" | cut -f1) MiB; ready after ${READY_FIRST}s (first boot), ${READY_SECOND:-?}s (second); floor ${FLOOR_S}s; ratio $(echo "scale=1; ${READY_SECOND:-$READY_FIRST} / $FLOOR_S" | bc)"
-echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms"
+echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms; /clawfs formatted (LUKS2 with integrity) at first boot in ${CLAWFS_FORMAT_S:-?} s"
 echo "vm: $PASSED passed, $FAILED failed"
 (( FAILED == 0 ))

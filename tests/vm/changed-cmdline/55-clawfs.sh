@@ -1,0 +1,23 @@
+# Boot 3, after the recovery key opened /clawfs at the console (10-clawfs-console.sh).
+CLAWFS_DEV=/dev/disk/by-partlabel/clawos-data
+check "changed cmdline: /clawfs is open, its data from boot 1 intact" vm_ssh '
+  test "$(cat /clawfs/.boot-test-marker)" = "written on boot 1"'
+check "changed cmdline: systemd-cryptsetup says the TPM did not unlock /clawfs" vm_ssh '
+  journalctl -b -u systemd-cryptsetup@clawfs -o cat | grep -E "falling back to traditional unlocking"'
+check "changed cmdline: the TPM2 keyslot alone does not open /clawfs" vm_ssh "
+  ! cryptsetup open --test-passphrase --token-only --token-type systemd-tpm2 $CLAWFS_DEV 2>/dev/null"
+# The canary is intact before the offline edit (run.sh flips a byte of it
+# after this boot), so that boot 4's read error is the edit's doing.
+clawfs_canary_intact() {
+  local sum
+  sum=$(vm_ssh 'sha256sum < /clawfs/.clawfs-tamper-canary | cut -d" " -f1') || return 1
+  [[ $sum == "$(cat "$VMS/clawfs-canary.sha256")" ]] || { echo "canary sha256 $sum"; return 1; }
+}
+check "changed cmdline: the tamper canary reads back intact" clawfs_canary_intact
+clawfs_reseal() {
+  vm_ssh 'clawfs-keys reseal' < "$VMS/clawfs-recovery-key" || return 1
+  vm_ssh "cryptsetup open --test-passphrase --token-only --token-type systemd-tpm2 $CLAWFS_DEV &&
+    cryptsetup luksDump --dump-json-metadata $CLAWFS_DEV |
+      jq -e '[.tokens[] | .type] | sort == [\"systemd-recovery\", \"systemd-tpm2\"]'"
+}
+check "changed cmdline: clawfs-keys reseal with the recovery key seals /clawfs to this boot, one TPM2 keyslot" clawfs_reseal
