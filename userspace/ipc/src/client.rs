@@ -107,6 +107,8 @@ impl ClientOptions {
 }
 
 type Pending = Arc<Mutex<HashMap<Uuid, oneshot::Sender<Message>>>>;
+/// The last `error` message the server sent correlated to nothing: code and reason.
+type Uncorrelated = Arc<Mutex<Option<(ErrorCode, String)>>>;
 
 /// A handshaken connection to one component.
 pub struct IpcClient {
@@ -119,6 +121,7 @@ pub struct IpcClient {
     consecutive_timeouts: AtomicU32,
     closed: Arc<AtomicBool>,
     dropped_events: Arc<AtomicU64>,
+    uncorrelated: Uncorrelated,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
 }
@@ -144,6 +147,7 @@ impl IpcClient {
         let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let dropped_events = Arc::new(AtomicU64::new(0));
+        let uncorrelated: Uncorrelated = Arc::default();
         let writer = tokio::spawn(write_loop(write_half, outbox_rx));
         let reader = tokio::spawn(read_loop(
             FrameReader::new(read_half),
@@ -151,6 +155,7 @@ impl IpcClient {
             events_tx,
             Arc::clone(&closed),
             Arc::clone(&dropped_events),
+            Arc::clone(&uncorrelated),
         ));
         let mut client = IpcClient {
             identity: options.identity,
@@ -162,13 +167,26 @@ impl IpcClient {
             consecutive_timeouts: AtomicU32::new(0),
             closed,
             dropped_events,
+            uncorrelated,
             reader,
             writer,
         };
         let offered: Vec<Value> = options.protocol_versions.iter().map(|v| Value::String(v.to_string())).collect();
         let mut params = Object::new();
         params.insert("supported_versions".into(), Value::Array(offered));
-        let info = client.call(HELLO, params, None).await.map_err(|error| ConnectError::Handshake { peer, error })?;
+        let info = client.call(HELLO, params, None).await.map_err(|error| {
+            // A server refuses some connections before reading anything (a
+            // UID that is nobody, one over its connection cap, no hello in
+            // time: specs/ipc/README.md, "Connection limits"): it sends an
+            // `error` correlated to nothing, then closes. That error, not
+            // the close, is the handshake's answer.
+            let refusal = client.uncorrelated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            let error = match (error, refusal) {
+                (CallError::Closed { .. }, Some((code, message))) => CallError::Remote { peer, code, message },
+                (error, _) => error,
+            };
+            ConnectError::Handshake { peer, error }
+        })?;
         client.version = info
             .get("version")
             .and_then(Value::as_str)
@@ -315,6 +333,7 @@ async fn read_loop(
     events: mpsc::Sender<Message>,
     closed: Arc<AtomicBool>,
     dropped_events: Arc<AtomicU64>,
+    uncorrelated: Uncorrelated,
 ) {
     while let Ok(Some(frame)) = frames.next_frame().await {
         let Frame::Line(line) = frame else {
@@ -343,7 +362,11 @@ async fn read_loop(
                     dropped_events.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            (Body::Error(error), None) => tracing::warn!(code = %error.error_code, reason = %error.error_message, "error from server"),
+            (Body::Error(error), None) => {
+                tracing::warn!(code = %error.error_code, reason = %error.error_message, "error from server");
+                let last = (error.error_code, error.error_message.clone());
+                *uncorrelated.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(last);
+            }
             _ => tracing::debug!(message_id = %message.message_id, "ignoring unexpected {}", message.body.message_type()),
         }
     }

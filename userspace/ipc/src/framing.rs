@@ -57,6 +57,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Changes the limit for lines read from now on. A server reads the
+    /// first line with a small limit and raises it once `hello` succeeded
+    /// (`specs/ipc/README.md`, "Connection limits").
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     /// The next frame, or `None` at a clean end of stream.
     pub async fn next_frame(&mut self) -> std::io::Result<Option<Frame<'_>>> {
         self.line.clear();

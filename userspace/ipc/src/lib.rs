@@ -4,6 +4,7 @@
 //! with the 4 MiB limit, JSON Schema validation against `specs/ipc/schemas/`,
 //! the `hello` version negotiation, error codes with their errno mapping and
 //! retry policy, timeouts, SO_PEERCRED authentication and the ACL, the
+//! connection limits (per-UID cap, handshake size and time), the
 //! per-connection rate limit, heartbeat metrics from `/proc` and
 //! heartbeat-based health tracking, and the [`IpcServer`] / [`IpcClient`]
 //! that enforce all of it on abstract Unix sockets.

@@ -1,11 +1,19 @@
 //! `IpcServer`: accepts connections and enforces the protocol on each one:
-//! peer authentication (SO_PEERCRED), the `hello` handshake, schema
-//! validation, the rate limit, the ACL, per-request timeouts, and
-//! request/response correlation. What a method does is up to the [`Handler`].
+//! peer authentication (SO_PEERCRED), the connection limits, the `hello`
+//! handshake, schema validation, the rate limit, the ACL, per-request
+//! timeouts, and request/response correlation. What a method does is up to
+//! the [`Handler`].
+//!
+//! A connection costs nothing until its peer is known to be someone: the
+//! peer UID is mapped to a principal and checked against its connection
+//! cap before any buffer exists or any byte is read, and until `hello`
+//! succeeded the peer may send only [`HANDSHAKE_MAX_BYTES`] within
+//! [`HANDSHAKE_TIMEOUT`] (`specs/ipc/README.md`, "Connection limits").
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -13,16 +21,51 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::codec::decode;
+use crate::codec::{decode, encode};
 use crate::outbox::{write_loop, Outbound, OUTBOX_CAPACITY};
 use crate::component::{ComponentId, Principal};
 use crate::error_code::ErrorCode;
-use crate::framing::{Frame, FrameReader};
+use crate::framing::{Frame, FrameReader, MAX_MESSAGE_BYTES};
 use crate::message::{Body, ErrorPayload, Event, Message, Object, Request, Response, Severity, GOODBYE, HELLO};
 use crate::policy::AccessPolicy;
 use crate::rate_limit::{RateLimit, TokenBucket};
-use crate::timeouts::{effective_timeout, MAX_CONSECUTIVE_TIMEOUTS};
+use crate::timeouts::{effective_timeout, DEFAULT_REQUEST_TIMEOUT, MAX_CONSECUTIVE_TIMEOUTS};
 use crate::version::{negotiate, ProtocolVersion};
+
+/// Largest first line a connection may send, i.e. before its `hello`
+/// succeeded. A hello is about 300 bytes (envelope, two UUIDs, the version
+/// list); 4 KiB leaves room for a client offering many versions, while a
+/// peer that has not said hello holds at most this much of a line instead
+/// of the 4 MiB ([`MAX_MESSAGE_BYTES`]) a handshaken peer may send. A
+/// larger first line is answered EPROTO and the connection closed.
+pub const HANDSHAKE_MAX_BYTES: usize = 4 * 1024;
+
+/// How long a connection may stay open without completing `hello`. It is
+/// the spec's default request timeout ([`DEFAULT_REQUEST_TIMEOUT`], 5 s),
+/// which is also how long [`crate::IpcClient`] waits for the hello's
+/// answer: a client that has not been answered by then has given up
+/// itself, so the server waits no longer than any real client would,
+/// while an idle connection holds a descriptor and one of its UID's
+/// [`MAX_CONNECTIONS_PER_UID`] slots for at most this long. Expiry is
+/// answered ETIMEOUT and the connection closed.
+pub const HANDSHAKE_TIMEOUT: Duration = DEFAULT_REQUEST_TIMEOUT;
+
+/// Connections one peer UID may have open on one server at once,
+/// handshaken or not; one more is answered EAGAIN and closed before
+/// anything is read. 64 is twice what a component needs at most:
+/// wasm-daemon runs up to 32 tool calls at once, each of which may hold a
+/// connection to a peer (fs-engine's memory search, security-agent's
+/// secrets), beside its event connection to the router. With the eight
+/// component users and the operator all at the cap a server holds
+/// 9 x 64 = 576 descriptors, below the units' `LimitNOFILE=1024` with room
+/// for the daemon's own files; UIDs that are nobody hold none.
+pub const MAX_CONNECTIONS_PER_UID: usize = 64;
+
+/// How long a closing connection's queued messages may take to be written
+/// before the writer is stopped: a peer that stopped reading would
+/// otherwise keep the writer, and the descriptor, forever, after its UID's
+/// slot was given back.
+const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A method failure, answered as an error response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,7 +139,8 @@ pub struct ServerSettings {
 pub struct ServerStats {
     /// Messages received and handled (valid or not).
     pub messages_processed: AtomicU64,
-    /// Messages rejected or whose handling failed.
+    /// Messages rejected or whose handling failed, and connections refused
+    /// (peer UID is nobody, or over [`MAX_CONNECTIONS_PER_UID`]).
     pub messages_failed: AtomicU64,
     /// Connections past the handshake, now open.
     pub active_connections: AtomicU64,
@@ -175,12 +219,14 @@ struct Shared<H> {
     handler: Arc<H>,
     stats: Arc<ServerStats>,
     next_id: AtomicU64,
+    open_by_uid: OpenByUid,
 }
 
 impl<H: Handler> IpcServer<H> {
     /// A server with `settings` dispatching to `handler`, counting into `stats`.
     pub fn new(settings: ServerSettings, handler: Arc<H>, stats: Arc<ServerStats>) -> Self {
-        IpcServer { shared: Arc::new(Shared { settings, handler, stats, next_id: AtomicU64::new(1) }) }
+        let open_by_uid = OpenByUid::default();
+        IpcServer { shared: Arc::new(Shared { settings, handler, stats, next_id: AtomicU64::new(1), open_by_uid }) }
     }
 
     /// Serves until the listener fails; drop the future to stop accepting.
@@ -210,12 +256,53 @@ fn is_transient_accept_error(error: &std::io::Error) -> bool {
     )
 }
 
+/// Open connections per peer UID, held to [`MAX_CONNECTIONS_PER_UID`].
+#[derive(Default)]
+struct OpenByUid(Mutex<HashMap<u32, usize>>);
+
+impl OpenByUid {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u32, usize>> {
+        // Every critical section is one update of one count, so a poisoned map is still consistent.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for one more connection of `uid`, or `None` when it has the
+    /// maximum open.
+    fn take(&self, uid: u32) -> Option<UidSlot<'_>> {
+        let mut open = self.lock();
+        let count = open.entry(uid).or_insert(0);
+        if *count >= MAX_CONNECTIONS_PER_UID {
+            return None;
+        }
+        *count += 1;
+        Some(UidSlot { open: self, uid })
+    }
+}
+
+/// One connection's place in its UID's count, given back when dropped.
+struct UidSlot<'a> {
+    open: &'a OpenByUid,
+    uid: u32,
+}
+
+impl Drop for UidSlot<'_> {
+    fn drop(&mut self) {
+        let mut open = self.open.lock();
+        if let Some(count) = open.get_mut(&self.uid) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.uid);
+            }
+        }
+    }
+}
+
 /// Per-connection protocol state.
 struct Session<'a, H> {
     shared: &'a Shared<H>,
     outbox: mpsc::Sender<Outbound>,
     uid: u32,
-    peer: Option<Principal>,
+    peer: Principal,
 }
 
 impl<H: Handler> Session<'_, H> {
@@ -238,7 +325,7 @@ impl<H: Handler> Session<'_, H> {
         self.count_failure();
         tracing::debug!(peer_uid = self.uid, %code, %reason, "rejecting message");
         let version = offending.map_or(self.shared.settings.protocol_versions[0], |message| message.version);
-        let recipient = offending.map(|message| message.sender).or(self.peer).unwrap_or(Principal::Operator);
+        let recipient = offending.map_or(self.peer, |message| message.sender);
         let body = match offending.map(|message| &message.body) {
             Some(Body::Request(_)) => {
                 Body::Response(Response::Error { error_code: code, error_message: reason, traceback: None })
@@ -269,7 +356,7 @@ impl<H: Handler> Session<'_, H> {
             return Err((
                 ErrorCode::Enoent,
                 format!(
-                    "unknown recipient `{}` on this socket (this is `{}`; use the router's route_message to reach others)",
+                    "unknown recipient `{}` on this socket (this is `{}`; each component serves its own socket)",
                     message.recipient,
                     self.local()
                 ),
@@ -278,30 +365,33 @@ impl<H: Handler> Session<'_, H> {
         Ok(())
     }
 
-    /// Runs the handshake; returns the negotiated version or `None` (the
-    /// rejection has been queued and the connection must close).
+    /// Runs the handshake on a reader limited to [`HANDSHAKE_MAX_BYTES`];
+    /// returns the negotiated version or `None` (the rejection has been
+    /// queued and the connection must close).
     async fn handshake(&mut self, frames: &mut FrameReader<tokio::net::unix::OwnedReadHalf>) -> Option<ProtocolVersion> {
-        let hello = match frames.next_frame().await {
-            Ok(Some(Frame::Line(line))) => match decode(line) {
+        let hello = match tokio::time::timeout(HANDSHAKE_TIMEOUT, frames.next_frame()).await {
+            Ok(Ok(Some(Frame::Line(line)))) => match decode(line) {
                 Ok(message) => message,
                 Err(error) => {
                     self.reject(None, error.message_id(), ErrorCode::Eproto, error.to_string()).await;
                     return None;
                 }
             },
-            Ok(Some(Frame::Oversized { limit })) => {
-                self.reject(None, None, ErrorCode::Eproto, format!("message exceeds {limit} bytes")).await;
+            Ok(Ok(Some(Frame::Oversized { limit }))) => {
+                let reason = format!("the first message exceeds {limit} bytes, the limit until hello succeeded");
+                self.reject(None, None, ErrorCode::Eproto, reason).await;
                 return None;
             }
-            _ => return None,
+            Ok(_) => return None,
+            Err(_) => {
+                tracing::debug!(uid = self.uid, peer = %self.peer, "no hello within {HANDSHAKE_TIMEOUT:?}; closing");
+                let reason = format!("no hello within {} ms of connecting", HANDSHAKE_TIMEOUT.as_millis());
+                self.reject(None, None, ErrorCode::Etimeout, reason).await;
+                return None;
+            }
         };
         self.shared.stats.messages_processed.fetch_add(1, Ordering::Relaxed);
-        let Some(peer) = self.peer else {
-            tracing::warn!(uid = self.uid, "connection from a UID that is neither a component nor an operator");
-            let reason = format!("peer uid {} is not a ClawOS component or operator", self.uid);
-            self.reject(Some(&hello), None, ErrorCode::Eperm, reason).await;
-            return None;
-        };
+        let peer = self.peer;
         if let Err((code, reason)) = self.check_envelope(&hello, peer) {
             self.reject(Some(&hello), None, code, reason).await;
             return None;
@@ -357,6 +447,24 @@ fn parse_supported_versions(params: &Object) -> Result<Vec<ProtocolVersion>, Str
         .collect()
 }
 
+/// Tells a peer why its connection is refused, with one `error` message
+/// (correlated to nothing, since nothing was read), without waiting: the
+/// message is written only if the socket takes it at once, which a fresh
+/// connection's empty send buffer does. The caller then drops the stream.
+fn refuse<H>(shared: &Shared<H>, stream: &UnixStream, recipient: Principal, code: ErrorCode, reason: String) {
+    shared.stats.messages_failed.fetch_add(1, Ordering::Relaxed);
+    let body = Body::Error(ErrorPayload {
+        error_code: code,
+        error_message: reason,
+        component: shared.settings.component,
+        severity: Severity::Error,
+        context: None,
+        traceback: None,
+    });
+    let message = Message::new(shared.settings.protocol_versions[0], shared.settings.component.into(), recipient, body);
+    let _ = stream.try_write(&encode(&message));
+}
+
 async fn serve_connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream, id: u64) {
     let uid = match stream.peer_cred() {
         Ok(credentials) => credentials.uid(),
@@ -365,19 +473,32 @@ async fn serve_connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream
             return;
         }
     };
+    // Who the peer is, and whether its UID may open one more connection,
+    // is settled before any buffer exists for it or any byte is read.
+    let Some(peer) = shared.settings.policy.principal_for_uid(uid) else {
+        tracing::warn!(uid, "connection from a UID that is neither a component nor an operator; closed");
+        let reason = format!("peer uid {uid} is not a ClawOS component or operator");
+        // An unknown peer has no principal to address; `operator` is the one the envelope allows that is no component.
+        refuse(&shared, &stream, Principal::Operator, ErrorCode::Eperm, reason);
+        return;
+    };
+    let Some(_slot) = shared.open_by_uid.take(uid) else {
+        tracing::warn!(uid, %peer, "connection refused: the UID has {MAX_CONNECTIONS_PER_UID} connections open");
+        let reason = format!("peer uid {uid} already has {MAX_CONNECTIONS_PER_UID} connections open; retry after closing one");
+        refuse(&shared, &stream, peer, ErrorCode::Eagain, reason);
+        return;
+    };
     let (read_half, write_half) = stream.into_split();
     let (outbox, outbox_rx) = mpsc::channel(OUTBOX_CAPACITY);
-    let writer = tokio::spawn(write_loop(write_half, outbox_rx));
-    let mut frames = FrameReader::new(read_half);
-    let mut session =
-        Session { shared: &shared, outbox: outbox.clone(), uid, peer: shared.settings.policy.principal_for_uid(uid) };
+    let mut writer = tokio::spawn(write_loop(write_half, outbox_rx));
+    let mut frames = FrameReader::with_limit(read_half, HANDSHAKE_MAX_BYTES);
+    let mut session = Session { shared: &shared, outbox: outbox.clone(), uid, peer };
     let mut bucket = TokenBucket::new(shared.settings.rate_limit, Instant::now());
     // The hello counts against the rate limit like any message.
     bucket.try_take(Instant::now());
 
     if let Some(version) = session.handshake(&mut frames).await {
-        // `handshake` only succeeds with a known peer.
-        let peer = session.peer.unwrap_or(Principal::Operator);
+        frames.set_limit(MAX_MESSAGE_BYTES);
         let connection = Connection { id, peer, uid, local: shared.settings.component, version, outbox: outbox.clone() };
         shared.stats.active_connections.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(connection = id, %peer, uid, %version, "connection established");
@@ -385,11 +506,15 @@ async fn serve_connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream
         shared.stats.active_connections.fetch_sub(1, Ordering::Relaxed);
         shared.handler.connection_closed(id);
     }
-    // Flush what is queued (e.g. the final rejection), then close.
-    let _ = outbox.send(Outbound::Close).await;
     drop(session);
-    drop(outbox);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer).await;
+    // Flush what is queued (e.g. the final rejection), then close.
+    let flush = async {
+        let _ = outbox.send(Outbound::Close).await;
+        let _ = (&mut writer).await;
+    };
+    if tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, flush).await.is_err() {
+        writer.abort();
+    }
 }
 
 async fn session_loop<H: Handler>(

@@ -6,10 +6,24 @@
 //! must never do is hold the whole message, or allocate anything for the
 //! bytes past the limit, however many there are.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use clawos_ipc::framing::{Frame, FrameReader, MAX_MESSAGE_BYTES};
+use clawos_ipc::{ProtocolVersion, RateLimit};
+use tokio::io::AsyncWriteExt;
+
+const KIB: usize = 1024;
+
+/// Each test measures the whole process's heap, so they take turns.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+fn measuring() -> MutexGuard<'static, ()> {
+    MEASURING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 struct Counting;
 
@@ -83,7 +97,7 @@ fn measure(line_len: usize) -> (usize, usize) {
 
 #[test]
 fn rejecting_an_oversized_line_never_buffers_the_whole_message() {
-    const KIB: usize = 1024;
+    let _turn = measuring();
     let (peak_small, discard_small) = measure(MAX_MESSAGE_BYTES + 1);
     let (peak_huge, discard_huge) = measure(64 * MAX_MESSAGE_BYTES);
     eprintln!("4 MiB + 1: peak {} KiB, after the limit {} B; 256 MiB: peak {} KiB, after the limit {} B",
@@ -94,4 +108,40 @@ fn rejecting_an_oversized_line_never_buffers_the_whole_message() {
     // costs what a 4 MiB + 1 line costs.
     assert!(peak_huge <= peak_small + 64 * KIB, "peak {peak_huge} vs {peak_small}");
     assert!(discard_small < 64 * KIB && discard_huge < 64 * KIB, "{discard_small} {discard_huge}");
+}
+
+/// Issue #23, finding 4: peers that connect and send a long line without
+/// a newline before `hello` cost the server a bounded amount of memory
+/// each, not the 4 MiB a line may grow to after the handshake (100 such
+/// peers took the router from 5.8 MB to 430 MB).
+#[test]
+fn first_lines_before_hello_cost_bounded_memory() {
+    const PEERS: usize = 32;
+    const SENT: usize = 1024 * KIB;
+    static CHUNK: [u8; 64 * KIB] = [b'x'; 64 * KIB];
+    let _turn = measuring();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let name = common::start_server(common::AGENT_LOOP_POLICY, &[ProtocolVersion::V1_0], RateLimit::default());
+        // Let the server start listening: its own allocations are not the peers'.
+        tokio::task::yield_now().await;
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        let mut peers = Vec::new();
+        for _ in 0..PEERS {
+            let mut stream = clawos_ipc::socket::connect_abstract(&name).unwrap();
+            for _ in 0..SENT / CHUNK.len() {
+                // An error means the server closed the connection: it refused the line.
+                if stream.write_all(&CHUNK).await.is_err() {
+                    break;
+                }
+            }
+            peers.push(stream);
+        }
+        let peak = PEAK.load(Ordering::Relaxed) - base;
+        eprintln!("{PEERS} peers sending {} KiB each before hello: server peak {} KiB", SENT / KIB, peak / KIB);
+        // Per connection: its 64 KiB read and write buffers, a hello-sized
+        // line and bookkeeping; never the line the peer sends.
+        assert!(peak < PEERS * 256 * KIB, "peak {} KiB for {PEERS} peers", peak / KIB);
+    });
 }

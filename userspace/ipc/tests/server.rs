@@ -5,8 +5,9 @@ mod common;
 use std::time::Duration;
 
 use clawos_ipc::{ClientOptions, ComponentId, ErrorCode, IpcClient, Principal, ProtocolVersion, RateLimit};
+use clawos_ipc::server::{HANDSHAKE_MAX_BYTES, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS_PER_UID};
 use clawos_ipc::version::negotiate;
-use common::{request, start_server, RawPeer, AGENT_LOOP_POLICY};
+use common::{connect_as, request, start_server, RawPeer, AGENT_LOOP_POLICY};
 use serde_json::{json, Value};
 
 const V1_0: ProtocolVersion = ProtocolVersion::V1_0;
@@ -211,4 +212,126 @@ async fn timeouts_give_etimeout_and_three_in_a_row_close_the_connection() {
         assert_eq!(error.code(), ErrorCode::Etimeout);
     }
     assert!(connected.is_closed());
+}
+
+/// UIDs with no passwd entry, used as peers other than the test (root).
+const STRANGER_UID: u32 = 3_999_999_001;
+const FS_ENGINE_UID: u32 = 3_999_999_002;
+const AGENT_LOOP_UID: u32 = 3_999_999_003;
+
+/// Root is the operator; two test UIDs are components; every other UID is nobody.
+const TWO_UIDS_POLICY: &str = r#"
+[identity]
+operator_uids = [0]
+uids = { "3999999002" = "fs-engine", "3999999003" = "agent-loop" }
+[[allow]]
+senders = ["operator", "fs-engine", "agent-loop"]
+recipients = ["scheduler"]
+methods = ["echo"]
+"#;
+
+async fn echo_works(peer: &mut RawPeer, sender: &str) {
+    let echo = request(sender, "scheduler", "echo", json!({"still": "served"}));
+    peer.send_json(&echo).await;
+    let answer = peer.recv().await.unwrap();
+    assert_eq!(answer["payload"]["result"], json!({"still": "served"}), "{answer}");
+}
+
+/// Issue #23, finding 4: a UID that is no principal is refused (EPERM) and
+/// disconnected at once, before the server reads (or buffers) anything.
+#[tokio::test]
+async fn unknown_uid_is_closed_before_anything_is_read() {
+    let name = start_server(TWO_UIDS_POLICY, &[V1_0], RateLimit::default());
+    let mut stranger = RawPeer::from_stream(connect_as(STRANGER_UID, &name));
+    // Nothing is sent: the answer cannot depend on reading a hello.
+    let answer = stranger.recv().await.expect("an EPERM error before the connection closes");
+    assert_eq!(answer["message_type"], "error", "{answer}");
+    assert_eq!(answer["payload"]["error_code"], 4, "{answer}");
+    let reason = answer["payload"]["error_message"].as_str().unwrap();
+    assert!(reason.contains(&format!("uid {STRANGER_UID}")), "{answer}");
+    assert_eq!(stranger.recv().await, None, "connection must close");
+
+    // IpcClient reports that refusal as the handshake's failure.
+    let stream = connect_as(STRANGER_UID, &name);
+    let options = ClientOptions::new(Principal::Component(ComponentId::FsEngine));
+    let error = IpcClient::handshake(stream, ComponentId::Scheduler, options).await.err().expect("refused");
+    assert!(error.to_string().contains("EPERM"), "{error}");
+}
+
+/// Issue #23, finding 4: before `hello`, a frame may be only as large as a
+/// hello needs; a larger one is refused (EPROTO) and the connection closed
+/// instead of the server buffering up to 4 MiB of it.
+#[tokio::test]
+async fn oversized_first_frame_is_refused_at_the_handshake_limit() {
+    let name = start_server(AGENT_LOOP_POLICY, &[V1_0], RateLimit::default());
+    let mut peer = RawPeer::connect(&name);
+    // 64 KiB without a newline: far below 4 MiB, far above any hello.
+    peer.send(&[b'x'; 64 * 1024]).await;
+    let answer = peer.recv().await.expect("an EPROTO error");
+    assert_eq!(answer["payload"]["error_code"], 5, "{answer}");
+    let reason = answer["payload"]["error_message"].as_str().unwrap();
+    assert!(reason.contains(&format!("exceeds {HANDSHAKE_MAX_BYTES} bytes")), "{answer}");
+    assert_eq!(peer.recv().await, None, "connection must close");
+}
+
+/// Issue #23, finding 4: a connection that has not completed `hello`
+/// within the handshake timeout is closed (ETIMEOUT); one that has is not.
+#[tokio::test]
+async fn handshake_timeout_closes_idle_connections() {
+    let timeout = HANDSHAKE_TIMEOUT;
+    let name = start_server(AGENT_LOOP_POLICY, &[V1_0], RateLimit::default());
+    let started = std::time::Instant::now();
+    let mut idle = RawPeer::connect(&name);
+    let mut greeted = RawPeer::connect(&name);
+    greeted.hello("agent-loop").await;
+    let answer = idle.recv_within(timeout + Duration::from_secs(3)).await.expect("an ETIMEOUT error");
+    let waited = started.elapsed();
+    assert_eq!(answer["payload"]["error_code"], 6, "{answer}");
+    assert!(waited >= timeout, "closed after {waited:?}, before the timeout");
+    assert_eq!(idle.recv().await, None, "connection must close");
+    echo_works(&mut greeted, "agent-loop").await;
+}
+
+/// Issue #23, finding 4: a UID with its cap of connections open gets its
+/// next one refused (EAGAIN) and closed; the operator and other
+/// components still connect; a closed connection frees its slot.
+#[tokio::test]
+async fn per_uid_connection_cap_refuses_only_that_uid() {
+    let cap = MAX_CONNECTIONS_PER_UID;
+    let name = start_server(TWO_UIDS_POLICY, &[V1_0], RateLimit::default());
+    let mut held = Vec::new();
+    for _ in 0..cap {
+        let mut peer = RawPeer::from_stream(connect_as(FS_ENGINE_UID, &name));
+        peer.hello("fs-engine").await;
+        held.push(peer);
+    }
+    let mut over = RawPeer::from_stream(connect_as(FS_ENGINE_UID, &name));
+    let answer = over.recv().await.expect("an EAGAIN error");
+    assert_eq!(answer["payload"]["error_code"], 1, "{answer}");
+    assert_eq!(over.recv().await, None, "connection must close");
+
+    let mut operator = RawPeer::connect(&name);
+    operator.hello("operator").await;
+    echo_works(&mut operator, "operator").await;
+    let mut component = RawPeer::from_stream(connect_as(AGENT_LOOP_UID, &name));
+    component.hello("agent-loop").await;
+    echo_works(&mut component, "agent-loop").await;
+    echo_works(&mut held[0], "fs-engine").await;
+
+    // Closing one frees its slot (once the server has seen the close).
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let mut again = RawPeer::from_stream(connect_as(FS_ENGINE_UID, &name));
+        // A refused connection may be closed before the hello is written.
+        let hello = request("fs-engine", "scheduler", "hello", json!({"supported_versions": ["1.0"]}));
+        let _ = again.try_send_json(&hello).await;
+        let answer = again.recv().await.unwrap();
+        if answer["payload"]["status"] == "success" {
+            break;
+        }
+        assert_eq!(answer["payload"]["error_code"], 1, "{answer}");
+        assert!(std::time::Instant::now() < deadline, "the slot was never freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

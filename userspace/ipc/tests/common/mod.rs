@@ -70,7 +70,11 @@ pub struct RawPeer {
 
 impl RawPeer {
     pub fn connect(name: &str) -> RawPeer {
-        let (read, writer) = clawos_ipc::socket::connect_abstract(name).unwrap().into_split();
+        RawPeer::from_stream(clawos_ipc::socket::connect_abstract(name).unwrap())
+    }
+
+    pub fn from_stream(stream: tokio::net::UnixStream) -> RawPeer {
+        let (read, writer) = stream.into_split();
         RawPeer { reader: BufReader::new(read), writer }
     }
 
@@ -79,9 +83,14 @@ impl RawPeer {
     }
 
     pub async fn send_json(&mut self, value: &Value) {
+        self.try_send_json(value).await.unwrap();
+    }
+
+    /// Sends `value`; fails if the server has already closed the connection.
+    pub async fn try_send_json(&mut self, value: &Value) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(value).unwrap();
         line.push(b'\n');
-        self.send(&line).await;
+        self.writer.write_all(&line).await
     }
 
     pub async fn close_write(&mut self) {
@@ -90,11 +99,21 @@ impl RawPeer {
 
     /// The next line as JSON, or `None` at EOF. Fails the test after 5 s.
     pub async fn recv(&mut self) -> Option<Value> {
+        self.recv_within(Duration::from_secs(5)).await
+    }
+
+    /// The next line as JSON, or `None` once the server has closed the
+    /// connection. Fails the test after `limit`.
+    pub async fn recv_within(&mut self, limit: Duration) -> Option<Value> {
         let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(5), self.reader.read_line(&mut line))
-            .await
-            .expect("no answer within 5 s")
-            .unwrap();
+        let read = match tokio::time::timeout(limit, self.reader.read_line(&mut line)).await {
+            Ok(Ok(read)) => read,
+            // A server closing with bytes of ours still unread resets the
+            // connection (Linux, AF_UNIX): closed as well.
+            Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionReset => 0,
+            Ok(Err(error)) => panic!("read failed: {error}"),
+            Err(_) => panic!("no answer within {limit:?}"),
+        };
         (read > 0).then(|| serde_json::from_str(&line).unwrap())
     }
 
@@ -104,6 +123,28 @@ impl RawPeer {
         let answer = self.recv().await.unwrap();
         assert_eq!(answer["payload"]["status"], "success", "{answer}");
     }
+}
+
+/// Connects to `name` with the effective UID `uid`, so the server's
+/// SO_PEERCRED sees `uid`, a UID other than the test's. The connect runs
+/// on a thread of its own that ends right after it: the raw `setresuid`
+/// system call changes only the calling thread's credentials (glibc's
+/// `setresuid` would change every thread of the test). Needs root.
+pub fn connect_as(uid: u32, name: &str) -> tokio::net::UnixStream {
+    use std::os::linux::net::SocketAddrExt;
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let stream = std::thread::spawn(move || {
+        let unchanged = nix::libc::uid_t::MAX;
+        // SAFETY: setresuid takes three integers and touches no memory.
+        let outcome = unsafe { nix::libc::syscall(nix::libc::SYS_setresuid, unchanged, uid, unchanged) };
+        assert_eq!(outcome, 0, "setresuid(-1, {uid}, -1): {} (these tests need root)", std::io::Error::last_os_error());
+        std::os::unix::net::UnixStream::connect_addr(&address)
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    stream.set_nonblocking(true).unwrap();
+    tokio::net::UnixStream::from_std(stream).unwrap()
 }
 
 /// A schema-valid request envelope.
