@@ -27,6 +27,7 @@ check "clawfs: a wrong recovery key at the console is refused and the console as
   clawfs_console_refuses_wrong_key
 
 clawfs_console_opens() {
+  [[ -s $VMS/clawfs-recovery-key ]] || { echo "no recovery key from boot 1 ($VMS/clawfs-recovery-key)"; return 1; }
   vm_console_type "$VMS/clawfs-recovery-key" || return 1
   # Typed without echo: the key is nowhere in the console's output.
   sleep 5
