@@ -1,5 +1,6 @@
 //! Tool host timings: compiling a tool cold, loading it from the
-//! precompiled cache, instantiating a cached tool in the pooling allocator,
+//! precompiled cache (MAC verified) and, for an image tool when `out/tools`
+//! is built, a cache entry under another key (recompiled), instantiating a cached tool in the pooling allocator,
 //! a whole call (fresh instance + run) of a trivial tool with and without
 //! its audit insert, with the WAT fixtures the integration tests use; and
 //! what epoch interruption (the per-call deadline) costs a CPU-bound loop,
@@ -10,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use clawos_toolhost::{CallRequest, HostConfig, ToolHost};
+use clawos_toolhost::{CacheKey, CallRequest, HostConfig, ToolHost};
 use common::{install, Fixture};
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -18,7 +19,10 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
     let cache = dir.path().join("cache");
-    let config = |cache_dir| HostConfig { cache_dir, clawfs_root: dir.path().into(), ..HostConfig::default() };
+    // One key for every host, as the daemon keeps one per boot: a restart
+    // finds its entries valid.
+    let key = CacheKey::random().unwrap();
+    let config = |cache_dir| HostConfig { cache_dir, cache_key: Some(key.clone()), clawfs_root: dir.path().into(), ..HostConfig::default() };
 
     let mut group = c.benchmark_group("load");
     group.sample_size(20).measurement_time(Duration::from_secs(5));
@@ -26,6 +30,7 @@ fn bench(c: &mut Criterion) {
     ToolHost::new(config(Some(cache.clone()))).unwrap().load(&echo).unwrap();
     group.bench_function("from precompiled cache", |b| b.iter(|| ToolHost::new(config(Some(cache.clone()))).unwrap().load(&echo).unwrap()));
     group.finish();
+    real_tool_load(c);
 
     let host = ToolHost::new(config(None)).unwrap();
     host.load(&echo).unwrap();
@@ -36,6 +41,37 @@ fn bench(c: &mut Criterion) {
 
     let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
     c.bench_function("call trivial tool + audit insert", |b| b.iter(|| host.call_recorded(&echo, &request, None, &audit).unwrap()));
+}
+
+/// The same loads, and a miss under another key, for the largest of the image's tools in `out/tools`
+/// (`make tools`): a Rust wasip2 component of about 130 KB, where
+/// compiling, not building the engine, is what a cache miss costs. Skipped
+/// without them, as tests/built_tools.rs is.
+fn real_tool_load(c: &mut Criterion) {
+    let registry = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
+    let Ok(registry) = clawos_toolhost::definition::Registry::load(&registry) else {
+        eprintln!("SKIPPED load of an image tool: no {} (make tools)", registry.display());
+        return;
+    };
+    let size = |tool: &&clawos_toolhost::definition::ValidTool| std::fs::metadata(&tool.wasm_path).map_or(0, |m| m.len());
+    let tool = registry.tools().max_by_key(size).expect("the image has tools").clone();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let key = CacheKey::random().unwrap();
+    let config = |cache_dir, cache_key| HostConfig { cache_dir, cache_key, clawfs_root: dir.path().into(), ..HostConfig::default() };
+    let mut group = c.benchmark_group(format!("load {} ({} bytes of wasm)", tool.tool_id(), size(&&tool)));
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group.bench_function("cold compile", |b| b.iter(|| ToolHost::new(config(None, None)).unwrap().load(&tool).unwrap()));
+    // A miss after a reboot: the entry is under the last boot's key, so it
+    // is read, refused, recompiled and rewritten.
+    group.bench_function("cache entry under another key", |b| {
+        b.iter(|| ToolHost::new(config(Some(cache.clone()), Some(CacheKey::random().unwrap()))).unwrap().load(&tool).unwrap())
+    });
+    ToolHost::new(config(Some(cache.clone()), Some(key.clone()))).unwrap().load(&tool).unwrap();
+    group.bench_function("from precompiled cache", |b| {
+        b.iter(|| ToolHost::new(config(Some(cache.clone()), Some(key.clone()))).unwrap().load(&tool).unwrap())
+    });
+    group.finish();
 }
 
 /// A core-wasm loop of `n` iterations of integer work: the kind of code the

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clawfs::audit::AuditLog;
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
@@ -34,9 +35,17 @@ pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 32;
 /// minus the cache directory and credentials.
 pub struct HostConfig {
     /// Where precompiled tools are kept (`<sha256>-<engine>.cwasm`); `None`
-    /// compiles every tool once per process. Must be writable only by the
-    /// daemon: its files are loaded as trusted machine code.
+    /// compiles every tool once per process. Its files become machine code
+    /// in this process, so none is loaded unless it carries a valid MAC
+    /// under `cache_key` (specs/toolhost/README.md, "Precompiled cache"):
+    /// the directory may be on storage an attacker can write.
     pub cache_dir: Option<PathBuf>,
+    /// The key that authenticates the cache's entries. `None`: a random key
+    /// of this host's own, so entries serve only this host and a new one
+    /// (a daemon restart) recompiles every tool. A key that outlives the
+    /// host must be kept where nothing that can write `cache_dir` can read
+    /// it, or planted code becomes loadable again.
+    pub cache_key: Option<CacheKey>,
     /// The host directory that guest paths under `/clawfs` map to.
     pub clawfs_root: PathBuf,
     /// Credentials injected into granted HTTP requests.
@@ -64,6 +73,7 @@ impl Default for HostConfig {
     fn default() -> HostConfig {
         HostConfig {
             cache_dir: None,
+            cache_key: None,
             clawfs_root: PathBuf::from("/clawfs"),
             credentials: Arc::new(NoCredentials),
             memory: Arc::new(NoMemory),
@@ -74,6 +84,114 @@ impl Default for HostConfig {
             audit_log: Err("no ClawFS audit log is configured".into()),
         }
     }
+}
+
+/// The secret that authenticates precompiled artifacts: HMAC-SHA256 keys
+/// of 32 bytes (specs/toolhost/README.md, "Precompiled cache").
+#[derive(Clone)]
+pub struct CacheKey([u8; CacheKey::LEN]);
+
+impl CacheKey {
+    /// Bytes in a key: SHA-256's output, HMAC-SHA256's full strength.
+    pub const LEN: usize = 32;
+
+    /// A new key from the kernel's random generator (getrandom(2)).
+    pub fn random() -> std::io::Result<CacheKey> {
+        let mut key = [0u8; CacheKey::LEN];
+        let mut filled = 0;
+        while filled < key.len() {
+            // SAFETY: writes at most `key.len() - filled` bytes into `key`
+            // from `filled` on, which is inside it.
+            let got = unsafe { libc::getrandom(key[filled..].as_mut_ptr().cast(), key.len() - filled, 0) };
+            if got < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            } else {
+                filled += got as usize;
+            }
+        }
+        Ok(CacheKey(key))
+    }
+
+    /// A key kept by the caller (the daemon keeps one per boot).
+    pub fn from_bytes(bytes: [u8; CacheKey::LEN]) -> CacheKey {
+        CacheKey(bytes)
+    }
+}
+
+impl std::fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheKey(..)")
+    }
+}
+
+/// The on-disk cache of precompiled tools and the key its entries are
+/// authenticated with.
+struct PrecompiledCache {
+    dir: PathBuf,
+    key: CacheKey,
+}
+
+/// What every entry's MAC starts with, so the key authenticates nothing but
+/// cache entries of this format.
+const CACHE_MAC_DOMAIN: &[u8] = b"clawos-toolhost precompiled artifact v1\0";
+/// Entries larger than this are refused unread: the daemon would otherwise
+/// read whatever size was planted into its memory (the unit's MemoryMax is
+/// 512 MiB). Artifacts are about four times their wasm: 0.4-0.5 MiB for the
+/// image's tools, some 12 MiB for the largest installable one (3 MiB).
+const MAX_CACHE_ENTRY_BYTES: u64 = 128 << 20;
+
+impl PrecompiledCache {
+    /// The MAC of an entry: over the wasm's SHA-256 and the engine's hash
+    /// (what the file's name claims) as well as the artifact, so a valid
+    /// entry of one tool renamed to another's name does not verify.
+    fn mac(&self, digest: &[u8; 32], engine: u64) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key.0).expect("HMAC takes keys of any length");
+        mac.update(CACHE_MAC_DOMAIN);
+        mac.update(digest);
+        mac.update(&engine.to_le_bytes());
+        mac
+    }
+
+    /// The file's bytes: the 32-byte MAC, then the artifact.
+    fn seal(&self, digest: &[u8; 32], engine: u64, artifact: &[u8]) -> Vec<u8> {
+        let mut mac = self.mac(digest, engine);
+        mac.update(artifact);
+        let mut entry = mac.finalize().into_bytes().to_vec();
+        entry.extend_from_slice(artifact);
+        entry
+    }
+
+    /// The artifact inside `entry` if its MAC verifies, else `None`. The
+    /// comparison is constant-time (`verify_slice`), so timing tells a forger
+    /// nothing about how much of a guessed MAC was right.
+    fn open<'a>(&self, digest: &[u8; 32], engine: u64, entry: &'a [u8]) -> Option<&'a [u8]> {
+        let (tag, artifact) = entry.split_at_checked(CacheKey::LEN)?;
+        let mut mac = self.mac(digest, engine);
+        mac.update(artifact);
+        mac.verify_slice(tag).ok().map(|()| artifact)
+    }
+}
+
+/// Reads a cache entry whole. Only a regular file, not reached through a
+/// symlink, no larger than any artifact is: a planted FIFO would block the
+/// loading thread, a device or a huge file fill the daemon's memory.
+fn read_cache_entry(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if metadata.len() > MAX_CACHE_ENTRY_BYTES {
+        return Err(std::io::Error::other(format!("{} bytes, more than any artifact ({MAX_CACHE_ENTRY_BYTES})", metadata.len())));
+    }
+    let mut entry = Vec::with_capacity(metadata.len() as usize);
+    file.take(MAX_CACHE_ENTRY_BYTES).read_to_end(&mut entry)?;
+    Ok(entry)
 }
 
 /// Who is calling and with what.
@@ -125,7 +243,7 @@ struct LoadedTool {
 pub struct ToolHost {
     engine: Engine,
     services: Arc<Services>,
-    cache_dir: Option<PathBuf>,
+    cache: Option<PrecompiledCache>,
     cgroups: Option<crate::cgroup::ToolCgroups>,
     loaded: Mutex<HashMap<String, Arc<LoadedTool>>>,
     /// Dropping the sender stops the ticker thread.
@@ -156,9 +274,17 @@ impl ToolHost {
             .memory_reservation(max_memory as u64)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&engine_config)?;
-        if let Some(dir) = &config.cache_dir {
-            create_private_dir(dir).map_err(|e| wasmtime::Error::msg(format!("cache directory {}: {e}", dir.display())))?;
-        }
+        let cache = match config.cache_dir {
+            None => None,
+            Some(dir) => {
+                create_private_dir(&dir).map_err(|e| wasmtime::Error::msg(format!("cache directory {}: {e}", dir.display())))?;
+                let key = match config.cache_key {
+                    Some(key) => key,
+                    None => CacheKey::random().map_err(|e| wasmtime::Error::msg(format!("a key for the precompiled cache: {e}")))?,
+                };
+                Some(PrecompiledCache { dir, key })
+            }
+        };
         let (stop_ticker, stopped) = mpsc::channel::<()>();
         let ticking = engine.clone();
         let ticker = std::thread::Builder::new()
@@ -179,7 +305,7 @@ impl ToolHost {
                 tls: tls_config(config.ca_bundle_pem.as_deref())?,
                 audit_log: config.audit_log,
             }),
-            cache_dir: config.cache_dir,
+            cache,
             cgroups: config.cgroups,
             loaded: Mutex::new(HashMap::new()),
             stop_ticker: Some(stop_ticker),
@@ -243,25 +369,44 @@ impl ToolHost {
     /// Compiles `bytes`, going through the on-disk cache when there is one.
     /// The key holds the wasm's hash and the engine's compatibility hash, so
     /// a wasmtime upgrade or a config change never loads a stale artifact.
+    ///
+    /// An entry is machine code, and the cache directory is on storage this
+    /// host does not vouch for (the daemon's is on the data partition;
+    /// specs/toolhost/README.md, "Precompiled cache"): one is loaded only if
+    /// its MAC under the cache key verifies, checked on the very bytes then deserialized (read once
+    /// into memory, not mapped from the file, which could change in
+    /// between). Anything else (planted, damaged, from another boot's key)
+    /// is recompiled from the verified wasm and overwritten.
     fn compile(&self, bytes: &[u8], digest: &[u8; 32]) -> wasmtime::Result<Component> {
-        let Some(dir) = &self.cache_dir else {
+        let Some(cache) = &self.cache else {
             return Component::new(&self.engine, bytes);
         };
         let mut engine_hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut engine_hasher);
-        let path = dir.join(format!("{}-{:016x}.cwasm", fsutil::hex(digest), engine_hasher.finish()));
-        if path.exists() {
-            // SAFETY: the cache directory is created 0700 and owned by the
-            // daemon (HostConfig::cache_dir documents that it must be writable
-            // only by the daemon), so its files are artifacts this engine wrote.
-            // wasmtime still checks the artifact's header against the engine.
-            match unsafe { Component::deserialize_file(&self.engine, &path) } {
-                Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cached artifact: {e:#}"),
-            }
+        let engine = engine_hasher.finish();
+        let path = cache.dir.join(format!("{}-{engine:016x}.cwasm", fsutil::hex(digest)));
+        match read_cache_entry(&path) {
+            Ok(entry) => match cache.open(digest, engine, &entry) {
+                // SAFETY: the artifact's MAC verified under the cache key,
+                // which only this daemon holds: it is the bytes this engine
+                // wrote for exactly this wasm (its SHA-256 is in the MAC)
+                // and engine. wasmtime still checks its header against the
+                // engine.
+                Some(artifact) => match unsafe { Component::deserialize(&self.engine, artifact) } {
+                    Ok(component) => return Ok(component),
+                    Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable cached artifact: {e:#}"),
+                },
+                None => tracing::warn!(
+                    path = %path.display(),
+                    "refusing a cached artifact whose MAC does not verify (planted, damaged, or written under another key); recompiling"
+                ),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %path.display(), "ignoring unreadable cached artifact: {e}"),
         }
         let artifact = self.engine.precompile_component(bytes)?;
-        fsutil::write_atomic(&path, &artifact, 0o666).map_err(|e| wasmtime::Error::msg(format!("writing {}: {e}", path.display())))?;
+        fsutil::write_atomic(&path, &cache.seal(digest, engine, &artifact), 0o600)
+            .map_err(|e| wasmtime::Error::msg(format!("writing {}: {e}", path.display())))?;
         // SAFETY: `artifact` was produced by this engine a moment ago.
         unsafe { Component::deserialize(&self.engine, &artifact) }
     }

@@ -34,7 +34,7 @@ mod providers;
 pub mod store;
 
 pub use error::CallError;
-pub use host::{CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
+pub use host::{CacheKey, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
 pub use imports::{authority_matches, REDACTED};
 pub use providers::{
     Credential, CredentialError, CredentialProvider, KvBackend, KvError, MemoryError, MemoryHit, MemoryKv, MemoryResults, MemorySearch,

@@ -306,7 +306,15 @@ fn precompiled_cache_is_reused_across_hosts() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
-    let config = || HostConfig { cache_dir: Some(cache.clone()), clawfs_root: dir.path().into(), ..HostConfig::default() };
+    // The daemon keeps one key per boot; entries under another key are
+    // recompiled (tests/cache.rs).
+    let key = clawos_toolhost::CacheKey::random().unwrap();
+    let config = || HostConfig {
+        cache_dir: Some(cache.clone()),
+        cache_key: Some(key.clone()),
+        clawfs_root: dir.path().into(),
+        ..HostConfig::default()
+    };
     ToolHost::new(config()).unwrap().load(&echo).unwrap();
     let artifacts: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(artifacts.len(), 1, "{artifacts:?}");

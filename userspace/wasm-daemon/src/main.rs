@@ -2,7 +2,9 @@
 //!
 //! Loads the image's tool registry and the operator's installed tools at
 //! start, installs its seccomp filter, compiles every tool in the background
-//! (once, through the precompiled cache in its state directory), and answers:
+//! (once per boot, through the precompiled cache in its state directory,
+//! whose entries are authenticated with a key kept in its runtime
+//! directory), and answers:
 //! - `execute_tool`: each call runs in a fresh instance on a blocking thread
 //!   and is recorded in the agent's AgentFS `tool_calls`; each file a tool
 //!   writes is recorded in the ClawFS audit log, as fs-engine records its own;
@@ -25,7 +27,7 @@ use clawos_runtime::{Component, Runtime};
 use clawos_toolhost::cgroup::ToolCgroups;
 use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool};
 use clawos_toolhost::store::{StoreError, ToolStore};
-use clawos_toolhost::{CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS};
+use clawos_toolhost::{CacheKey, CallError, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -54,6 +56,11 @@ struct DaemonConfig {
     /// Precompiled tools, keyed by wasm hash and engine.
     #[serde(default = "default_cache_dir")]
     cache_dir: PathBuf,
+    /// The key that authenticates the cache's entries, one per boot
+    /// ([`cache_key`]): in the unit's `RuntimeDirectory=` (tmpfs, kept
+    /// across restarts of the daemon, gone at power-off).
+    #[serde(default = "default_cache_key_file")]
+    cache_key_file: PathBuf,
     /// Where guest `/clawfs` paths point, and where agents' workspace.db live.
     #[serde(default = "default_clawfs_root")]
     clawfs_root: PathBuf,
@@ -91,6 +98,10 @@ fn default_tools_dir() -> PathBuf {
 
 fn default_cache_dir() -> PathBuf {
     PathBuf::from("/var/lib/clawos/wasm-daemon/cache")
+}
+
+fn default_cache_key_file() -> PathBuf {
+    PathBuf::from("/run/clawos/wasm-daemon/precompiled-cache.key")
 }
 
 fn default_clawfs_root() -> PathBuf {
@@ -136,6 +147,7 @@ impl Daemon {
         let credentials = credentials::VaultCredentials::new(config.tools_dir.join("credentials.toml"), tokio::runtime::Handle::current());
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
+            cache_key: cache_key(&config.cache_key_file).map(CacheKey::from_bytes),
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
             memory: Arc::new(memory::FsEngineMemory::new(tokio::runtime::Handle::current())),
@@ -310,6 +322,59 @@ fn store_error(error: StoreError) -> MethodError {
     MethodError::new(code, error.to_string())
 }
 
+/// The precompiled cache's key for this boot: the one in `path` if there is
+/// one, else a new random one written there (0600). `None`, logged, when
+/// `path`'s directory does not exist or cannot be used (the daemon run
+/// outside its unit): the tool host then keys the cache for this process
+/// only, which costs a compile per tool and start, nothing else.
+///
+/// Why this key and this place (specs/toolhost/README.md, "Precompiled
+/// cache"): the cache is on /var, on the data partition, and its entries
+/// are machine code. A key on that partition would be only as safe as the
+/// partition's encryption (specs/clawfs/encryption.md), the one layer the
+/// MAC is there not to depend on, so it lives in the runtime directory, a
+/// tmpfs: never on disk, readable only by the daemon (0700, its own user)
+/// and root, kept across restarts of the daemon
+/// (`RuntimeDirectoryPreserve=restart`) so a crash or a watchdog restart
+/// reuses the compiled tools, and gone at reboot, so each boot compiles
+/// every tool once. A key from the vault would survive reboots too, but
+/// loading tools would then wait for security-agent and an unsealed vault,
+/// and any secret the daemon may read can be named in credentials.toml,
+/// which is on the same partition, and so sent to a granted host.
+fn cache_key(path: &Path) -> Option<[u8; CacheKey::LEN]> {
+    match read_or_create_key(path) {
+        Ok(key) => Some(key),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "no precompiled-cache key for this boot ({e}); tools compiled by this process are cached for it only");
+            None
+        }
+    }
+}
+
+fn read_or_create_key(path: &Path) -> std::io::Result<[u8; CacheKey::LEN]> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut existing = Vec::new();
+    match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
+        Ok(file) => {
+            file.take(CacheKey::LEN as u64 + 1).read_to_end(&mut existing)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Ok(key) = <[u8; CacheKey::LEN]>::try_from(existing.as_slice()) {
+        return Ok(key);
+    }
+    // Missing, or cut short by a crash while it was written: a new key,
+    // which only invalidates entries written under the last one.
+    let mut key = [0u8; CacheKey::LEN];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)?;
+    std::io::Write::write_all(&mut file, &key)?;
+    Ok(key)
+}
+
 /// Per-tool cgroups in the subtree systemd delegated to the daemon
 /// (`Delegate=` in its unit), or `None`, logged, when there is none (not
 /// started by systemd, or cgroup v1): the in-process limits still apply.
@@ -365,6 +430,25 @@ fn main() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_key_is_made_once_per_boot_and_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let run = tempfile::tempdir().unwrap();
+        let path = run.path().join("precompiled-cache.key");
+        let key = cache_key(&path).expect("made in an existing directory");
+        assert_eq!(std::fs::read(&path).unwrap(), key);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(cache_key(&path), Some(key), "a restart reads the same key");
+        // A key cut short (a crash while writing it) is replaced.
+        std::fs::write(&path, &key[..5]).unwrap();
+        let replaced = cache_key(&path).unwrap();
+        assert_ne!(replaced, key);
+        assert_eq!(std::fs::read(&path).unwrap(), replaced);
+        // Outside the unit (no runtime directory) there is none: the host
+        // keys the cache for its process only.
+        assert_eq!(cache_key(&run.path().join("missing/precompiled-cache.key")), None);
+    }
 
     #[test]
     fn agent_names_cannot_leave_the_agents_directory() {

@@ -1,0 +1,201 @@
+//! The precompiled cache holds native code, and it lives on storage the
+//! tool host does not vouch for, the daemon's on the data partition
+//! (specs/toolhost/README.md, "Precompiled cache"). A file planted at a
+//! tool's cache path must never run: the host recompiles the tool from its
+//! verified wasm instead.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use std::os::unix::fs::MetadataExt;
+
+use clawos_toolhost::definition::ValidTool;
+use clawos_toolhost::{CacheKey, CallRequest, HostConfig, ToolHost};
+use common::{install, Fixture};
+use serde_json::{json, Value};
+use sha2::Digest;
+use wit_component::{ComponentEncoder, StringEncoding};
+
+/// A component that describes itself as `echo` 0.1.0, as the real one does,
+/// but whose `run` answers `"planted"`: the attacker's code.
+fn impostor() -> Vec<u8> {
+    let wat = r#"(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  (data (i32.const 1024) "echo")
+  (data (i32.const 1100) "0.1.0")
+  (data (i32.const 1200) "{}")
+  (data (i32.const 1300) "\"planted\"")
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $ptr i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
+                             (i32.sub (i32.const 0) (local.get 2))))
+    (global.set $heap (i32.add (local.get $ptr) (local.get 3)))
+    (local.get $ptr))
+  (func (export "describe") (result i32)
+    (i32.store (i32.const 64) (i32.const 1024))
+    (i32.store (i32.const 68) (i32.const 4))
+    (i32.store (i32.const 72) (i32.const 1100))
+    (i32.store (i32.const 76) (i32.const 5))
+    (i32.store (i32.const 80) (i32.const 1200))
+    (i32.store (i32.const 84) (i32.const 2))
+    (i32.const 64))
+  (func (export "run") (param i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (i32.const 1300))
+    (i32.store (i32.const 24) (i32.const 9))
+    (i32.const 16))
+)"#;
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve.push_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs/wit")).unwrap();
+    let world = resolve.select_world(&[package], Some("tool")).unwrap();
+    let mut module = wat::parse_str(wat).unwrap();
+    wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).unwrap();
+    ComponentEncoder::default().module(&module).unwrap().validate(true).encode().unwrap()
+}
+
+fn call(host: &ToolHost, tool: &ValidTool, params: Value) -> Value {
+    host.call(tool, &CallRequest { agent_id: "wasm-agent", params: &params, timeout: None }).unwrap()
+}
+
+/// The one artifact in `cache`.
+fn only_artifact(cache: &Path) -> PathBuf {
+    let artifacts: Vec<PathBuf> = std::fs::read_dir(cache).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    artifacts.into_iter().next().unwrap()
+}
+
+/// `<cache>/<sha256 of the tool's wasm>-<engine>.cwasm`, with the engine
+/// part of `artifact`'s name (the same engine settings make the same one).
+fn cache_path_of(cache: &Path, tool: &ValidTool, artifact: &Path) -> PathBuf {
+    let name = artifact.file_name().unwrap().to_str().unwrap();
+    let (_, engine) = name.split_once('-').unwrap();
+    cache.join(format!("{}-{engine}", &tool.definition.wasm_hash["sha256:".len()..]))
+}
+
+/// The impostor installed as `echo` under `dir`, with the same name and
+/// version as the real one and its own hash.
+fn install_impostor(dir: &Path, echo: &ValidTool) -> ValidTool {
+    let bytes = impostor();
+    let binaries = dir.join("binaries");
+    std::fs::create_dir_all(&binaries).unwrap();
+    let mut fake = echo.clone();
+    fake.wasm_path = binaries.join("echo-v0.1.0.wasm");
+    std::fs::write(&fake.wasm_path, &bytes).unwrap();
+    fake.wasm_sha256 = sha2::Sha256::digest(&bytes).into();
+    fake
+}
+
+fn cached_host(cache: &Path, clawfs_root: &Path, cache_key: Option<CacheKey>) -> ToolHost {
+    let config = HostConfig { cache_dir: Some(cache.into()), cache_key, clawfs_root: clawfs_root.into(), ..HostConfig::default() };
+    ToolHost::new(config).unwrap()
+}
+
+/// What an attacker with write access to the data partition does offline:
+/// precompiles their own component with the same wasmtime and settings
+/// (anyone can) and puts the artifact where the real tool's would be.
+#[test]
+fn a_planted_artifact_of_another_component_is_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+
+    let attacker = tempfile::tempdir().unwrap();
+    let fake = install_impostor(attacker.path(), &echo);
+    let attacker_cache = attacker.path().join("cache");
+    let attacker_host = cached_host(&attacker_cache, attacker.path(), None);
+    assert_eq!(call(&attacker_host, &fake, json!({"x": 1})), json!("planted"), "the impostor works on its own");
+    let forged = only_artifact(&attacker_cache);
+
+    let cache = dir.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let planted = cache_path_of(&cache, &echo, &forged);
+    std::fs::copy(&forged, &planted).unwrap();
+
+    let key = CacheKey::random().unwrap();
+    let host = cached_host(&cache, dir.path(), Some(key.clone()));
+    assert_eq!(call(&host, &echo, json!({"x": 1})), json!({"x": 1}), "the planted artifact ran instead of the verified wasm");
+    // Recompiled and replaced by an entry of the daemon's own, which the
+    // next host with the same key (a daemon restart) loads.
+    assert_ne!(std::fs::read(&planted).unwrap(), std::fs::read(&forged).unwrap());
+    let replaced = std::fs::metadata(&planted).unwrap().ino();
+    assert_eq!(call(&cached_host(&cache, dir.path(), Some(key)), &echo, json!([2])), json!([2]));
+    assert_eq!(std::fs::metadata(&planted).unwrap().ino(), replaced, "a valid entry is loaded, not rewritten");
+}
+
+/// An entry the daemon itself wrote, under its own key, for another tool:
+/// the MAC covers the wasm's hash, so it does not verify under another
+/// tool's name. (Without that, anyone able to install one tool could get
+/// its code run as any other's.)
+#[test]
+fn an_authenticated_entry_moved_to_another_tools_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let other = tempfile::tempdir().unwrap();
+    let fake = install_impostor(other.path(), &echo);
+    let cache = dir.path().join("cache");
+    let key = CacheKey::random().unwrap();
+
+    let host = cached_host(&cache, dir.path(), Some(key.clone()));
+    assert_eq!(call(&host, &fake, json!({})), json!("planted"));
+    let entry = only_artifact(&cache);
+    std::fs::rename(&entry, cache_path_of(&cache, &echo, &entry)).unwrap();
+
+    let host = cached_host(&cache, dir.path(), Some(key));
+    assert_eq!(call(&host, &echo, json!({"x": 1})), json!({"x": 1}));
+}
+
+/// A daemon's own entries, read back by a host with another key (the next
+/// boot's), are recompiled; with the same key they are loaded as they are.
+#[test]
+fn entries_are_reused_under_the_same_key_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let cache = dir.path().join("cache");
+    let key = CacheKey::random().unwrap();
+    cached_host(&cache, dir.path(), Some(key.clone())).load(&echo).unwrap();
+    let entry = only_artifact(&cache);
+    assert_eq!(std::fs::metadata(&entry).unwrap().mode() & 0o777, 0o600);
+    let written = std::fs::metadata(&entry).unwrap().ino();
+
+    assert_eq!(call(&cached_host(&cache, dir.path(), Some(key)), &echo, json!([1])), json!([1]));
+    assert_eq!(std::fs::metadata(&entry).unwrap().ino(), written, "same key: loaded from the cache");
+
+    assert_eq!(call(&cached_host(&cache, dir.path(), None), &echo, json!([1])), json!([1]));
+    assert_ne!(std::fs::metadata(&entry).unwrap().ino(), written, "another key: recompiled and rewritten");
+}
+
+/// Whatever else sits at the path (garbage, a bare artifact without a MAC
+/// as this host wrote before its entries had one, a truncated entry, a
+/// FIFO that would block a plain open, a symlink) is recompiled over.
+#[test]
+fn anything_else_at_the_cache_path_is_recompiled_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let cache = dir.path().join("cache");
+    let key = CacheKey::random().unwrap();
+    cached_host(&cache, dir.path(), Some(key.clone())).load(&echo).unwrap();
+    let entry = only_artifact(&cache);
+    let good = std::fs::read(&entry).unwrap();
+
+    for what in ["garbage", "no MAC", "truncated", "shorter than a MAC", "a FIFO", "a symlink"] {
+        std::fs::remove_file(&entry).unwrap();
+        match what {
+            "garbage" => std::fs::write(&entry, b"\x7fELF not an artifact").unwrap(),
+            "no MAC" => std::fs::write(&entry, &good[32..]).unwrap(),
+            "truncated" => std::fs::write(&entry, &good[..good.len() / 2]).unwrap(),
+            "shorter than a MAC" => std::fs::write(&entry, &good[..7]).unwrap(),
+            "a FIFO" => {
+                let name = std::ffi::CString::new(entry.as_os_str().as_encoded_bytes()).unwrap();
+                // SAFETY: `name` is a NUL-terminated path that outlives the call.
+                assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+            }
+            _ => std::os::unix::fs::symlink("/dev/zero", &entry).unwrap(),
+        }
+        let host = cached_host(&cache, dir.path(), Some(key.clone()));
+        assert_eq!(call(&host, &echo, json!({"what": what})), json!({"what": what}), "{what}");
+        let metadata = std::fs::symlink_metadata(&entry).unwrap();
+        assert!(metadata.is_file(), "{what}: replaced by a regular file");
+        assert_eq!(std::fs::read(&entry).unwrap().len(), good.len(), "{what}: replaced by a whole entry");
+    }
+}
