@@ -25,7 +25,8 @@ service! {
     /// Stores a new version of a secret.
     fn secret_set(SecretSet) -> SecretVersion { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Reads a secret (its newest version, or the one asked for), if the
-    /// vault policy lets the caller.
+    /// vault policy lets the caller; any other version than the newest needs
+    /// secret-read-history too, which only the operator has by default.
     fn secret_get(SecretGet) -> SecretValue { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Every secret's newest version, without values.
     fn secret_list(NoParams) -> SecretList { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
@@ -140,7 +141,8 @@ pub struct SecretVersion {
 pub struct SecretGet {
     /// The secret's id.
     pub secret_id: String,
-    /// A version (from 1); the newest when absent.
+    /// A version (from 1); the newest when absent. Another version than the
+    /// newest needs secret-read-history (the operator's by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub version: Option<u32>,

@@ -77,10 +77,14 @@ pub fn default_component_grants() -> Vec<Grant> {
 
 /// Every capability on every secret for the operator: it is root on the
 /// box, which can reach the TPM and the keyring anyway, and it is the only
-/// one who can set secrets.
+/// one who can set secrets. That includes `secret-read-history`, which no
+/// component default has: a component reads a secret's current version
+/// only, so a rotation cuts off one that held the old value
+/// (specs/vault/README.md, "Who may do what").
 fn operator_grants() -> impl Iterator<Item = Grant> {
     [
         Capability::SecretRead,
+        Capability::SecretReadHistory,
         Capability::SecretWrite,
         Capability::SecretList,
         Capability::VaultAdmin,
@@ -154,8 +158,13 @@ mod tests {
         assert!(policy.allows(&agent_loop, Capability::SecretRead, Some("provider-openai")));
         assert!(!policy.allows(&agent_loop, Capability::SecretRead, Some("tool-github")));
         assert!(!policy.allows(&agent_loop, Capability::SecretWrite, Some("provider-openai")));
+        assert!(policy.allows(&operator, Capability::SecretReadHistory, Some("tool-github")));
         let wasm = Caller::new("wasm-daemon");
         assert!(policy.allows(&wasm, Capability::SecretRead, Some("tool-github")));
+        // Components read current versions only.
+        for component in ["agent-loop", "wasm-daemon", "fs-engine"] {
+            assert!(!policy.allows(&Caller::new(component), Capability::SecretReadHistory, Some("tool-github")), "{component}");
+        }
         assert!(!policy.allows(&wasm, Capability::SecretList, None));
         let fs_engine = Caller::new("fs-engine");
         assert!(policy.allows(&fs_engine, Capability::SecretRead, Some("embedder-openai")));

@@ -380,6 +380,13 @@ fn info(info: &SecretInfo) -> api::SecretInfo {
 /// The IPC error code of a vault failure. Messages never hold secret
 /// material (the library guarantees it for its errors).
 fn vault_error(error: VaultError) -> MethodError {
+    if let VaultError::EarlierVersionDenied { .. } = &error {
+        // Who has it is this service's policy, not the library's: say so.
+        return MethodError::new(
+            ErrorCode::Eperm,
+            format!("{error} (by default only the operator reads other versions; a grant in [component.vault] can allow it)"),
+        );
+    }
     let code = match &error {
         VaultError::AccessDenied { .. }
         | VaultError::PcrMismatch

@@ -4,7 +4,9 @@
 //! under their own UIDs) read what the policy grants and are refused the
 //! rest; a changed PCR leaves the restarted agent degraded until the
 //! recovery key and a reseal; and no secret value, nor the recovery key,
-//! ends up in any file or in the daemon's log.
+//! ends up in any file or in the daemon's log. A component reads only the
+//! current version of a secret, the operator every version
+//! (specs/vault/README.md, "Who may do what").
 //!
 //! Needs root (to run the component clients under distinct UIDs) and swtpm.
 
@@ -29,6 +31,7 @@ use swtpm::Swtpm;
 /// UIDs the component clients run under, mapped in the test's ACL.
 const AGENT_LOOP_UID: u32 = 61_301;
 const FS_ENGINE_UID: u32 = 61_302;
+const WASM_DAEMON_UID: u32 = 61_303;
 /// Set in a re-executed copy of this test binary: the request it makes as a component.
 const PEER_REQUEST_ENV: &str = "CLAWOS_VAULT_TEST_PEER_REQUEST";
 /// Long enough for a TPM seal plus a 600,000-round KDF in a debug build.
@@ -37,6 +40,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// One test setup: config, ACL, vault and logs under a temporary directory.
 struct Setup {
     dir: tempfile::TempDir,
+    ipc_acl: String,
     prefix: String,
     tcti: String,
 }
@@ -74,7 +78,8 @@ impl Drop for Agent {
 }
 
 impl Setup {
-    fn new(tcti: String) -> Self {
+    /// `name` keeps the socket names of tests running at once apart.
+    fn new(tcti: String, name: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = |name: &str| dir.path().join(name).display().to_string();
         std::fs::write(
@@ -83,7 +88,7 @@ impl Setup {
                 r#"
 [identity]
 operator_uids = [0]
-uids = {{ "{AGENT_LOOP_UID}" = "agent-loop", "{FS_ENGINE_UID}" = "fs-engine" }}
+uids = {{ "{AGENT_LOOP_UID}" = "agent-loop", "{FS_ENGINE_UID}" = "fs-engine", "{WASM_DAEMON_UID}" = "wasm-daemon" }}
 
 [[allow]]
 senders = ["operator"]
@@ -96,22 +101,34 @@ methods = ["*"]
 senders = ["agent-loop"]
 recipients = ["security-agent"]
 methods = ["secret_get", "vault_init"]
+
+[[allow]]
+senders = ["wasm-daemon"]
+recipients = ["security-agent"]
+methods = ["secret_get"]
 "#
             ),
         )
         .unwrap();
+        let prefix = format!("clawos-vault-test-{}-{name}-", std::process::id());
+        let setup = Setup { ipc_acl: path("ipc-acl.toml"), dir, prefix, tcti };
+        setup.write_config("");
+        setup
+    }
+
+    /// security-agent.toml, with `vault_extra` appended to `[component.vault]`.
+    fn write_config(&self, vault_extra: &str) {
+        let path = |name: &str| self.dir.path().join(name).display().to_string();
         std::fs::write(
-            dir.path().join("security-agent.toml"),
+            self.dir.path().join("security-agent.toml"),
             format!(
-                "[ipc]\npolicy_path = \"{}\"\n\n[component.vault]\nvault_dir = \"{}\"\naudit_log = \"{}\"\nkeyring = \"process\"\n",
-                path("ipc-acl.toml"),
+                "[ipc]\npolicy_path = \"{}\"\n\n[component.vault]\nvault_dir = \"{}\"\naudit_log = \"{}\"\nkeyring = \"process\"\n{vault_extra}",
+                self.ipc_acl,
                 path("vault"),
                 path("log/audit.log"),
             ),
         )
         .unwrap();
-        let prefix = format!("clawos-vault-test-{}-", std::process::id());
-        Setup { dir, prefix, tcti }
     }
 
     /// Starts the agent (debug logging, to catch any leak) and waits for its socket.
@@ -150,8 +167,9 @@ methods = ["secret_get", "vault_init"]
         text
     }
 
-    /// One request as `component`, from a copy of this test binary running
-    /// under that component's UID: `Ok(result)` or `Err((code, message))`.
+    /// One request as `component` (or `operator`, under UID 0), from a copy
+    /// of this test binary running under that component's UID: `Ok(result)`
+    /// or `Err((code, message))`.
     fn call_as(&self, uid: u32, component: &str, method: &str, params: Value) -> Result<Value, (ErrorCode, String)> {
         let request = json!({ "component": component, "method": method, "params": params });
         let output = Command::new(std::env::current_exe().unwrap())
@@ -181,9 +199,8 @@ methods = ["secret_get", "vault_init"]
 #[ignore = "a client process started by the vault service test under a component UID"]
 async fn peer_client() {
     let request: Value = serde_json::from_str(&std::env::var(PEER_REQUEST_ENV).expect("run by the service test only")).unwrap();
-    let component: ComponentId = request["component"].as_str().unwrap().parse().unwrap();
-    let (client, _events) =
-        IpcClient::connect(ComponentId::SecurityAgent, ClientOptions::new(Principal::Component(component))).await.unwrap();
+    let principal: Principal = request["component"].as_str().unwrap().parse().unwrap();
+    let (client, _events) = IpcClient::connect(ComponentId::SecurityAgent, ClientOptions::new(principal)).await.unwrap();
     let params = request["params"].as_object().cloned().unwrap_or_default();
     let answer = match client.call(request["method"].as_str().unwrap(), params, Some(CALL_TIMEOUT)).await {
         Ok(result) => json!({ "result": result }),
@@ -240,9 +257,10 @@ async fn vault_service_end_to_end() {
     assert!(nix::unistd::geteuid().is_root(), "this test runs component clients under their own UIDs and needs root");
     let tpm_state = tempfile::tempdir().unwrap();
     let Some(tpm) = Swtpm::start(tpm_state.path()) else { return };
-    let setup = Setup::new(tpm.tcti());
-    // The operator client below is this process; the only other test here
-    // is ignored, so no thread reads the environment concurrently.
+    let setup = Setup::new(tpm.tcti(), "e2e");
+    // The operator client below is this process; the other tests run every
+    // client as a child process with its own environment, so no thread
+    // reads this variable concurrently.
     std::env::set_var(clawos_ipc::socket::SOCKET_PREFIX_ENV, &setup.prefix);
     // Unique per run, so a hit can only come from this run.
     let canary_v1 = format!("canary-v1-{:016x}", rand_u64());
@@ -364,6 +382,74 @@ async fn vault_service_end_to_end() {
             );
         }
     }
+}
+
+/// A rotation must cut off a reader holding an old credential's version:
+/// any component that may read a secret reads its current version only;
+/// earlier versions are the operator's, unless the vault policy grants
+/// `secret-read-history` on that secret.
+#[tokio::test(flavor = "current_thread")]
+async fn earlier_versions_are_the_operators_unless_the_policy_grants_them() {
+    assert!(nix::unistd::geteuid().is_root(), "this test runs component clients under their own UIDs and needs root");
+    let tpm_state = tempfile::tempdir().unwrap();
+    let Some(tpm) = Swtpm::start(tpm_state.path()) else { return };
+    let setup = Setup::new(tpm.tcti(), "history");
+    let agent = setup.start_agent(1);
+    let operator = |method: &str, params: Value| setup.call_as(0, "operator", method, params);
+    let as_wasm_daemon = |params: Value| setup.call_as(WASM_DAEMON_UID, "wasm-daemon", "secret_get", params);
+    let value = |result: Value| String::from_utf8(BASE64.decode(result["value_base64"].as_str().unwrap()).unwrap()).unwrap();
+
+    operator("vault_init", json!({ "protection": "tpm" })).unwrap();
+    // Version 1 was compromised and rotated away: version 2 is current.
+    assert_eq!(operator("secret_set", set_params("tool-github", "leaked-v1")).unwrap()["version"], 1);
+    assert_eq!(operator("secret_set", set_params("tool-github", "rotated-v2")).unwrap()["version"], 2);
+
+    // wasm-daemon may read tool-* (the default policy): the current version,
+    // whether named or not.
+    assert_eq!(value(as_wasm_daemon(json!({ "secret_id": "tool-github" })).unwrap()), "rotated-v2");
+    assert_eq!(value(as_wasm_daemon(json!({ "secret_id": "tool-github", "version": 2 })).unwrap()), "rotated-v2");
+    // Not the old one.
+    let refused = as_wasm_daemon(json!({ "secret_id": "tool-github", "version": 1 }));
+    let (code, message) = match refused {
+        Err(refused) => refused,
+        Ok(result) => panic!("wasm-daemon read the rotated-away version: {:?}", value(result)),
+    };
+    assert_eq!(code, ErrorCode::Eperm, "{message}");
+    for needed in ["wasm-daemon", "version 1", "tool-github", "current version is 2", "secret-read-history", "operator"] {
+        assert!(message.contains(needed), "the refusal says why ({needed:?}): {message}");
+    }
+    // The operator reads every version.
+    assert_eq!(value(operator("secret_get", json!({ "secret_id": "tool-github", "version": 1 })).unwrap()), "leaked-v1");
+    assert_eq!(value(operator("secret_get", json!({ "secret_id": "tool-github" })).unwrap()), "rotated-v2");
+
+    // The refusal is in the vault's audit log, with the version asked for.
+    let audit = std::fs::read_to_string(setup.dir.path().join("log/audit.log")).unwrap();
+    let entries: Vec<Value> = audit.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert!(
+        entries.iter().any(|e| e["caller"] == "wasm-daemon"
+            && e["capability"] == "secret-read-history"
+            && e["secret_id"] == "tool-github"
+            && e["version"] == 1
+            && e["outcome"] == "denied"),
+        "{audit}"
+    );
+    agent.stop();
+
+    // A policy that says otherwise: the grant names the capability and the secret.
+    setup.write_config(
+        r#"grants = [
+  { identity = "wasm-daemon", capability = "secret-read", secrets = { prefix = "tool-" } },
+  { identity = "wasm-daemon", capability = "secret-read-history", secrets = { only = ["tool-github"] } },
+]
+"#,
+    );
+    let agent = setup.start_agent(2);
+    assert_eq!(operator("secret_set", set_params("tool-other", "other-v1")).unwrap()["version"], 1);
+    assert_eq!(operator("secret_set", set_params("tool-other", "other-v2")).unwrap()["version"], 2);
+    assert_eq!(value(as_wasm_daemon(json!({ "secret_id": "tool-github", "version": 1 })).unwrap()), "leaked-v1");
+    let (code, message) = as_wasm_daemon(json!({ "secret_id": "tool-other", "version": 1 })).unwrap_err();
+    assert_eq!(code, ErrorCode::Eperm, "the grant covers tool-github only: {message}");
+    agent.stop();
 }
 
 fn rand_u64() -> u64 {

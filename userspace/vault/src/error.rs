@@ -112,6 +112,23 @@ pub enum VaultError {
         /// The secret, or `None` for the whole vault.
         target: Option<String>,
     },
+    /// The caller may read the secret's current version but asked for
+    /// another one, which needs [`Capability::SecretReadHistory`] as well.
+    #[error(
+        "`{caller}` may read only the current version of `{id}` (current version is {current}), not version {version}: \
+         other versions need {} on it, which `{caller}` lacks",
+        Capability::SecretReadHistory.as_str()
+    )]
+    EarlierVersionDenied {
+        /// The caller identity.
+        caller: String,
+        /// The secret ID.
+        id: String,
+        /// The version asked for.
+        version: u32,
+        /// The secret's current version.
+        current: u32,
+    },
     /// The audit record could not be written, so the operation was refused.
     #[error("audit log {path} unwritable, operation refused: {source}")]
     Audit {

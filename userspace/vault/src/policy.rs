@@ -8,8 +8,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Capability {
-    /// Read a secret's value.
+    /// Read a secret's current value.
     SecretRead,
+    /// Read a secret's earlier values too (with [`Capability::SecretRead`]):
+    /// without it a rotation cuts off every reader that held the old value
+    /// (specs/vault/README.md, "Who may do what").
+    SecretReadHistory,
     /// Create, update or remove a secret.
     SecretWrite,
     /// List secrets and their version history (names and dates, no values).
@@ -23,6 +27,7 @@ impl Capability {
     pub fn as_str(self) -> &'static str {
         match self {
             Capability::SecretRead => "secret-read",
+            Capability::SecretReadHistory => "secret-read-history",
             Capability::SecretWrite => "secret-write",
             Capability::SecretList => "secret-list",
             Capability::VaultAdmin => "vault-admin",

@@ -363,6 +363,66 @@ fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
     );
 }
 
+/// A rotation cuts off a reader: `secret-read` covers the current version
+/// only, earlier ones need `secret-read-history` (specs/vault/README.md,
+/// "Who may do what"), and each refusal is audited with the version asked.
+#[test]
+fn earlier_versions_need_secret_read_history() {
+    let temp = tempfile::tempdir().unwrap();
+    let cfg = config(temp.path(), NO_TPM);
+    let mut vault = passphrase_vault(&cfg, Passphrase::new("pw".to_owned()));
+    let reader = Caller::new("wasm-daemon");
+    let historian = Caller::new("auditor");
+    vault.set_policy(
+        operator_policy()
+            .grant("wasm-daemon", Capability::SecretRead, SecretScope::Prefix("tool-".into()))
+            .grant("auditor", Capability::SecretRead, SecretScope::All)
+            .grant(
+                "auditor",
+                Capability::SecretReadHistory,
+                SecretScope::Only(vec!["tool-a".into()]),
+            ),
+    );
+    vault.set(&operator(), "tool-a", b"old").unwrap();
+    vault.set(&operator(), "tool-a", b"new").unwrap();
+    vault.set(&operator(), "tool-b", b"b1").unwrap();
+    vault.set(&operator(), "tool-b", b"b2").unwrap();
+
+    assert_eq!(vault.get(&reader, "tool-a").unwrap().expose(), b"new");
+    assert_eq!(vault.get_version(&reader, "tool-a", 2).unwrap().expose(), b"new");
+    for version in [1, 3] {
+        match vault.get_version(&reader, "tool-a", version) {
+            Err(VaultError::EarlierVersionDenied { caller, id, version: asked, current }) => {
+                assert_eq!((caller.as_str(), id.as_str(), asked, current), ("wasm-daemon", "tool-a", version, 2));
+            }
+            other => panic!("version {version}: {:?}", other.map(|v| v.expose().to_vec())),
+        }
+    }
+    // A caller that may not read the secret at all is refused as before,
+    // before anything about its versions is looked at.
+    assert!(matches!(
+        vault.get_version(&reader, "provider-x", 1),
+        Err(VaultError::AccessDenied { .. })
+    ));
+    // The grant is per secret.
+    assert_eq!(vault.get_version(&historian, "tool-a", 1).unwrap().expose(), b"old");
+    assert!(matches!(
+        vault.get_version(&historian, "tool-b", 1),
+        Err(VaultError::EarlierVersionDenied { .. })
+    ));
+    assert_eq!(vault.get_version(&operator(), "tool-b", 1).unwrap().expose(), b"b1");
+
+    let log = fs::read_to_string(&cfg.audit_log).unwrap();
+    let denied: Vec<vault::AuditEntry> = log
+        .lines()
+        .map(|line| serde_json::from_str::<vault::AuditEntry>(line).unwrap())
+        .filter(|entry| entry.outcome == "denied" && entry.capability == "secret-read-history")
+        .collect();
+    assert_eq!(denied.len(), 3, "{log}");
+    assert_eq!(denied[0].caller, "wasm-daemon");
+    assert_eq!(denied[0].version, Some(1));
+}
+
 #[test]
 fn system_manifest_detects_changed_missing_and_forged_entries() {
     let temp = tempfile::tempdir().unwrap();

@@ -410,6 +410,7 @@ mod tests {
             AccessPolicy::deny_all()
                 .grant("clawctl", Capability::VaultAdmin, SecretScope::All)
                 .grant("clawctl", Capability::SecretRead, SecretScope::All)
+                .grant("clawctl", Capability::SecretReadHistory, SecretScope::All)
                 .grant("clawctl", Capability::SecretWrite, SecretScope::All),
         );
         vault
@@ -459,11 +460,11 @@ mod tests {
         vault.lock().unwrap();
         let mut reopened =
             Vault::unlock_with_passphrase(reopened_config, &Passphrase::new("pw".into())).unwrap();
-        reopened.set_policy(AccessPolicy::deny_all().grant(
-            "clawctl",
-            Capability::SecretRead,
-            SecretScope::All,
-        ));
+        reopened.set_policy(
+            AccessPolicy::deny_all()
+                .grant("clawctl", Capability::SecretRead, SecretScope::All)
+                .grant("clawctl", Capability::SecretReadHistory, SecretScope::All),
+        );
         assert_readable(&mut reopened, expected);
     }
 

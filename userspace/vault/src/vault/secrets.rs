@@ -228,7 +228,9 @@ impl Vault {
         self.read(caller, id, None)
     }
 
-    /// A given version of `id`; needs [`Capability::SecretRead`] on it.
+    /// A given version of `id`; needs [`Capability::SecretRead`] on it, and
+    /// for any version but the current one [`Capability::SecretReadHistory`]
+    /// too.
     pub fn get_version(&mut self, caller: &Caller, id: &str, version: u32) -> Result<SecretValue> {
         self.read(caller, id, Some(version))
     }
@@ -236,6 +238,9 @@ impl Vault {
     fn read(&mut self, caller: &Caller, id: &str, version: Option<u32>) -> Result<SecretValue> {
         validate_secret_id(id)?;
         self.authorize(caller, Capability::SecretRead, "get", Some((id, version)))?;
+        if let Some(version) = version {
+            self.authorize_other_version(caller, id, version)?;
+        }
         let result = self.read_now(id, version);
         let read_version = result.as_ref().ok().map(|(version, _)| *version);
         self.record(
@@ -246,6 +251,39 @@ impl Vault {
             &outcome(&result),
         )?;
         result.map(|(_, value)| SecretValue(value))
+    }
+
+    /// Whether `caller`, who may read `id`, may read its `version`: the
+    /// current one, yes; any other needs [`Capability::SecretReadHistory`],
+    /// so that a rotation cuts off a reader whose copy of the old value
+    /// leaked (specs/vault/README.md, "Who may do what"). Checked after
+    /// `secret-read`, so a caller that may not read the secret at all learns
+    /// nothing about its versions.
+    fn authorize_other_version(&mut self, caller: &Caller, id: &str, version: u32) -> Result<()> {
+        let current = match self.load_current(id)? {
+            Some(file) if file.version != version => file.version,
+            // The current version, or no secret (read_now says so).
+            _ => return Ok(()),
+        };
+        if self
+            .policy
+            .allows(caller, Capability::SecretReadHistory, Some(id))
+        {
+            return Ok(());
+        }
+        self.record(
+            caller,
+            Capability::SecretReadHistory,
+            "get",
+            Some((id, Some(version))),
+            "denied",
+        )?;
+        Err(VaultError::EarlierVersionDenied {
+            caller: caller.identity.clone(),
+            id: id.to_owned(),
+            version,
+            current,
+        })
     }
 
     fn read_now(&self, id: &str, version: Option<u32>) -> Result<(u32, Zeroizing<Vec<u8>>)> {

@@ -30,6 +30,7 @@ pub fn operator() -> Caller {
 pub fn operator_policy() -> AccessPolicy {
     [
         Capability::SecretRead,
+        Capability::SecretReadHistory,
         Capability::SecretWrite,
         Capability::SecretList,
         Capability::VaultAdmin,
