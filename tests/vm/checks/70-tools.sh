@@ -67,7 +67,8 @@ check "tools: the daemon runs under its own seccomp filter (kill on an unlisted 
 # web-fetch is install-only: its network grant is the operator's choice. A
 # test server on the host (QEMU user networking: 10.0.2.2 is the host's
 # loopback) answers with the path and the Authorization header it received,
-# so the tool's view of an injected credential can be checked.
+# so the tool's view of an injected credential can be checked, and logs
+# path, Authorization, Host and Accept-Encoding as the request arrived.
 TOOLS_HTTP_PORT=$(free_port)
 TOOLS_HTTP_LOG="$OUT/vm/tools-http.log"
 : > "$TOOLS_HTTP_LOG"
@@ -78,7 +79,7 @@ class Echo(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         auth = self.headers.get("Authorization", "")
         with open(log, "a") as f:
-            f.write(f"{self.path} {auth}\n")
+            f.write(f"{self.path}|{auth}|{self.headers.get('Host', '')}|{self.headers.get('Accept-Encoding', '')}\n")
         body = json.dumps({"path": self.path, "authorization": auth}).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -98,17 +99,29 @@ check "tools: clawctl tool install shows the grants and installs web-fetch into 
     --grant network:outbound:10.0.2.2:$TOOLS_HTTP_PORT --yes) || { echo \"\$out\"; exit 1; }
   echo \"\$out\" | grep -q '^  network:outbound:10.0.2.2:$TOOLS_HTTP_PORT\$' || { echo \"\$out\"; exit 1; }
   clawctl tool list | grep -q '^web-fetch .* installed ' && test -f /clawfs/tools/binaries/web-fetch-v0.1.0.wasm"
+# The rule above names no scheme, so it is an https rule: a plain-http URL
+# to the same host and port gets no credential (specs/toolhost/README.md,
+# "HTTP"), and the Host and Accept-Encoding the tool sets are replaced.
+tools_fetch_over_plain_http() {
+  local out
+  out=$(vm_ssh "clawctl tool run web-fetch '{\"url\":\"http://10.0.2.2:$TOOLS_HTTP_PORT/bare\",\"headers\":{\"Host\":\"attacker-app.example\",\"Accept-Encoding\":\"deflate\"}}' --agent wasm-agent") || { echo "$out"; return 1; }
+  echo "$out"
+  jq -e '.status == 200 and (.body | fromjson | .path == "/bare" and .authorization == "")' <<<"$out" >/dev/null &&
+    grep -qx "/bare||10.0.2.2:$TOOLS_HTTP_PORT|identity" "$TOOLS_HTTP_LOG"
+}
+check "tools: an https credential rule sends nothing over plain http, and a tool's Host and Accept-Encoding headers are replaced" tools_fetch_over_plain_http
 # The server logged the real token; the tool saw the whole header value
 # (Bearer and token) replaced by the marker.
 tools_fetch_with_credential() {
   local out
+  vm_ssh "sed -i 's/^header = /scheme = \"http\"\\nheader = /' /clawfs/tools/credentials.toml" || return 1
   out=$(vm_ssh "clawctl tool run web-fetch '{\"url\":\"http://10.0.2.2:$TOOLS_HTTP_PORT/hello\"}' --agent wasm-agent") || { echo "$out"; return 1; }
   echo "$out"
   jq -e '.status == 200 and (.body | fromjson | .path == "/hello" and .authorization == "[REDACTED]")' <<<"$out" >/dev/null &&
     ! grep -q "$TOOLS_TOKEN" <<<"$out" &&
-    grep -qx "/hello Bearer $TOOLS_TOKEN" "$TOOLS_HTTP_LOG"
+    grep -qx "/hello|Bearer $TOOLS_TOKEN|10.0.2.2:$TOOLS_HTTP_PORT|identity" "$TOOLS_HTTP_LOG"
 }
-check "tools: web-fetch reaches the granted host with the vault's credential, which the tool only sees redacted" tools_fetch_with_credential
+check "tools: web-fetch reaches the granted host with the credential of an explicit http rule, which the tool only sees redacted" tools_fetch_with_credential
 check "tools: web-fetch is refused a host it was not granted, and nothing reaches it" vm_ssh "
   clawctl tool run web-fetch '{\"url\":\"http://10.0.2.2:$((TOOLS_HTTP_PORT + 1))/\"}' --agent wasm-agent 2>&1 | grep -q 'capability_denied.*not a granted'"
 check "tools: a component whose bytes differ from the pinned hash is refused" vm_ssh "

@@ -135,6 +135,55 @@ pub fn beneath(root: &Path, asked: &str, parts: &[&str]) -> Result<PathBuf> {
     Ok(real)
 }
 
+/// What [`open_beneath`] opens a path for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenFor {
+    /// Reading a regular file.
+    Read,
+    /// Writing a regular file, created (mode 0640) or truncated.
+    Write,
+    /// Listing a directory.
+    List,
+}
+
+/// Opens `parts` under `root` in a single openat2(2) that resolves beneath
+/// the root and through no symlink (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS`): the rule of [`beneath`] enforced by the kernel
+/// at the moment of the open, so a symlink swapped in after a check is not
+/// followed either. `O_NONBLOCK` makes a FIFO fail or open at once instead
+/// of blocking the caller's thread, and what was opened must be what
+/// `purpose` expects (a regular file, or a directory for listing): a FIFO,
+/// socket or device is refused before a byte moves. `asked` is the path as
+/// the request gave it, for the refusal.
+pub fn open_beneath(root: &Path, asked: &str, parts: &[&str], purpose: OpenFor) -> Result<File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let denied = |reason: &str| Error::Denied { path: asked.to_owned(), reason: reason.to_owned() };
+    let relative: PathBuf = if parts.is_empty() { PathBuf::from(".") } else { parts.iter().collect() };
+    let flags = OFlags::CLOEXEC
+        | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | match purpose {
+            OpenFor::Read => OFlags::RDONLY,
+            OpenFor::Write => OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
+            OpenFor::List => OFlags::RDONLY | OFlags::DIRECTORY,
+        };
+    let root_dir = File::open(root).map_err(io("open", root))?;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    // openat2 refuses a mode without O_CREAT.
+    let mode = if purpose == OpenFor::Write { Mode::from_raw_mode(0o640) } else { Mode::empty() };
+    let opened = rustix::fs::openat2(&root_dir, &relative, flags, mode, resolve).map_err(|errno| match errno {
+        rustix::io::Errno::LOOP => denied("the path passes through a symlink"),
+        rustix::io::Errno::XDEV => denied("the path leaves /clawfs"),
+        errno => Error::Io { operation: "open", path: root.join(&relative), source: errno.into() },
+    })?;
+    let file = File::from(opened);
+    let kind = file.metadata().map_err(io("stat", root.join(&relative)))?.file_type();
+    match purpose {
+        OpenFor::Read | OpenFor::Write if !kind.is_file() => Err(denied("not a regular file")),
+        _ => Ok(file),
+    }
+}
+
 /// Checks `path` (absolute `/clawfs/...`, or relative to the agent's own
 /// directory) for `requester` and `access`. `Err(Error::Denied)` says why not.
 pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access) -> Result<Resolved> {
@@ -178,7 +227,9 @@ pub struct ReadResult {
 }
 
 fn open_no_follow(path: &Path, options: &mut OpenOptions) -> Result<File> {
-    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path).map_err(io("open", path))
+    // O_NONBLOCK: a FIFO planted here fails or opens at once (and is then
+    // refused as not a regular file) instead of blocking a serving thread.
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK).open(path).map_err(io("open", path))
 }
 
 /// Reads up to `length` bytes (at most [`MAX_TRANSFER_BYTES`]) from `offset`.
@@ -386,6 +437,30 @@ mod tests {
                 other => panic!("{through_link:?}: expected a denial, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn open_beneath_refuses_symlinks_and_special_files() {
+        let dir = root();
+        fs::write(dir.path().join("workspaces/plain.txt"), "plain").unwrap();
+        let mut read = String::new();
+        open_beneath(dir.path(), "asked", &["workspaces", "plain.txt"], OpenFor::Read).unwrap().read_to_string(&mut read).unwrap();
+        assert_eq!(read, "plain");
+        assert!(open_beneath(dir.path(), "asked", &["workspaces"], OpenFor::List).is_ok());
+        assert!(open_beneath(dir.path(), "asked", &[], OpenFor::List).is_ok());
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("workspaces/up")).unwrap();
+        for through_link in [&["workspaces", "up"][..], &["workspaces", "up", "workspaces", "plain.txt"][..]] {
+            match open_beneath(dir.path(), "asked", through_link, OpenFor::Read) {
+                Err(Error::Denied { reason, .. }) => assert_eq!(reason, "the path passes through a symlink"),
+                other => panic!("{through_link:?}: expected a denial, got {other:?}"),
+            }
+        }
+        let fifo = std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        for purpose in [OpenFor::Read, OpenFor::Write] {
+            assert!(open_beneath(dir.path(), "asked", &["workspaces", "pipe"], purpose).is_err(), "{purpose:?}");
+        }
+        assert!(matches!(open_beneath(dir.path(), "asked", &["workspaces", "missing"], OpenFor::Read), Err(Error::Io { .. })));
     }
 
     #[test]

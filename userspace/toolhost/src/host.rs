@@ -222,6 +222,13 @@ impl CallState {
     pub(crate) fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
+
+    /// Bytes the call's memories and tables may still grow by: the most
+    /// host-side work for the guest may hold (a file read, a listing, a
+    /// response body), since it must fit in the guest in the end.
+    pub(crate) fn memory_left(&self) -> usize {
+        self.limiter.remaining_bytes()
+    }
 }
 
 impl WasiView for CallState {

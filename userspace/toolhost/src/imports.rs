@@ -2,34 +2,34 @@
 //! the call's grants; a request outside them aborts the call with
 //! [`Abort::Denied`] rather than returning an error the guest could probe with.
 
-use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clawfs::audit::{AuditLog, Entry};
-use clawfs::files::{self, Resolved};
+use clawfs::files::{self, OpenFor};
 
 use crate::bindings::clawos::tool::{filesystem, http, kv, logging, memory, types};
 use crate::definition::Capability;
 use crate::error::Abort;
 use crate::host::CallState;
+use crate::http::{self as rules, Origin, Redactor};
 use crate::providers::{CredentialProvider, KvBackend, KvError, MemorySearch};
 
 /// Longest log message kept; the rest is cut.
 const MAX_LOG_MESSAGE_BYTES: usize = 4096;
 /// Log lines one call may write; later ones are dropped.
 const MAX_LOG_LINES_PER_CALL: usize = 100;
-/// Largest HTTP response body handed to a tool.
-const MAX_HTTP_BODY_BYTES: u64 = 8 << 20;
+/// Largest HTTP response body handed to a tool (less when the call has
+/// less memory left).
+const MAX_HTTP_BODY_BYTES: usize = 8 << 20;
+/// Bytes a listed name costs the guest beyond its text: the string's
+/// pointer and length in the list.
+const LISTED_NAME_OVERHEAD_BYTES: usize = 8;
 /// Keys and values one (agent, tool) pair may keep in the kv store.
 const MAX_KV_ENTRIES: usize = 1024;
 const MAX_KV_VALUE_BYTES: usize = 64 << 10;
 const MAX_KV_KEY_BYTES: usize = 256;
-/// What replaces a credential value found in a response.
-pub const REDACTED: &str = "[REDACTED]";
 
 /// What a call is allowed, derived once from the tool's capabilities.
 #[derive(Debug, Clone, Default)]
@@ -107,26 +107,38 @@ impl logging::Host for CallState {
 }
 
 impl CallState {
-    /// Maps a guest path (`/clawfs/...`) to the host path under the
-    /// configured ClawFS root. How a path is read is ClawFS's rule
-    /// (`clawfs::files`: no `..`, never through a symlink), the same as for
-    /// an agent's request to fs-engine; whether the tool may reach it is its
-    /// grants': the path must lie under one of its granted prefixes. `Err`
-    /// says why not; the caller aborts the call with it.
-    fn resolve(&self, guest_path: &str, write: bool) -> Result<Resolved, String> {
-        let access = if write { "write" } else { "read" };
-        let refused = |error: clawfs::Error| match error {
-            clawfs::Error::Denied { reason, .. } => format!("{access} of {guest_path:?}: {reason}"),
-            other => format!("{access} of {guest_path:?}: {other}"),
-        };
-        let parts = files::parse(guest_path).map_err(refused)?;
-        let prefixes = if write { &self.grants.write_prefixes } else { &self.grants.read_prefixes };
+    /// Checks a guest path (`/clawfs/...`) against the call's grants: it
+    /// must lie under one of the granted prefixes for `purpose`. Returns
+    /// its components; `Err` says why not, and the caller aborts the call
+    /// with it.
+    fn granted<'p>(&self, guest_path: &'p str, purpose: OpenFor) -> Result<Vec<&'p str>, String> {
+        let access = if purpose == OpenFor::Write { "write" } else { "read" };
+        let parts = files::parse(guest_path).map_err(|e| format!("{access} of {guest_path:?}: {}", refusal_reason(e)))?;
+        let prefixes = if purpose == OpenFor::Write { &self.grants.write_prefixes } else { &self.grants.read_prefixes };
         let granted = |prefix: &Vec<String>| prefix.len() <= parts.len() && prefix.iter().zip(&parts).all(|(granted, part)| granted == part);
         if !prefixes.iter().any(granted) {
             return Err(format!("{access} of {guest_path:?} is outside the granted filesystem prefixes"));
         }
-        let real = files::beneath(&self.services.clawfs_root, guest_path, &parts).map_err(refused)?;
-        Ok(Resolved { real, display: files::display(&parts) })
+        Ok(parts)
+    }
+
+    /// Opens a granted path under the configured ClawFS root. How a path
+    /// is opened is ClawFS's rule (`clawfs::files::open_beneath`: never
+    /// through a symlink, beneath the root, checked by the kernel in the
+    /// open itself; the same rule as for an agent's request to fs-engine).
+    fn open_granted(&self, guest_path: &str, parts: &[&str], purpose: OpenFor) -> Result<Opened, Refusal> {
+        let access = if purpose == OpenFor::Write { "write" } else { "read" };
+        match files::open_beneath(&self.services.clawfs_root, guest_path, parts, purpose) {
+            Ok(file) => Ok(Opened { file, display: files::display(parts) }),
+            Err(clawfs::Error::Io { source, .. }) => Err(Refusal::Failed(io_error(source))),
+            Err(e) => Err(Refusal::Denied(format!("{access} of {guest_path:?}: {}", refusal_reason(e)))),
+        }
+    }
+
+    /// [`Self::granted`], then [`Self::open_granted`].
+    fn open(&self, guest_path: &str, purpose: OpenFor) -> Result<Opened, Refusal> {
+        let parts = self.granted(guest_path, purpose).map_err(Refusal::Denied)?;
+        self.open_granted(guest_path, &parts, purpose)
     }
 
     /// Appends a line for this call's tool to the ClawFS audit log, in
@@ -139,10 +151,28 @@ impl CallState {
     }
 }
 
-/// Opens `path` for reading without following a symlink planted there
-/// after it was resolved.
-fn open_no_follow(path: &std::path::Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
+/// A granted path, opened.
+struct Opened {
+    file: std::fs::File,
+    /// Its normal `/clawfs/...` form, for the audit log.
+    display: String,
+}
+
+/// Why a path was not opened.
+enum Refusal {
+    /// Outside the grants or ClawFS's path rules: the call is aborted.
+    Denied(String),
+    /// It could not be opened (missing, not a regular file...): the guest
+    /// gets the error.
+    Failed(filesystem::FsError),
+}
+
+/// A ClawFS refusal's reason on its own (the caller names the path).
+fn refusal_reason(error: clawfs::Error) -> String {
+    match error {
+        clawfs::Error::Denied { reason, .. } => reason,
+        other => other.to_string(),
+    }
 }
 
 fn io_error(e: std::io::Error) -> filesystem::FsError {
@@ -152,148 +182,115 @@ fn io_error(e: std::io::Error) -> filesystem::FsError {
     }
 }
 
+/// More than the call's memory holds: the host refuses before it reads, so
+/// the daemon's memory (shared by every call) never holds more for one call
+/// than the call itself may.
+fn too_large(what: &str, bytes: u64, left: usize) -> filesystem::FsError {
+    filesystem::FsError::Io(format!("{what} is at least {bytes} bytes, more than the {left} bytes of memory the call has left"))
+}
+
 impl filesystem::Host for CallState {
     fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, filesystem::FsError>> {
-        let file = self.resolve(&path, false).map_err(deny)?;
-        let mut contents = Vec::new();
-        Ok(open_no_follow(&file.real).and_then(|mut handle| handle.read_to_end(&mut contents)).map(|_| contents).map_err(io_error))
+        let opened = match self.open(&path, OpenFor::Read) {
+            Ok(opened) => opened,
+            Err(Refusal::Denied(reason)) => return Err(deny(reason)),
+            Err(Refusal::Failed(error)) => return Ok(Err(error)),
+        };
+        let left = self.memory_left();
+        let size = opened.file.metadata().map_err(wasmtime::Error::from)?.len();
+        if size > left as u64 {
+            return Ok(Err(too_large(&opened.display, size, left)));
+        }
+        // The file may grow after the stat: read one byte past what fits.
+        let mut contents = Vec::with_capacity(size as usize);
+        if let Err(e) = (&opened.file).take(left as u64 + 1).read_to_end(&mut contents) {
+            return Ok(Err(io_error(e)));
+        }
+        if contents.len() > left {
+            return Ok(Err(too_large(&opened.display, contents.len() as u64, left)));
+        }
+        Ok(Ok(contents))
     }
 
     /// Audited like a `write_file` to fs-engine (specs/clawfs/README.md,
     /// "Audit log"): `open` before, `write` with the size after, a refusal
     /// as a `[WARN]` line; a write whose line cannot be written fails.
     fn write_file(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<(), filesystem::FsError>> {
-        let file = match self.resolve(&path, true) {
-            Ok(file) => file,
-            Err(reason) => {
-                // The call is aborted whether or not the line could be written.
-                if let Err(e) = self.audit("write", &path, None, Some(&reason)) {
-                    tracing::error!(tool = self.tool_id, agent = self.agent_id, "auditing a refused write: {e}");
-                }
-                return Err(deny(reason));
+        let refuse = |state: &Self, reason: String| {
+            // The call is aborted whether or not the line could be written.
+            if let Err(e) = state.audit("write", &path, None, Some(&reason)) {
+                tracing::error!(tool = state.tool_id, agent = state.agent_id, "auditing a refused write: {e}");
             }
+            Err(deny(reason))
         };
-        if let Err(refusal) = self.audit("open", &file.display, None, None) {
+        let parts = match self.granted(&path, OpenFor::Write) {
+            Ok(parts) => parts,
+            Err(reason) => return refuse(self, reason),
+        };
+        if let Err(refusal) = self.audit("open", &files::display(&parts), None, None) {
             return Ok(Err(filesystem::FsError::Io(refusal)));
         }
-        // O_NOFOLLOW: a symlink planted as the last component is not followed.
-        let written = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&file.real)
-            .and_then(|mut handle| handle.write_all(&contents));
-        if let Err(e) = written {
+        let opened = match self.open_granted(&path, &parts, OpenFor::Write) {
+            Ok(opened) => opened,
+            Err(Refusal::Failed(error)) => return Ok(Err(error)),
+            Err(Refusal::Denied(reason)) => return refuse(self, reason),
+        };
+        if let Err(e) = (&opened.file).write_all(&contents) {
             return Ok(Err(io_error(e)));
         }
-        Ok(self.audit("write", &file.display, Some(contents.len() as u64), None).map_err(filesystem::FsError::Io))
+        Ok(self.audit("write", &opened.display, Some(contents.len() as u64), None).map_err(filesystem::FsError::Io))
     }
 
     fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<String>, filesystem::FsError>> {
-        let dir = self.resolve(&path, false).map_err(deny)?;
-        let mut names = Vec::new();
-        let listed = std::fs::read_dir(&dir.real).and_then(|entries| {
-            for entry in entries {
-                names.push(entry?.file_name().to_string_lossy().into_owned());
+        let opened = match self.open(&path, OpenFor::List) {
+            Ok(opened) => opened,
+            Err(Refusal::Denied(reason)) => return Err(deny(reason)),
+            Err(Refusal::Failed(error)) => return Ok(Err(error)),
+        };
+        let left = self.memory_left();
+        let (mut names, mut bytes) = (Vec::new(), 0);
+        for entry in rustix::fs::Dir::read_from(&opened.file).map_err(wasmtime::Error::from)? {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => return Ok(Err(io_error(e.into()))),
+            };
+            let name = entry.file_name().to_string_lossy();
+            if name == "." || name == ".." {
+                continue;
             }
-            Ok(())
-        });
+            bytes += name.len() + LISTED_NAME_OVERHEAD_BYTES;
+            if bytes > left {
+                return Ok(Err(too_large(&format!("the listing of {}", opened.display), bytes as u64, left)));
+            }
+            names.push(name.into_owned());
+        }
         names.sort();
-        Ok(listed.map(|()| names).map_err(io_error))
+        Ok(Ok(names))
     }
-}
-
-/// The authority of an `http://` or `https://` URL as `host:port`, with the
-/// scheme's default port made explicit so grants compare exactly.
-fn authority_of(url: &str) -> Result<String, String> {
-    let (rest, default_port) = if let Some(rest) = url.strip_prefix("https://") {
-        (rest, 443)
-    } else if let Some(rest) = url.strip_prefix("http://") {
-        (rest, 80)
-    } else {
-        return Err(format!("{url:?}: only http:// and https:// URLs are supported"));
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default().to_ascii_lowercase();
-    if authority.is_empty() || authority.contains(['@', '[']) {
-        return Err(format!("{url:?}: the URL needs a host name or IPv4 address and may not carry user info"));
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0) => Ok(authority),
-        Some(_) => Err(format!("{url:?}: bad port")),
-        None => Ok(format!("{authority}:{default_port}")),
-    }
-}
-
-/// Whether `grant` (`host` or `host:port`) covers `authority` (`host:port`):
-/// a grant with a port covers exactly that port, one without covers the web
-/// ports, 80 and 443.
-pub fn authority_matches(grant: &str, authority: &str) -> bool {
-    let authority = authority.to_ascii_lowercase();
-    grant == authority || (!grant.contains(':') && (authority == format!("{grant}:80") || authority == format!("{grant}:443")))
-}
-
-fn host_granted(grants: &[String], authority: &str) -> bool {
-    grants.iter().any(|grant| authority_matches(grant, authority))
-}
-
-/// The forms a secret is redacted in: as is, and base64 and hex encoded,
-/// since an echoing server may hand it back encoded.
-fn redaction_needles(secrets: &[String]) -> Vec<Vec<u8>> {
-    use base64::Engine as _;
-    let mut needles = Vec::new();
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        needles.push(secret.as_bytes().to_vec());
-        for engine in [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::STANDARD_NO_PAD] {
-            needles.push(engine.encode(secret).into_bytes());
-        }
-        needles.push(fsutil::hex(secret.as_bytes()).into_bytes());
-    }
-    // Longest first, so a padded form is replaced whole before its prefix.
-    needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    needles
-}
-
-fn redact(mut text: Vec<u8>, needles: &[Vec<u8>]) -> Vec<u8> {
-    for needle in needles {
-        if !text.windows(needle.len()).any(|w| w == needle.as_slice()) {
-            continue;
-        }
-        let mut out = Vec::with_capacity(text.len());
-        let mut i = 0;
-        while i < text.len() {
-            if text[i..].starts_with(needle) {
-                out.extend_from_slice(REDACTED.as_bytes());
-                i += needle.len();
-            } else {
-                out.push(text[i]);
-                i += 1;
-            }
-        }
-        text = out;
-    }
-    text
 }
 
 impl http::Host for CallState {
     fn fetch(&mut self, request: http::Request) -> wasmtime::Result<Result<http::Response, http::HttpError>> {
-        let authority = match authority_of(&request.url) {
-            Ok(authority) => authority,
+        let origin = match Origin::of_url(&request.url) {
+            Ok(origin) => origin,
             Err(reason) => return Ok(Err(http::HttpError::InvalidRequest(reason))),
         };
-        if !host_granted(&self.grants.hosts, &authority) {
+        let authority = origin.authority();
+        if !self.grants.hosts.iter().any(|grant| rules::authority_matches(grant, &authority)) {
             return Err(deny(format!("HTTP request to {authority:?}, which is not a granted network:outbound host")));
         }
-        let credentials = match self.services.credentials.credentials_for(&self.tool_id, &authority) {
+        let credentials = match self.services.credentials.credentials_for(&self.tool_id, &origin) {
             Ok(credentials) => credentials,
             Err(e) => return Ok(Err(http::HttpError::Transport(format!("credentials for {authority}: {e}")))),
         };
         let mut builder = ureq::http::Request::builder().method(request.method.as_str()).uri(request.url.as_str());
         for header in &request.headers {
-            if !credentials.iter().any(|c| c.header.eq_ignore_ascii_case(&header.name)) {
+            let credential = credentials.iter().any(|c| c.header.eq_ignore_ascii_case(&header.name));
+            if rules::tool_may_set(&header.name) && !credential {
                 builder = builder.header(header.name.as_str(), header.value.as_str());
             }
         }
+        builder = builder.header(ureq::http::header::ACCEPT_ENCODING, "identity");
         for credential in &credentials {
             builder = builder.header(credential.header.as_str(), credential.value.as_str());
         }
@@ -301,14 +298,19 @@ impl http::Host for CallState {
             Ok(outgoing) => outgoing,
             Err(e) => return Ok(Err(http::HttpError::InvalidRequest(e.to_string()))),
         };
-        let mut response = match self.services.http_agent(self.remaining()).run(outgoing) {
+        let mut response = match rules::agent(&self.services.tls, self.remaining()).run(outgoing) {
             Ok(response) => response,
             Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
         };
+        let coding = response.headers().get(ureq::http::header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("(not text)"));
+        if let Some(refusal) = rules::refused_coding(coding) {
+            return Ok(Err(http::HttpError::Transport(refusal)));
+        }
         let secrets: Vec<String> = credentials.into_iter().flat_map(|c| [c.value, c.secret]).collect();
-        let needles = redaction_needles(&secrets);
-        let body = match response.body_mut().with_config().limit(MAX_HTTP_BODY_BYTES).read_to_vec() {
-            Ok(body) => redact(body, &needles),
+        let redactor = Redactor::new(&secrets);
+        let limit = MAX_HTTP_BODY_BYTES.min(self.memory_left());
+        let body = match response.body_mut().with_config().limit(limit as u64).read_to_vec() {
+            Ok(body) => redactor.redact(body),
             Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
         };
         let headers = response
@@ -321,7 +323,7 @@ impl http::Host for CallState {
                 value: if name == ureq::http::header::CONTENT_LENGTH {
                     body.len().to_string()
                 } else {
-                    String::from_utf8_lossy(&redact(value.as_bytes().to_vec(), &needles)).into_owned()
+                    String::from_utf8_lossy(&redactor.redact(value.as_bytes().to_vec())).into_owned()
                 },
             })
             .collect();
@@ -388,49 +390,4 @@ pub(crate) struct Services {
     pub(crate) tls: ureq::tls::TlsConfig,
     /// Where tools' file writes are audited, or why nowhere (they are refused).
     pub(crate) audit_log: Result<Arc<AuditLog>, String>,
-}
-
-impl Services {
-    /// An HTTP client that follows no redirect (a redirect could leave the
-    /// granted host), ignores proxy environment variables, and verifies
-    /// HTTPS servers against the configured roots.
-    fn http_agent(&self, timeout: Duration) -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .tls_config(self.tls.clone())
-            .max_redirects(0)
-            .proxy(None)
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .build()
-            .into()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn authority_and_grants() {
-        assert_eq!(authority_of("http://example.com:8080/x?y").unwrap(), "example.com:8080");
-        assert_eq!(authority_of("http://Example.com/").unwrap(), "example.com:80");
-        assert_eq!(authority_of("https://example.com#x").unwrap(), "example.com:443");
-        for bad in ["ftp://example.com/", "http://user@example.com/", "http:///x", "http://example.com:0/", "http://[::1]/", "file:///etc/shadow"] {
-            assert!(authority_of(bad).is_err(), "{bad}");
-        }
-        let grants = vec!["example.com".to_owned(), "127.0.0.1:9000".to_owned()];
-        assert!(host_granted(&grants, "example.com:80"));
-        assert!(host_granted(&grants, "example.com:443"));
-        assert!(!host_granted(&grants, "example.com:81"));
-        assert!(host_granted(&grants, "127.0.0.1:9000"));
-        assert!(!host_granted(&grants, "127.0.0.1:80"));
-        assert!(!host_granted(&grants, "evil.example.com:443"));
-    }
-
-    #[test]
-    fn redact_replaces_every_occurrence_plain_and_encoded() {
-        let needles = redaction_needles(&["s3cret".to_owned()]);
-        let out = redact(b"a s3cret b s3cret c czNjcmV0 d 733363726574".to_vec(), &needles);
-        assert_eq!(out, format!("a {REDACTED} b {REDACTED} c {REDACTED} d {REDACTED}").into_bytes());
-    }
 }

@@ -28,6 +28,7 @@ pub mod cgroup;
 pub mod definition;
 mod error;
 mod host;
+mod http;
 mod imports;
 mod limits;
 mod providers;
@@ -35,7 +36,7 @@ pub mod store;
 
 pub use error::CallError;
 pub use host::{CacheKey, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
-pub use imports::{authority_matches, REDACTED};
+pub use http::{Origin, Scheme, REDACTED};
 pub use providers::{
     Credential, CredentialError, CredentialProvider, KvBackend, KvError, MemoryError, MemoryHit, MemoryKv, MemoryResults, MemorySearch,
     NoCredentials, NoMemory,

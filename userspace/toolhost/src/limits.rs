@@ -25,6 +25,10 @@ impl CallLimiter {
         CallLimiter { limit_bytes, used_bytes: 0 }
     }
 
+    pub(crate) fn remaining_bytes(&self) -> usize {
+        self.limit_bytes.saturating_sub(self.used_bytes)
+    }
+
     fn grow(&mut self, current: usize, desired: usize) -> wasmtime::Result<bool> {
         let requested_bytes = self.used_bytes.saturating_sub(current).saturating_add(desired);
         if requested_bytes > self.limit_bytes {

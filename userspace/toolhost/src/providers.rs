@@ -52,18 +52,20 @@ pub enum CredentialError {
 /// after the tool's request has been checked against its grants, and redacts
 /// every secret from the response.
 pub trait CredentialProvider: Send + Sync {
-    /// The credentials for `tool_id`'s request to `authority` (`host:port`,
-    /// the port always explicit; match grants with
-    /// [`crate::authority_matches`]). An error fails the request instead of
-    /// sending it without them.
-    fn credentials_for(&self, tool_id: &str, authority: &str) -> Result<Vec<Credential>, CredentialError>;
+    /// The credentials for `tool_id`'s request to `origin`. A credential
+    /// belongs to one exact origin (scheme, host, port): for an `https`
+    /// origin the host sends it only on a connection whose certificate
+    /// verified for that host, so supplying one for an `http` origin puts
+    /// it on the wire in clear text, which only an explicit rule may do.
+    /// An error fails the request instead of sending it without them.
+    fn credentials_for(&self, tool_id: &str, origin: &crate::Origin) -> Result<Vec<Credential>, CredentialError>;
 }
 
 /// The provider for a host without a vault: no credentials at all.
 pub struct NoCredentials;
 
 impl CredentialProvider for NoCredentials {
-    fn credentials_for(&self, _tool_id: &str, _authority: &str) -> Result<Vec<Credential>, CredentialError> {
+    fn credentials_for(&self, _tool_id: &str, _origin: &crate::Origin) -> Result<Vec<Credential>, CredentialError> {
         Ok(Vec::new())
     }
 }

@@ -240,7 +240,7 @@ struct OneSecret {
 }
 
 impl CredentialProvider for OneSecret {
-    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, CredentialError> {
+    fn credentials_for(&self, tool_id: &str, _origin: &clawos_toolhost::Origin) -> Result<Vec<Credential>, CredentialError> {
         assert_eq!(tool_id, "secret-read");
         Ok(vec![Credential { header: "authorization".into(), value: format!("Bearer {}", self.secret), secret: self.secret.clone() }])
     }

@@ -237,7 +237,7 @@ fn a_tools_write_that_cannot_be_audited_does_not_happen() {
 struct TestVault;
 
 impl CredentialProvider for TestVault {
-    fn credentials_for(&self, tool_id: &str, _authority: &str) -> Result<Vec<Credential>, CredentialError> {
+    fn credentials_for(&self, tool_id: &str, _origin: &clawos_toolhost::Origin) -> Result<Vec<Credential>, CredentialError> {
         assert_eq!(tool_id, "http-get");
         Ok(vec![Credential { header: "authorization".into(), value: "Bearer s3cret-token".into(), secret: "s3cret-token".into() }])
     }

@@ -46,6 +46,39 @@ fn module(name: &str, imports: &str, run_body: &str) -> String {
     )
 }
 
+/// A tool that GETs the URL given as its JSON string parameter with
+/// `headers` and returns the body: request = {method "GET" @1300, url,
+/// headers (records of two strings, 16 bytes each, from 2048; their text
+/// from 2560), body none}; result<response, http-error> lands at 256, the
+/// body at 256+16.
+fn http_get(name: &str, headers: &[(&str, &str)]) -> String {
+    let mut data = String::from(r#"(import "clawos:tool/http@0.1.0" "fetch" (func $fetch (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)))
+  (data (i32.const 1300) "GET")"#);
+    let mut text_at = 2560;
+    for (i, (header, value)) in headers.iter().enumerate() {
+        let record = 2048 + 16 * i;
+        let (name_at, value_at) = (text_at, text_at + header.len());
+        text_at = value_at + value.len();
+        data += &format!("\n  (data (i32.const {name_at}) \"{header}{value}\")");
+        for (offset, field) in [name_at, header.len(), value_at, value.len()].into_iter().enumerate() {
+            let bytes = (field as u32).to_le_bytes().iter().map(|b| format!("\\{b:02x}")).collect::<String>();
+            data += &format!("\n  (data (i32.const {}) \"{bytes}\")", record + 4 * offset);
+        }
+    }
+    let run = format!(
+        "(call $fetch (i32.const 1300) (i32.const 3)
+      (i32.add (local.get $ptr) (i32.const 1)) (i32.sub (local.get $len) (i32.const 2))
+      (i32.const 2048) (i32.const {count}) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 256))
+    (if (i32.ne (i32.load8_u (i32.const 256)) (i32.const 0)) (then (unreachable)))
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (i32.load (i32.const 272)))
+    (i32.store (i32.const 24) (i32.load (i32.const 276)))
+    (i32.const 16)",
+        count = headers.len()
+    );
+    module(name, &data, &run)
+}
+
 /// `run` returns ok(string at $ptr..$ptr+$len).
 const RETURN_OK: &str = "(i32.store8 (i32.const 16) (i32.const 0))
     (i32.store (i32.const 20) (local.get $ptr))
@@ -68,6 +101,10 @@ pub enum Fixture {
     FileWrite,
     /// GETs the URL given as its JSON string parameter and returns the body.
     HttpGet,
+    /// The same, sending these request headers (name, value).
+    HttpGetWith(&'static [(&'static str, &'static str)]),
+    /// Lists the directory named by its JSON string parameter; returns `{}`.
+    ListDir,
     /// Returns a result that is not JSON.
     NotJson,
 }
@@ -81,15 +118,16 @@ impl Fixture {
             Fixture::Trap => "trap",
             Fixture::FileRead => "file-read",
             Fixture::FileWrite => "file-write",
-            Fixture::HttpGet => "http-get",
+            Fixture::HttpGet | Fixture::HttpGetWith(_) => "http-get",
+            Fixture::ListDir => "list-dir",
             Fixture::NotJson => "not-json",
         }
     }
 
     fn world(&self) -> &'static str {
         match self {
-            Fixture::FileRead | Fixture::FileWrite => "tool-with-filesystem",
-            Fixture::HttpGet => "tool-with-http",
+            Fixture::FileRead | Fixture::FileWrite | Fixture::ListDir => "tool-with-filesystem",
+            Fixture::HttpGet | Fixture::HttpGetWith(_) => "tool-with-http",
             _ => "tool",
         }
     }
@@ -125,19 +163,17 @@ impl Fixture {
     {RETURN_OK}"
                 ),
             ),
-            // request = {method "GET" @1300, url, headers [], body none};
-            // result<response, http-error> lands at 256: body at 256+16.
-            Fixture::HttpGet => module(
-                    name,
-                    r#"(import "clawos:tool/http@0.1.0" "fetch" (func $fetch (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)))
-  (data (i32.const 1300) "GET")"#,
-                    "(call $fetch (i32.const 1300) (i32.const 3)
-      (i32.add (local.get $ptr) (i32.const 1)) (i32.sub (local.get $len) (i32.const 2))
-      (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 256))
-    (if (i32.ne (i32.load8_u (i32.const 256)) (i32.const 0)) (then (unreachable)))
+            Fixture::HttpGet => http_get(name, &[]),
+            Fixture::HttpGetWith(headers) => http_get(name, headers),
+            // result<list<string>, fs-error> lands at 32; `{}` is at 1200.
+            Fixture::ListDir => module(
+                name,
+                r#"(import "clawos:tool/filesystem@0.1.0" "list-dir" (func $list_dir (param i32 i32 i32)))"#,
+                "(call $list_dir (i32.add (local.get $ptr) (i32.const 1)) (i32.sub (local.get $len) (i32.const 2)) (i32.const 32))
+    (if (i32.ne (i32.load8_u (i32.const 32)) (i32.const 0)) (then (unreachable)))
     (i32.store8 (i32.const 16) (i32.const 0))
-    (i32.store (i32.const 20) (i32.load (i32.const 272)))
-    (i32.store (i32.const 24) (i32.load (i32.const 276)))
+    (i32.store (i32.const 20) (i32.const 1200))
+    (i32.store (i32.const 24) (i32.const 2))
     (i32.const 16)",
             ),
         }
@@ -224,12 +260,14 @@ pub fn echo_server(requests: usize) -> (String, std::thread::JoinHandle<Vec<Valu
     (authority, server)
 }
 
-/// The same over HTTPS as `localhost`, with a fresh self-signed certificate;
-/// returns `localhost:<port>`, the certificate (PEM) to trust, and what the
+/// The same over HTTPS at `127.0.0.1` (an address literal: a name that
+/// resolves to loopback is refused), with a fresh self-signed certificate
+/// for that address; returns `127.0.0.1:<port>`, the certificate (PEM) to
+/// trust, and what the
 /// server saw. A client that does not trust the certificate ends the
 /// handshake, which ends the server's thread with an empty list.
 pub fn tls_echo_server(requests: usize) -> (String, String, std::thread::JoinHandle<Vec<Value>>) {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let cert_pem = certified.cert.pem();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
     let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
@@ -240,7 +278,7 @@ pub fn tls_echo_server(requests: usize) -> (String, String, std::thread::JoinHan
         .unwrap();
     let config = std::sync::Arc::new(config);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let authority = format!("localhost:{}", listener.local_addr().unwrap().port());
+    let authority = listener.local_addr().unwrap().to_string();
     let server = std::thread::spawn(move || {
         let mut seen = Vec::new();
         for _ in 0..requests {
