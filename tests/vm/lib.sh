@@ -102,15 +102,20 @@ vm_wait_console() {
 
 # vm_console_type FILE: types FILE's first line and Enter on the serial
 # console of a VM started with --console-socket "$VM_STATE/console.sock"
-# (read by the host, never on a command line).
+# (read by the host, never on a command line). One byte at a time, and the
+# connection held open a moment after: QEMU takes from the socket only what
+# the UART's FIFO has room for, and drops the rest when the client hangs up.
 vm_console_type() {
   python3 - "$VM_STATE/console.sock" "$1" <<'PY'
-import socket, sys
+import socket, sys, time
 with open(sys.argv[2], "rb") as f:
     line = f.readline().rstrip(b"\r\n")
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
-s.sendall(line + b"\r")
+for byte in line + b"\r":
+    s.sendall(bytes([byte]))
+    time.sleep(0.05)
+time.sleep(2)
 s.close()
 PY
 }

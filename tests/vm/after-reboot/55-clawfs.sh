@@ -19,8 +19,8 @@ clawfs_new_recovery_key() {
   vm_ssh '
     dev=/dev/disk/by-partlabel/clawos-data
     rc=0
-    tr -d "\n" < /run/clawfs-test/new | cryptsetup open --test-passphrase --key-file=- $dev || { echo "the new key does not open it"; rc=1; }
-    if tr -d "\n" < /run/clawfs-test/old | cryptsetup open --test-passphrase --key-file=- $dev 2>/dev/null; then echo "the old key still opens it"; rc=1; fi
+    tr -d "\n" < /run/clawfs-test/new | cryptsetup open --test-passphrase --disable-external-tokens --key-file=- $dev || { echo "the new key does not open it"; rc=1; }
+    if tr -d "\n" < /run/clawfs-test/old | cryptsetup open --test-passphrase --disable-external-tokens --key-file=- $dev 2>/dev/null; then echo "the old key still opens it"; rc=1; fi
     test "$(cryptsetup luksDump --dump-json-metadata $dev | jq "[.tokens[] | select(.type == \"systemd-recovery\")] | length")" = 1 || { echo "not one recovery token"; rc=1; }
     rm -rf /run/clawfs-test
     exit $rc'

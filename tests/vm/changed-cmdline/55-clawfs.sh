@@ -3,7 +3,7 @@ CLAWFS_DEV=/dev/disk/by-partlabel/clawos-data
 check "changed cmdline: /clawfs is open, its data from boot 1 intact" vm_ssh '
   test "$(cat /clawfs/.boot-test-marker)" = "written on boot 1"'
 check "changed cmdline: systemd-cryptsetup says the TPM did not unlock /clawfs" vm_ssh '
-  journalctl -b -u systemd-cryptsetup@clawfs -o cat | grep -E "falling back to traditional unlocking"'
+  journalctl -b -u systemd-cryptsetup@clawfs -o cat | grep -E "Failed to unseal secret using TPM2|falling back to traditional unlocking"'
 check "changed cmdline: the TPM2 keyslot alone does not open /clawfs" vm_ssh "
   ! cryptsetup open --test-passphrase --token-only --token-type systemd-tpm2 $CLAWFS_DEV 2>/dev/null"
 # The canary is intact before the offline edit (run.sh flips a byte of it
