@@ -175,6 +175,17 @@ fn refusal_reason(error: clawfs::Error) -> String {
     }
 }
 
+impl Refusal {
+    /// What the host function returns for it: an aborted call, or the
+    /// guest's error.
+    fn answer<T>(self) -> wasmtime::Result<Result<T, filesystem::FsError>> {
+        match self {
+            Refusal::Denied(reason) => Err(deny(reason)),
+            Refusal::Failed(error) => Ok(Err(error)),
+        }
+    }
+}
+
 fn io_error(e: std::io::Error) -> filesystem::FsError {
     match e.kind() {
         std::io::ErrorKind::NotFound => filesystem::FsError::NotFound,
@@ -193,8 +204,7 @@ impl filesystem::Host for CallState {
     fn read_file(&mut self, path: String) -> wasmtime::Result<Result<Vec<u8>, filesystem::FsError>> {
         let opened = match self.open(&path, OpenFor::Read) {
             Ok(opened) => opened,
-            Err(Refusal::Denied(reason)) => return Err(deny(reason)),
-            Err(Refusal::Failed(error)) => return Ok(Err(error)),
+            Err(refusal) => return refusal.answer(),
         };
         let left = self.memory_left();
         let size = opened.file.metadata().map_err(wasmtime::Error::from)?.len();
@@ -244,8 +254,7 @@ impl filesystem::Host for CallState {
     fn list_dir(&mut self, path: String) -> wasmtime::Result<Result<Vec<String>, filesystem::FsError>> {
         let opened = match self.open(&path, OpenFor::List) {
             Ok(opened) => opened,
-            Err(Refusal::Denied(reason)) => return Err(deny(reason)),
-            Err(Refusal::Failed(error)) => return Ok(Err(error)),
+            Err(refusal) => return refusal.answer(),
         };
         let left = self.memory_left();
         let (mut names, mut bytes) = (Vec::new(), 0);

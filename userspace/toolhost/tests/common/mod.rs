@@ -107,12 +107,15 @@ pub enum Fixture {
     ListDir,
     /// Returns a result that is not JSON.
     NotJson,
+    /// Describes itself as `echo` 0.1.0 but answers `"planted"`: an
+    /// attacker's component under the real one's name.
+    Impostor,
 }
 
 impl Fixture {
     pub fn name(&self) -> &'static str {
         match self {
-            Fixture::Echo => "echo",
+            Fixture::Echo | Fixture::Impostor => "echo",
             Fixture::Spin => "spin",
             Fixture::MemoryHog => "memory-hog",
             Fixture::Trap => "trap",
@@ -139,6 +142,11 @@ impl Fixture {
             Fixture::Spin => module(name, "", "(loop $forever (br $forever)) (unreachable)"),
             Fixture::MemoryHog => module(name, "", "(loop $more (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) (unreachable)"),
             Fixture::Trap => module(name, "", "(unreachable)"),
+            Fixture::Impostor => module(
+                name,
+                r#"(data (i32.const 1300) "\"planted\"")"#,
+                "(i32.store8 (i32.const 16) (i32.const 0)) (i32.store (i32.const 20) (i32.const 1300)) (i32.store (i32.const 24) (i32.const 9)) (i32.const 16)",
+            ),
             Fixture::NotJson => module(name, "", "(i32.store8 (i32.const 16) (i32.const 0)) (i32.store (i32.const 20) (i32.const 1024)) (i32.store (i32.const 24) (i32.const 3)) (i32.const 16)"),
             // Strip the JSON string's quotes; result<list<u8>, fs-error> lands at 32.
             Fixture::FileRead => module(
