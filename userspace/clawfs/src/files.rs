@@ -8,9 +8,11 @@
 //!
 //! Paths are resolved lexically (no `..`) and never through a symlink, so
 //! a request cannot leave the directory it was allowed. [`parse`] and
-//! [`beneath`] are those two rules on their own, for every `/clawfs` path
-//! served on someone's behalf: [`resolve`] adds RULE-001 to them, the tool
-//! host a tool's granted prefixes (specs/toolhost/README.md, "Host"). Who
+//! [`beneath`] (or [`open_beneath`], which has the kernel enforce it in the
+//! open itself) are those two rules on their own, for every `/clawfs` path
+//! served on someone's behalf: [`resolve`] adds RULE-001 to them for
+//! fs-engine, the tool host a tool's granted prefixes before
+//! [`open_beneath`] (specs/toolhost/README.md, "Host"). Who
 //! may reach which path is the caller's rule; how a path is read, and that
 //! it stays where it says, is this module's, and only this module's.
 

@@ -126,7 +126,7 @@ fn text_and_file_tools_work_inside_their_grants() {
     assert_eq!(writes, [write_line(4), write_line(8)]);
     assert!(matches!(run(&host, &write, json!({"path": "/clawfs/outside.txt", "text": "x"})), Err(CallError::CapabilityDenied { .. })));
     // A symlink planted as the file is refused like any path through a
-    // symlink (clawfs::files::beneath), not followed out of the workspace.
+    // symlink (clawfs::files::open_beneath), not followed out of the workspace.
     std::os::unix::fs::symlink(tools.clawfs.path().join("outside.txt"), tools.clawfs.path().join("workspaces/default/link")).unwrap();
     let planted = run(&host, &write, json!({"path": "/clawfs/workspaces/default/link", "text": "overwritten"}));
     assert!(matches!(planted, Err(CallError::CapabilityDenied { .. })), "{planted:?}");

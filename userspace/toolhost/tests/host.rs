@@ -141,7 +141,7 @@ fn filesystem_is_confined_to_granted_prefixes() {
     std::fs::write(root.join("vault/secret.json"), r#"{"secret": 1}"#).unwrap();
     std::os::unix::fs::symlink(root.join("vault/secret.json"), root.join("workspaces/default/link.json")).unwrap();
     // A link that stays inside the grant is refused all the same: paths are
-    // never read through a symlink (clawfs::files::beneath).
+    // never read through a symlink (clawfs::files::open_beneath).
     std::os::unix::fs::symlink(root.join("workspaces/default"), root.join("workspaces/alias")).unwrap();
     std::fs::create_dir_all(root.join("workspaces-other")).unwrap();
     std::fs::write(root.join("workspaces-other/x.json"), "{}").unwrap();
