@@ -5,6 +5,8 @@
 //! `get_metrics`); its own methods arrive with its own issue. Owns nothing
 //! else yet.
 
+mod provider;
+
 use clawos_ipc::ComponentId;
 use clawos_runtime::Component;
 

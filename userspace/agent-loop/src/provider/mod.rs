@@ -1,0 +1,273 @@
+//! Language-model providers: one trait ([`Provider`]) and the types a turn
+//! exchanges with it, whatever the wire protocol (`specs/agent/providers.md`).
+//!
+//! Owns: the provider-neutral chat types, the trait, token estimation and
+//! the error kinds the loop acts on (retry, fall back, end the turn).
+//! Must not own: which provider an agent uses (the agent's config), the
+//! turn's limits (the loop), or any secret beyond the one request that
+//! needs it: a key is fetched from the vault through [`KeySource`] for each
+//! request and dropped with it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The system prompt (persona, tools, rules).
+    System,
+    /// The operator.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result, answering one [`ToolCall`] by its id.
+    Tool,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call (made up when the model printed the
+    /// call as text); the result message names it.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments (a JSON object; `{}` when the model gave none).
+    pub arguments: serde_json::Value,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who said it.
+    pub role: Role,
+    /// Its text (may be empty for an assistant message that only calls tools).
+    #[serde(default)]
+    pub content: String,
+    /// The tools an assistant message calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a [`Role::Tool`] message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    /// A message of `role` with text only.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
+    }
+}
+
+/// A tool as the model is told about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// One request to a model.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The model, as the provider names it.
+    pub model: String,
+    /// The conversation, system prompt first.
+    pub messages: Vec<ChatMessage>,
+    /// The tools it may call. When the model has no native tool calling
+    /// the loop describes them in the system prompt instead and leaves
+    /// this empty.
+    pub tools: Vec<ToolSpec>,
+    /// Most tokens the answer may have.
+    pub max_tokens: u32,
+    /// Sampling temperature, when the agent sets one.
+    pub temperature: Option<f32>,
+}
+
+/// Tokens a request used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Answer tokens.
+    pub output_tokens: u64,
+    /// True when the provider sent no usage and these are estimates
+    /// ([`estimate_tokens`]).
+    pub estimated: bool,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// It finished its answer.
+    Stop,
+    /// It wants tools run.
+    ToolCalls,
+    /// It hit `max_tokens`.
+    Length,
+    /// The provider stopped it for another reason (content filter, ...).
+    Other,
+}
+
+/// A complete answer: the stream ended with its terminal marker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// The text (everything that was streamed, joined).
+    pub text: String,
+    /// Native tool calls, assembled from their deltas by index.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Why it stopped.
+    pub finish: FinishReason,
+    /// The model that answered, as the provider reported it.
+    pub model: String,
+}
+
+/// What the provider knows about a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The model takes `tools` and answers native tool calls; else the
+    /// loop describes the tools in the prompt and parses calls out of the
+    /// text ([`text_calls`]).
+    pub native_tools: bool,
+    /// Its context window in tokens.
+    pub context_window: u32,
+}
+
+/// Where a request's API key comes from: the vault, through
+/// security-agent, at the moment of the request.
+pub trait KeySource: Send + Sync {
+    /// The value of vault secret `secret_id`.
+    fn key(&self, secret_id: &str) -> futures::future::BoxFuture<'_, Result<zeroize::Zeroizing<String>, String>>;
+}
+
+/// Receives text as it streams; the loop shows it to the operator.
+pub type TextSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// Why a request failed. Messages never contain a key: every provider
+/// redacts the key it used from anything it quotes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// Could not connect or send.
+    #[error("{provider}: cannot reach {endpoint}: {reason}")]
+    Connect {
+        /// The provider's name.
+        provider: String,
+        /// Scheme, host and port (never the path's query or a key).
+        endpoint: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The provider answered with an HTTP error status.
+    #[error("{provider}: HTTP {status}: {message}")]
+    Status {
+        /// The provider's name.
+        provider: String,
+        /// The status.
+        status: u16,
+        /// The provider's error message (cut to 300 characters, redacted).
+        message: String,
+        /// Its `Retry-After`, in milliseconds, when it sent one.
+        retry_after_ms: Option<u64>,
+    },
+    /// The stream ended (or the connection closed) before its terminal
+    /// marker: `[DONE]`, `message_stop` or a finish reason.
+    #[error("{provider}: the stream was interrupted: {reason}")]
+    Interrupted {
+        /// The provider's name.
+        provider: String,
+        /// What happened.
+        reason: String,
+    },
+    /// Nothing arrived for the idle timeout.
+    #[error("{provider}: no data for {idle_ms} ms")]
+    Idle {
+        /// The provider's name.
+        provider: String,
+        /// The idle timeout.
+        idle_ms: u64,
+    },
+    /// The answer is not the protocol (bad JSON, a missing field).
+    #[error("{provider}: malformed answer: {reason}")]
+    Malformed {
+        /// The provider's name.
+        provider: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The key could not be had (vault sealed, secret missing, access denied).
+    #[error("{provider}: API key: {reason}")]
+    Key {
+        /// The provider's name.
+        provider: String,
+        /// Why.
+        reason: String,
+    },
+    /// The turn was cancelled while the request ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ProviderError {
+    /// Whether the same request may succeed if tried again (connection
+    /// errors, 408, 409, 429, 5xx, interrupted or idle streams).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ProviderError::Connect { .. } | ProviderError::Interrupted { .. } | ProviderError::Idle { .. } => true,
+            ProviderError::Status { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
+            ProviderError::Malformed { .. } | ProviderError::Key { .. } | ProviderError::Cancelled => false,
+        }
+    }
+}
+
+/// A language model behind some protocol.
+pub trait Provider: Send + Sync {
+    /// The provider's name in the agent's config.
+    fn name(&self) -> &str;
+
+    /// What `model` can do.
+    fn capabilities(&self, model: &str) -> Capabilities;
+
+    /// Sends `request` and streams the answer: text to `on_text` as it
+    /// arrives, tool-call deltas assembled by index. Complete only when the
+    /// stream's terminal marker arrived; stops with
+    /// [`ProviderError::Cancelled`] when `cancel` fires.
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+        cancel: &'a CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Result<ChatResponse, ProviderError>>;
+
+    /// [`Provider::chat_stream`] without showing anything.
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        cancel: &'a CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+        self.chat_stream(request, &|_| {}, cancel)
+    }
+
+    /// Tokens `text` takes for this provider's models ([`estimate_tokens`]
+    /// unless it knows better).
+    fn count_tokens(&self, text: &str) -> u64 {
+        estimate_tokens(text)
+    }
+}
+
+/// A shared provider.
+pub type SharedProvider = Arc<dyn Provider>;
+
+/// Tokens of `text` when no tokenizer is at hand: one per four bytes,
+/// rounded up, the rule of thumb for English BPE vocabularies.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
