@@ -46,6 +46,13 @@ service! {
     fn identity_backups(AgentRef) -> IdentityBackups { timeout_ms: 30000, errors: [Enoent, Eio] }
     /// Restores an agent's identity file from one of its backups.
     fn identity_restore(IdentityRestore) -> Identity { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Creates an agent's directory (`workspace.db`, `state.json`,
+    /// `identity.json`, `logs/`, `cache/`) with its `config.toml`; an
+    /// existing agent is EPERM (the protocol has no EEXIST). agent-loop calls
+    /// it for `agent_create`.
+    fn agent_dir_create(AgentDirCreate) -> AgentDirCreated { timeout_ms: 30000, errors: [Eperm, Eio] }
+    /// Removes an agent's directory and everything in it.
+    fn agent_dir_remove(AgentRef) -> Done { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
 }
 
 /// `read_file` params.
@@ -299,4 +306,21 @@ pub struct IdentityRestore {
     pub agent: String,
     /// The backup's name (from `identity_backups`).
     pub backup: String,
+}
+
+/// `agent_dir_create` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDirCreate {
+    /// The new agent (specs/clawfs/README.md, "Names").
+    pub agent: String,
+    /// Its `config.toml`, already checked by agent-loop.
+    pub config: String,
+}
+
+/// `agent_dir_create` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentDirCreated {
+    /// The agent's directory as ClawFS names it.
+    pub path: String,
 }

@@ -26,6 +26,7 @@
 #[macro_use]
 mod service;
 
+pub mod agent_loop;
 pub mod common;
 pub mod ebpf_agent;
 pub mod fs_engine;
@@ -33,13 +34,6 @@ pub mod observability;
 pub mod router;
 pub mod security_agent;
 pub mod wasm_daemon;
-
-/// agent-loop answers only the methods every component answers ([`common`]).
-pub mod agent_loop {
-    service! {
-        component: Some(clawos_ipc::ComponentId::AgentLoop);
-    }
-}
 
 /// scheduler answers only the methods every component answers ([`common`]).
 pub mod scheduler {

@@ -25,7 +25,6 @@ use serde::Serialize;
 
 use crate::error::{io, Error, Result};
 use crate::index::{DATABASE_FILE, HNSW_FILE};
-use crate::names::AGENTS;
 
 /// Largest read or write in one request (the IPC message limit is 4 MiB,
 /// and base64 grows data by a third).
@@ -72,8 +71,13 @@ pub struct Resolved {
 
 /// Files in an agent directory that only their own methods change.
 fn maintained_by_clawfs(name: &str) -> bool {
-    name == "identity.json" || name.starts_with(DATABASE_FILE) || name.starts_with(HNSW_FILE)
+    name == "identity.json" || name == AGENT_CONFIG_FILE || name.starts_with(DATABASE_FILE) || name.starts_with(HNSW_FILE)
 }
+
+/// An agent's configuration in its directory (`specs/agent/README.md`): the
+/// operator's, read-only to the agent, so nothing the agent does can widen
+/// its own limits.
+pub const AGENT_CONFIG_FILE: &str = "config.toml";
 
 /// The components of `relative` after `base`, checked lexically: `.` and
 /// empty components are dropped, `..` is refused. `asked` is the path as
@@ -191,8 +195,10 @@ pub fn open_beneath(root: &Path, asked: &str, parts: &[&str], purpose: OpenFor) 
 pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access) -> Result<Resolved> {
     let denied = |reason: String| Error::Denied { path: path.to_owned(), reason };
     if let Requester::Agent(agent) = requester {
-        if !AGENTS.contains(&agent) {
-            return Err(denied(format!("`{agent}` is not a ClawOS agent")));
+        // An agent that does not exist has no directory to write into; a
+        // write with `create_dirs` must not make one.
+        if !crate::namespace::agent_exists(root, agent) {
+            return Err(denied(format!("`{agent}` is not an agent of this box")));
         }
     }
     let parts = match requester {
@@ -387,7 +393,9 @@ mod tests {
         assert!(denied(resolve(dir.path(), me, "identity.json", Access::Write)).contains("maintained by ClawFS"));
         assert!(resolve(dir.path(), me, "identity.json", Access::Read).is_ok());
         assert!(denied(resolve(dir.path(), me, "/clawfs/agents/kernel-engine", Access::Write)).contains("own directory"));
-        assert!(denied(resolve(dir.path(), Requester::Agent("root"), "x", Access::Read)).contains("not a ClawOS agent"));
+        assert!(denied(resolve(dir.path(), Requester::Agent("root"), "x", Access::Read)).contains("not an agent of this box"));
+        assert!(denied(resolve(dir.path(), me, "config.toml", Access::Write)).contains("maintained by ClawFS"));
+        resolve(dir.path(), me, "config.toml", Access::Read).unwrap();
     }
 
     #[test]

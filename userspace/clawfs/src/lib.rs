@@ -41,7 +41,7 @@ pub mod files;
 mod identity;
 mod index;
 pub mod names;
-mod namespace;
+pub mod namespace;
 pub mod search;
 mod snapshot;
 mod workspace;

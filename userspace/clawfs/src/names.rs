@@ -4,17 +4,13 @@
 //! instead of becoming a surprising path (`..`, `/`, upper case, Unicode
 //! look-alikes).
 
-/// The agent roster (specs/clawfs/README.md, "Names"), in its order.
-pub const AGENTS: [&str; 8] = [
-    "kernel-engine",
-    "ebpf-agent",
-    "security-agent",
-    "core-dev-agent",
-    "wasm-agent",
-    "fs-engine",
-    "observability",
-    "build-engine",
-];
+/// The agent a fresh box has (specs/clawfs/README.md, "Names"); the
+/// operator creates the others (`clawctl agent create`).
+pub const FIRST_AGENT: &str = "default";
+
+/// Longest agent name, bytes: it names a directory and goes into events
+/// and metric labels, so it stays short.
+pub const MAX_AGENT_NAME_LEN: usize = 64;
 
 /// Workspace names that the system keeps for itself (specs/clawfs/README.md,
 /// "Names"). `default` is created by ClawFS, never by a caller.
@@ -84,9 +80,9 @@ pub enum NameError {
         /// The offending name.
         name: String,
     },
-    /// Not one of the eight agents of [`AGENTS`].
-    #[error("`{name}` is not a ClawOS agent (agents: {})", AGENTS.join(", "))]
-    UnknownAgent {
+    /// An agent name that does not start with a letter.
+    #[error("agent name `{name}` must start with a letter")]
+    AgentStart {
         /// The offending name.
         name: String,
     },
@@ -144,13 +140,15 @@ pub fn validate_workspace_to_open(name: &str) -> Result<(), NameError> {
     validate_workspace_name(name)
 }
 
-/// One of the eight agents (specs/clawfs/README.md, "Names").
+/// An agent name (specs/clawfs/README.md, "Names"): a `[a-z0-9-]+` slug of
+/// at most [`MAX_AGENT_NAME_LEN`] bytes that starts with a letter. Whether
+/// the agent exists is a question for its directory.
 pub fn validate_agent_name(name: &str) -> Result<(), NameError> {
-    if AGENTS.contains(&name) {
-        Ok(())
-    } else {
-        Err(NameError::UnknownAgent { name: name.to_owned() })
+    check_slug("agent", name, MAX_AGENT_NAME_LEN)?;
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(NameError::AgentStart { name: name.to_owned() });
     }
+    Ok(())
 }
 
 /// A tool name (the `{tool-name}` of specs/clawfs/README.md, "Names"): a
@@ -303,11 +301,13 @@ mod tests {
     }
 
     #[test]
-    fn agent_names_are_the_roster() {
-        for agent in AGENTS {
+    fn agent_names_are_slugs_that_start_with_a_letter() {
+        for agent in [FIRST_AGENT, "kernel-engine", "a", "helper-2"] {
             validate_agent_name(agent).unwrap();
         }
-        assert!(validate_agent_name("root").unwrap_err().to_string().contains("kernel-engine"));
+        assert!(matches!(validate_agent_name("2fast"), Err(NameError::AgentStart { .. })));
+        assert!(matches!(validate_agent_name("../vault"), Err(NameError::BadCharacter { .. })));
+        assert!(matches!(validate_agent_name(&"a".repeat(65)), Err(NameError::TooLong { .. })));
     }
 
     #[test]

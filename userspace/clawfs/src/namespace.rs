@@ -1,7 +1,8 @@
 //! The `/clawfs` tree (specs/clawfs/README.md, "Namespace"): the six
-//! top-level directories with their owners and modes, and the eight agent
-//! directories. Creation is idempotent, so fs-engine runs it at every start
-//! and repairs what is missing without touching what is there.
+//! top-level directories with their owners and modes, and the agent
+//! directories (the first agent at every start, the others when the
+//! operator creates them). Creation is idempotent, so fs-engine runs it at
+//! every start and repairs what is missing without touching what is there.
 
 use std::ffi::CString;
 use std::fs;
@@ -14,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
 use crate::index::{open_agentfs, DATABASE_FILE};
-use crate::names::AGENTS;
+use crate::names::FIRST_AGENT;
 
 /// One directory of the namespace with its owner, group and mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +41,9 @@ pub struct DirSpec {
 /// `tmpfiles.d/clawos-clawfs.conf` repeats this table for first boot.
 pub const TOP_LEVEL: [DirSpec; 6] = [
     DirSpec { path: "system", owner: "root", group: "root", mode: 0o555 },
-    DirSpec { path: "agents", owner: "root", group: "clawos-agents", mode: 0o750 },
+    // fs-engine creates the agents' directories here (setgid on the
+    // appliance, see AGENT_DIR_MODE).
+    DirSpec { path: "agents", owner: "clawos-fs-engine", group: "clawos-agents", mode: 0o750 },
     DirSpec { path: "tools", owner: "clawos-wasm-daemon", group: "clawos-agents", mode: 0o755 },
     DirSpec { path: "workspaces", owner: "clawos-fs-engine", group: "clawos-users", mode: 0o750 },
     DirSpec { path: "vault", owner: "clawos-security-agent", group: "clawos-security-agent", mode: 0o700 },
@@ -96,30 +99,66 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
             chown(&root.join(spec.path), spec.owner, spec.group)?;
         }
     }
-    for agent in AGENTS {
-        let agent_rel = format!("agents/{agent}");
-        ensure_dir(root, &agent_rel, AGENT_DIR_MODE, &mut report)?;
-        for sub in ["logs", "cache"] {
-            ensure_dir(root, &format!("{agent_rel}/{sub}"), AGENT_DIR_MODE, &mut report)?;
-        }
-        let dir = root.join(&agent_rel);
-        let db = dir.join(DATABASE_FILE);
-        if !db.exists() {
-            open_agentfs(&db)?;
-            fs::set_permissions(&db, fs::Permissions::from_mode(AGENT_DB_MODE)).map_err(io("chmod", &db))?;
-            report.created.push(format!("{agent_rel}/{DATABASE_FILE}"));
-        }
-        let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
-        write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), &mut report)?;
-        let identity = initial_identity(agent);
-        write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), &mut report)?;
-        if owners == Owners::Apply {
-            for entry in ["", "logs", "cache", DATABASE_FILE, "state.json", "identity.json"] {
-                chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
-            }
+    create_agent(root, FIRST_AGENT, owners, &mut report)?;
+    Ok(report)
+}
+
+/// Creates agent `agent`'s directory under `root` with `logs/`, `cache/`,
+/// `workspace.db` (an AgentFS database), `state.json` and `identity.json`,
+/// adding what is missing and leaving what exists alone.
+pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut NamespaceReport) -> Result<()> {
+    crate::names::validate_agent_name(agent)?;
+    let agent_rel = format!("agents/{agent}");
+    ensure_dir(root, &agent_rel, AGENT_DIR_MODE, report)?;
+    for sub in ["logs", "cache"] {
+        ensure_dir(root, &format!("{agent_rel}/{sub}"), AGENT_DIR_MODE, report)?;
+    }
+    let dir = root.join(&agent_rel);
+    let db = dir.join(DATABASE_FILE);
+    if !db.exists() {
+        open_agentfs(&db)?;
+        fs::set_permissions(&db, fs::Permissions::from_mode(AGENT_DB_MODE)).map_err(io("chmod", &db))?;
+        report.created.push(format!("{agent_rel}/{DATABASE_FILE}"));
+    }
+    let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
+    write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), report)?;
+    let identity = initial_identity(agent);
+    write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), report)?;
+    if owners == Owners::Apply {
+        for entry in ["", "logs", "cache", DATABASE_FILE, "state.json", "identity.json"] {
+            chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
         }
     }
-    Ok(report)
+    Ok(())
+}
+
+/// Removes agent `agent`'s directory and everything in it.
+pub fn remove_agent(root: &Path, agent: &str) -> Result<()> {
+    let dir = agent_dir(root, agent)?;
+    fs::remove_dir_all(&dir).map_err(io("remove directory", &dir))?;
+    fsutil::sync_dir(dir.parent().expect("an agent directory has a parent")).map_err(io("sync directory", root))
+}
+
+/// Whether agent `agent` exists: its name is valid and its directory is
+/// there (a directory, not a symlink).
+pub fn agent_exists(root: &Path, agent: &str) -> bool {
+    agent_dir(root, agent).is_ok_and(|dir| fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()))
+}
+
+/// The agents under `root`, sorted by name: every directory of `agents/`
+/// with a valid agent name.
+pub fn list_agents(root: &Path) -> Result<Vec<String>> {
+    let dir = root.join("agents");
+    let mut agents = Vec::new();
+    for entry in fs::read_dir(&dir).map_err(io("read directory", &dir))? {
+        let entry = entry.map_err(io("read directory", &dir))?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        if crate::names::validate_agent_name(&name).is_ok() && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            agents.push(name);
+        }
+    }
+    agents.sort();
+    Ok(agents)
 }
 
 /// The identity file an agent starts with, checksummed as
@@ -220,7 +259,7 @@ mod tests {
             let mode = fs::metadata(root.join(spec.path)).unwrap().mode() & 0o7777;
             assert_eq!(mode, spec.mode, "{}", spec.path);
         }
-        for agent in AGENTS {
+        for agent in [FIRST_AGENT] {
             let agent_dir = root.join("agents").join(agent);
             assert_eq!(fs::metadata(&agent_dir).unwrap().mode() & 0o7777, AGENT_DIR_MODE);
             for sub in ["logs", "cache"] {
@@ -234,12 +273,12 @@ mod tests {
             let state: Value = serde_json::from_slice(&fs::read(agent_dir.join("state.json")).unwrap()).unwrap();
             assert_eq!(state["agent_id"], agent);
         }
-        assert!(report.created.contains(&format!("agents/fs-engine/{DATABASE_FILE}")));
+        assert!(report.created.contains(&format!("agents/default/{DATABASE_FILE}")));
 
         // A second run keeps everything, including edited files.
-        fs::write(root.join("agents/fs-engine/state.json"), b"{\"edited\":true}").unwrap();
+        fs::write(root.join("agents/default/state.json"), b"{\"edited\":true}").unwrap();
         assert!(create_namespace(&root, Owners::Keep).unwrap().created.is_empty());
-        assert_eq!(fs::read(root.join("agents/fs-engine/state.json")).unwrap(), b"{\"edited\":true}");
+        assert_eq!(fs::read(root.join("agents/default/state.json")).unwrap(), b"{\"edited\":true}");
     }
 
     #[test]
@@ -247,6 +286,23 @@ mod tests {
         let mut identity = initial_identity("wasm-agent");
         identity["history"]["total_executions"] = json!(1);
         assert_ne!(identity["checksum"], identity_checksum(&identity));
+    }
+
+    #[test]
+    fn agents_are_created_listed_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("clawfs");
+        create_namespace(&root, Owners::Keep).unwrap();
+        let mut report = NamespaceReport::default();
+        create_agent(&root, "helper", Owners::Keep, &mut report).unwrap();
+        assert!(report.created.contains(&format!("agents/helper/{DATABASE_FILE}")));
+        assert!(create_agent(&root, "../x", Owners::Keep, &mut report).is_err());
+        std::os::unix::fs::symlink(root.join("agents/helper"), root.join("agents/alias")).unwrap();
+        assert_eq!(list_agents(&root).unwrap(), ["default", "helper"]);
+        assert!(agent_exists(&root, "helper") && !agent_exists(&root, "alias") && !agent_exists(&root, "nobody"));
+        remove_agent(&root, "helper").unwrap();
+        assert!(!agent_exists(&root, "helper"));
+        assert_eq!(list_agents(&root).unwrap(), ["default"]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `read_file`, `write_file`, `list_dir` and `delete_file`: files under
-//! `/clawfs` on behalf of an agent or the operator. A component (the agent
+//! `/clawfs` on behalf of an agent or the operator; and `agent_dir_create`
+//! / `agent_dir_remove`, the agents' directories themselves. A component (the agent
 //! loop, the WASM daemon) must name the agent it acts for in `agent`, and
 //! gets that agent's rights (RULE-001, `clawfs::files`); the operator acts
 //! as itself, or as an agent when it names one. Each request is audited
@@ -10,7 +11,8 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use clawfs::audit::{AuditLog, Entry};
 use clawfs::files::{self, Access, Requester, WriteMode};
-use clawos_api::fs_engine::{DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile};
+use clawfs::namespace::{self, NamespaceReport, Owners};
+use clawos_api::fs_engine::{AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ErrorCode, Principal};
 
@@ -38,9 +40,9 @@ impl FileService {
     }
 
     /// Resolves `path` for whoever the request is for, auditing a refusal.
-    fn resolve(&self, caller: Principal, agent: Option<&str>, operation: &str, path: &str, access: Access) -> Result<(Requester<'static>, files::Resolved), MethodError> {
+    fn resolve<'a>(&self, caller: Principal, agent: Option<&'a str>, operation: &str, path: &str, access: Access) -> Result<(Requester<'a>, files::Resolved), MethodError> {
         let requester = match (agent, caller) {
-            (Some(agent), _) => clawfs::names::AGENTS.iter().find(|known| **known == agent).map(|known| Requester::Agent(known)),
+            (Some(agent), _) => Some(Requester::Agent(agent)),
             (None, Principal::Operator) => Some(Requester::Operator),
             (None, Principal::Component(_)) => None,
         };
@@ -121,6 +123,34 @@ impl FileService {
         self.record(&Entry { agent: requester.name(), operation: "delete", path: &path.display, bytes: None, denied: None, caller: caller.as_str() })?;
         files::delete(&path).map_err(crate::method_error)?;
         Ok(FileDeleted { path: path.display.clone() })
+    }
+
+    /// `agent_dir_create` for `caller`: the directory, then `config.toml`
+    /// (0640: agent-loop reads it through the group, the agent never
+    /// writes it, `clawfs::files::AGENT_CONFIG_FILE`).
+    pub fn create_agent(&self, caller: Principal, p: AgentDirCreate) -> Result<AgentDirCreated, MethodError> {
+        clawfs::names::validate_agent_name(&p.agent).map_err(|e| MethodError::new(ErrorCode::Eproto, e.to_string()))?;
+        let display = format!("/clawfs/agents/{}", p.agent);
+        if namespace::agent_exists(&self.root, &p.agent) {
+            return Err(MethodError::new(ErrorCode::Eperm, format!("agent `{}` already exists", p.agent)));
+        }
+        self.record(&Entry { agent: &p.agent, operation: "agent_create", path: &display, bytes: None, denied: None, caller: caller.as_str() })?;
+        // Owners were set on agents/ by systemd-tmpfiles (setgid group).
+        namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default()).map_err(crate::method_error)?;
+        let config = self.root.join("agents").join(&p.agent).join(files::AGENT_CONFIG_FILE);
+        fsutil::write_atomic(&config, p.config.as_bytes(), 0o640)
+            .map_err(|e| MethodError::new(ErrorCode::Eio, format!("writing {}: {e}", config.display())))?;
+        Ok(AgentDirCreated { path: display })
+    }
+
+    /// `agent_dir_remove` for `caller`.
+    pub fn remove_agent(&self, caller: Principal, p: AgentRef) -> Result<(), MethodError> {
+        let display = format!("/clawfs/agents/{}", p.agent);
+        if !namespace::agent_exists(&self.root, &p.agent) {
+            return Err(MethodError::new(ErrorCode::Enoent, format!("no agent `{}`", p.agent)));
+        }
+        self.record(&Entry { agent: &p.agent, operation: "agent_remove", path: &display, bytes: None, denied: None, caller: caller.as_str() })?;
+        namespace::remove_agent(&self.root, &p.agent).map_err(crate::method_error)
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use clawfs::{Clawfs, Config, Embedder, IndexReport, Owners, SearchRequest, SearchResponse, Snapshot, WorkspaceMetadata};
 use clawos_api::fs_engine::{
-    self, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups, IdentityRecordTask,
+    self, AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups, IdentityRecordTask,
     IdentityRestore, MemoryIndex, MemoryRemove, MemoryRemoved, MemorySearch, ReadFile, SnapshotList, SnapshotPrune,
     SnapshotRestore, SnapshotsPruned, WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
 };
@@ -341,6 +341,17 @@ impl fs_engine::Service for Daemon {
 
     async fn identity_restore(&self, _call: &Call, p: IdentityRestore) -> Result<clawfs::Identity, MethodError> {
         self.blocking(move |s| s.clawfs.restore_identity(&p.agent, &p.backup).map_err(method_error)).await
+    }
+
+    async fn agent_dir_create(&self, call: &Call, params: AgentDirCreate) -> Result<AgentDirCreated, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.create_agent(caller, params)).await
+    }
+
+    async fn agent_dir_remove(&self, call: &Call, params: AgentRef) -> Result<Done, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.remove_agent(caller, params)).await?;
+        Ok(Done {})
     }
 }
 

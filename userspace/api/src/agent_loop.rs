@@ -1,0 +1,311 @@
+//! agent-loop: the agents (`specs/agent/README.md`). An agent is named by
+//! `agent`; each conversation with it is a session (`session_id`), and each
+//! operator message starts one turn (`turn_id`) that runs to its answer.
+//!
+//! A turn outlives any request (a model may think for minutes), so
+//! `chat_send` answers at once and the turn reports on the same connection
+//! with events carrying its `turn_id` ([`TURN_TEXT`], [`TURN_STEP`],
+//! [`TURN_END`]); `turn_result` answers for a finished turn when those were
+//! missed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Done, NoParams};
+
+service! {
+    component: Some(clawos_ipc::ComponentId::AgentLoop);
+    /// Creates an agent with a `config.toml` (the default one when none is
+    /// given); a config that does not parse is EPROTO naming the key.
+    fn agent_create(AgentCreate) -> AgentInfo { timeout_ms: 30000, errors: [Eperm, Eio] }
+    /// Every agent and its state.
+    fn agent_list(NoParams) -> AgentList { timeout_ms: 5000, errors: [Eio] }
+    /// One agent: state, config error, model, limits, spend, sessions.
+    fn agent_show(AgentName) -> AgentDetails { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// Stops an agent from taking new turns (a running turn finishes).
+    fn agent_pause(AgentName) -> AgentInfo { timeout_ms: 5000, errors: [Enoent] }
+    /// Re-reads an agent's config and lets it take turns again; a config
+    /// error is answered (EPROTO) and the agent stays stopped.
+    fn agent_resume(AgentName) -> AgentInfo { timeout_ms: 5000, errors: [Enoent, Eproto, Eio] }
+    /// Removes an agent, its directory and everything in it.
+    fn agent_remove(AgentName) -> Done { timeout_ms: 30000, errors: [Enoent, Eperm, Eio] }
+    /// Starts a turn: the operator's message to an agent, in a session (a
+    /// new one when none is named). Progress arrives as events on this
+    /// connection; EAGAIN when the session already runs a turn.
+    fn chat_send(ChatSend) -> TurnStarted { timeout_ms: 5000, errors: [Enoent, Eperm, Eagain, Eio] }
+    /// Cancels a running turn (the session stays).
+    fn chat_cancel(TurnRef) -> TurnCancelled { timeout_ms: 5000, errors: [Enoent] }
+    /// A turn's outcome: running, or how it ended.
+    fn turn_result(TurnRef) -> TurnOutcome { timeout_ms: 5000, errors: [Enoent] }
+    /// An agent's sessions, newest first.
+    fn session_list(AgentName) -> SessionList { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// A session's transcript.
+    fn session_show(SessionRef) -> Transcript { timeout_ms: 5000, errors: [Enoent, Eio] }
+}
+
+/// Event: text the model produced, as it streams (`turn_id`, `text`).
+pub const TURN_TEXT: &str = "turn.text";
+/// Event: a step of the turn (a model request, a tool call) began or ended
+/// ([`TurnStep`]).
+pub const TURN_STEP: &str = "turn.step";
+/// Event: the turn ended ([`TurnOutcome`]); the last event of a turn.
+pub const TURN_END: &str = "turn.end";
+
+/// Params naming one agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentName {
+    /// The agent.
+    pub agent: String,
+}
+
+/// `agent_create` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreate {
+    /// The new agent (specs/clawfs/README.md, "Names").
+    pub agent: String,
+    /// Its `config.toml`; the default config (the in-box model) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+}
+
+/// Whether an agent takes turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    /// Waiting for a message.
+    Idle,
+    /// Running a turn.
+    Running,
+    /// Paused by the operator.
+    Paused,
+    /// Its config does not load; `error` says why.
+    Stopped,
+}
+
+/// One agent as `agent_list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentInfo {
+    /// The agent.
+    pub agent: String,
+    /// Its state.
+    pub state: AgentState,
+    /// Why it is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Provider and model of its default route (`provider/model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `agent_list` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentList {
+    /// By name.
+    pub agents: Vec<AgentInfo>,
+}
+
+/// Spend against a limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Spend {
+    /// Spent in the period, US dollars.
+    pub spent_usd: f64,
+    /// The period's limit, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_usd: Option<f64>,
+}
+
+/// `agent_show` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentDetails {
+    /// What `agent_list` shows.
+    #[serde(flatten)]
+    pub info: AgentInfo,
+    /// The turn limits in force (`[limits]` of its config).
+    pub limits: serde_json::Value,
+    /// The tools it may call.
+    pub tools: Vec<String>,
+    /// Tokens of its system prompt with the tool descriptions.
+    pub system_prompt_tokens: u64,
+    /// Spend today (UTC).
+    pub today: Spend,
+    /// Spend this month (UTC).
+    pub month: Spend,
+    /// How many sessions it has.
+    pub sessions: u64,
+}
+
+/// `chat_send` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatSend {
+    /// The agent.
+    pub agent: String,
+    /// The session to continue; a new one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The operator's message.
+    pub message: String,
+    /// A route of the agent's config (`fast`, `smart`, `local`, ...)
+    /// instead of its default model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// `chat_send` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnStarted {
+    /// The agent.
+    pub agent: String,
+    /// The session (new or continued).
+    pub session_id: String,
+    /// The turn: its events carry it.
+    pub turn_id: String,
+}
+
+/// Params naming one turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRef {
+    /// The turn.
+    pub turn_id: String,
+}
+
+/// `chat_cancel` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnCancelled {
+    /// The turn.
+    pub turn_id: String,
+    /// False when it had already ended.
+    pub cancelled: bool,
+}
+
+/// What a step of a turn was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// A request to the model.
+    Think,
+    /// A tool call.
+    Tool,
+}
+
+/// [`TURN_STEP`] event data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnStep {
+    /// The turn.
+    pub turn_id: String,
+    /// Step number within the turn, from 1.
+    pub step: u32,
+    /// What it is.
+    pub kind: StepKind,
+    /// The tool, for a tool step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Whether it ended well (absent while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// How long it took, milliseconds (absent while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Still running.
+    Running,
+    /// The agent answered.
+    Done,
+    /// A limit of the agent's config ended it; `message` names the limit.
+    Limit,
+    /// The operator cancelled it.
+    Cancelled,
+    /// The model could not be reached or answered garbage; `message` says why.
+    Failed,
+}
+
+/// `turn_result` result and [`TURN_END`] event data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnOutcome {
+    /// The turn.
+    pub turn_id: String,
+    /// The session.
+    pub session_id: String,
+    /// How it ended.
+    pub status: TurnStatus,
+    /// The agent's answer (what was streamed, joined).
+    pub answer: String,
+    /// Why it ended, when not `done`: the limit reached, the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Steps taken.
+    pub steps: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Prompt tokens over the turn's requests.
+    pub input_tokens: u64,
+    /// Answer tokens over the turn's requests.
+    pub output_tokens: u64,
+    /// What the turn cost, US dollars.
+    pub cost_usd: f64,
+}
+
+/// One session as `session_list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionSummary {
+    /// The session.
+    pub session_id: String,
+    /// When it began (RFC 3339).
+    pub created_at: String,
+    /// When it last changed (RFC 3339).
+    pub updated_at: String,
+    /// Messages in its transcript.
+    pub messages: u64,
+}
+
+/// `session_list` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionList {
+    /// Newest first.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// `session_show` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRef {
+    /// The agent.
+    pub agent: String,
+    /// The session.
+    pub session_id: String,
+}
+
+/// One message of a transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TranscriptEntry {
+    /// Its position in the session, from 1.
+    pub seq: u64,
+    /// `user`, `assistant`, `tool`, or `notice` (compaction, limits).
+    pub role: String,
+    /// Its text.
+    pub content: String,
+    /// Tool calls of an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<serde_json::Value>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// When it was recorded (RFC 3339).
+    pub at: String,
+}
+
+/// `session_show` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Transcript {
+    /// The session.
+    pub session_id: String,
+    /// Oldest first, compacted parts as their summary.
+    pub entries: Vec<TranscriptEntry>,
+}
