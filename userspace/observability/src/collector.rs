@@ -19,6 +19,7 @@ const RESUBSCRIBE_DELAY: Duration = Duration::from_secs(1);
 struct Extra {
     versions: BTreeMap<ComponentId, String>,
     heartbeats: BTreeMap<ComponentId, u64>,
+    agents: crate::agents::AgentMetrics,
 }
 
 /// What observability knows about every component.
@@ -60,8 +61,13 @@ impl Collector {
                 }
             }
             COMPONENT_SHUTDOWN => self.tracker().record_shutdown(component, now),
-            _ => {}
+            _ => self.extra().agents.record(message),
         }
+    }
+
+    /// Appends the agents' metric families to `out`.
+    pub fn render_agents(&self, out: &mut String) {
+        self.extra().agents.render(out);
     }
 
     /// One row per component.
@@ -110,7 +116,9 @@ impl Collector {
 /// Subscribes to the health events at the router, forever, reconnecting
 /// when the router goes away.
 pub async fn follow_router(collector: Arc<Collector>) {
-    let names = SubscribeEvents { events: [HEARTBEAT, COMPONENT_READY, COMPONENT_SHUTDOWN].map(str::to_owned).to_vec() };
+    let names = SubscribeEvents {
+        events: [HEARTBEAT, COMPONENT_READY, COMPONENT_SHUTDOWN].into_iter().chain(crate::agents::EVENTS).map(str::to_owned).collect(),
+    };
     loop {
         match IpcClient::connect(ComponentId::Router, ClientOptions::new(ComponentId::Observability.into())).await {
             Ok((client, mut events)) => match router::Client::new(&client).subscribe_events(&names).await {

@@ -6,6 +6,7 @@
 //! Prometheus text endpoint (default `127.0.0.1:9464/metrics`). Does not
 //! own: producing metrics (every component's runtime does that).
 
+mod agents;
 mod collector;
 mod prometheus;
 

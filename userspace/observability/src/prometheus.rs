@@ -88,5 +88,6 @@ pub fn render(collector: &Collector) -> String {
     family("clawos_component_cpu_percent", "gauge", "CPU use, percent of the machine.", &|_, h| h.map(|h| h.metrics.cpu_usage_percent));
     family("clawos_component_ipc_connections", "gauge", "Open IPC connections.", &|_, h| h.map(|h| h.metrics.active_connections as f64));
     family("clawos_component_open_fds", "gauge", "Open file descriptors.", &|_, h| h.and_then(|h| h.metrics.open_fds).map(|n| n as f64));
+    collector.render_agents(&mut out);
     out
 }
