@@ -1,20 +1,482 @@
-//! `clawos-agent-loop`: Central orchestration.
+//! `clawos-agent-loop`: runs the agents (`specs/agent/README.md`).
 //!
-//! For now the daemon only does what every component does through
-//! `clawos-runtime` (hello, heartbeats, `ping`/`health_check`,
-//! `get_metrics`); its own methods arrive with its own issue. Owns nothing
-//! else yet.
+//! Why a component of its own: it is the one place that talks to language
+//! models and so the one place that holds what a model may steer. It holds
+//! no permission itself: files, memory and tools are reached through the
+//! components that own them, under the agent's name, and API keys come
+//! from the vault for one request at a time. What a crash costs: the turns
+//! running at that moment end (their transcripts keep every completed
+//! step); systemd restarts the daemon and the agents take new turns.
+//!
+//! Owns: the agents' registry (which exist, paused or stopped by a bad
+//! config), starting, cancelling and reporting turns, sessions over IPC.
+//! Must not own: an agent's directory layout (fs-engine), tool execution
+//! (wasm-daemon), or secrets (security-agent).
 
-mod provider;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use clawos_ipc::ComponentId;
-use clawos_runtime::Component;
+use clawos_agent_loop::config::{AgentConfig, Route, DEFAULT_CONFIG};
+use clawos_agent_loop::provider::KeySource;
+use clawos_agent_loop::store::{self, Store};
+use clawos_agent_loop::thinker::{self, VaultKeys};
+use clawos_agent_loop::tools::{self, CallContext, Peers};
+use clawos_agent_loop::turn::{self, Reporter, Turn};
+use clawos_api::agent_loop::{
+    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, SessionList, SessionRef, SessionSummary, Spend,
+    Transcript, TranscriptEntry, TurnCancelled, TurnOutcome, TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
+};
+use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef};
+use clawos_api::{Call, Done, NoParams};
+use clawos_ipc::client::{ClientOptions, IpcClient};
+use clawos_ipc::server::{Connection, MethodError};
+use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
+use clawos_runtime::{Component, Runtime};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-/// The component's own state; empty until it has methods of its own.
-struct Daemon;
+/// `[component]` of `/etc/clawos/agent-loop.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoopConfig {
+    /// Where ClawFS is mounted. Default `/clawfs`.
+    #[serde(default = "default_root")]
+    clawfs_root: PathBuf,
+    /// Finished turns whose outcome `turn_result` still answers from
+    /// memory (older ones from the agent's database). Default 256.
+    #[serde(default = "default_kept_turns")]
+    kept_turns: usize,
+}
 
-impl Component for Daemon {}
+fn default_root() -> PathBuf {
+    PathBuf::from("/clawfs")
+}
+fn default_kept_turns() -> usize {
+    256
+}
+
+/// A turn the daemon knows of.
+struct TurnEntry {
+    agent: String,
+    session_id: String,
+    cancel: CancellationToken,
+    outcome: Option<TurnOutcome>,
+}
+
+/// The turns by id: running ones, and the last `kept` finished ones
+/// (older outcomes are in the agents' databases).
+#[derive(Default)]
+struct TurnTable {
+    by_id: HashMap<String, TurnEntry>,
+    finished: VecDeque<String>,
+}
+
+type Turns = Arc<Mutex<TurnTable>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl TurnTable {
+    fn running(&self, agent: &str) -> bool {
+        self.by_id.values().any(|t| t.agent == agent && t.outcome.is_none())
+    }
+
+    fn finish(&mut self, turn_id: &str, outcome: TurnOutcome, kept: usize) {
+        if let Some(entry) = self.by_id.get_mut(turn_id) {
+            entry.outcome = Some(outcome);
+        }
+        self.finished.push_back(turn_id.to_owned());
+        while self.finished.len() > kept {
+            if let Some(old) = self.finished.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+    }
+}
+
+struct Daemon {
+    runtime: Runtime,
+    config: LoopConfig,
+    keys: Arc<dyn KeySource>,
+    turns: Turns,
+    /// Agents paused by the operator, as read from (and written to) their
+    /// databases, so a pause survives a restart.
+    paused: Mutex<BTreeMap<String, bool>>,
+}
+
+/// RFC 3339 of a time in ms since the epoch.
+fn rfc3339(ms: i64) -> String {
+    fsutil::rfc3339(u64::try_from(ms / 1000).unwrap_or(0))
+}
+
+fn error(code: ErrorCode, message: impl Into<String>) -> MethodError {
+    MethodError::new(code, message)
+}
+
+/// A random id with a prefix (`s-`, `t-`).
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+}
+
+impl Daemon {
+    fn start(runtime: &Runtime) -> Result<Daemon, String> {
+        let config: LoopConfig = runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
+        let keys: Arc<dyn KeySource> = Arc::new(VaultKeys);
+        Ok(Daemon {
+            runtime: runtime.clone(),
+            config,
+            keys,
+            turns: Turns::default(),
+            paused: Mutex::default(),
+        })
+    }
+
+    fn agent_dir(&self, agent: &str) -> Result<PathBuf, MethodError> {
+        clawfs::names::validate_agent_name(agent).map_err(|e| error(ErrorCode::Enoent, e.to_string()))?;
+        let dir = self.config.clawfs_root.join("agents").join(agent);
+        if !clawfs::namespace::agent_exists(&self.config.clawfs_root, agent) {
+            return Err(error(ErrorCode::Enoent, format!("no agent `{agent}`")));
+        }
+        Ok(dir)
+    }
+
+    fn store(dir: &Path) -> Result<Store, MethodError> {
+        Store::open(&dir.join(clawfs::DATABASE_FILE)).map_err(|e| error(ErrorCode::Eio, e))
+    }
+
+    /// The agent's config: its `config.toml`, the default when there is none.
+    fn load_config(dir: &Path) -> Result<AgentConfig, String> {
+        let path = dir.join(clawfs::files::AGENT_CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => AgentConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentConfig::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    fn is_paused(&self, agent: &str, store: &Store) -> bool {
+        let mut paused = lock(&self.paused);
+        *paused.entry(agent.to_owned()).or_insert_with(|| store.paused().unwrap_or(false))
+    }
+
+    fn info(&self, agent: &str) -> Result<(AgentInfo, Option<AgentConfig>, Store), MethodError> {
+        let dir = self.agent_dir(agent)?;
+        let store = Self::store(&dir)?;
+        let config = Self::load_config(&dir);
+        let running = lock(&self.turns).running(agent);
+        let (state, error, model) = match &config {
+            Err(why) => (AgentState::Stopped, Some(why.clone()), None),
+            Ok(config) => {
+                let route = config.model.route();
+                let state = if self.is_paused(agent, &store) {
+                    AgentState::Paused
+                } else if running {
+                    AgentState::Running
+                } else {
+                    AgentState::Idle
+                };
+                (state, None, Some(format!("{}/{}", route.provider, route.model)))
+            }
+        };
+        Ok((AgentInfo { agent: agent.to_owned(), state, error, model }, config.ok(), store))
+    }
+
+    async fn connect(&self, peer: ComponentId) -> Result<IpcClient, MethodError> {
+        let (client, _events) = IpcClient::connect(peer, ClientOptions::new(ComponentId::AgentLoop.into()))
+            .await
+            .map_err(|e| error(ErrorCode::Eio, format!("connecting to {peer}: {e}")))?;
+        Ok(client)
+    }
+}
+
+/// Reports a turn on the connection that started it (in order, through one
+/// queue drained by a task, so a slow reader never stalls the model) and
+/// to the event bus.
+struct ConnectionReporter {
+    agent: String,
+    turn_id: String,
+    queue: mpsc::UnboundedSender<(&'static str, Object)>,
+    runtime: Runtime,
+}
+
+fn object(value: Value) -> Object {
+    match value {
+        Value::Object(object) => object,
+        _ => Object::new(),
+    }
+}
+
+impl Reporter for ConnectionReporter {
+    fn text(&self, text: &str) {
+        let _ = self.queue.send((TURN_TEXT, object(serde_json::json!({"turn_id": self.turn_id, "text": text}))));
+    }
+
+    fn step(&self, step: &TurnStep) {
+        let data = object(serde_json::to_value(step).expect("steps serialize"));
+        let _ = self.queue.send((TURN_STEP, data.clone()));
+        let mut published = data;
+        published.insert("agent".into(), self.agent.clone().into());
+        self.runtime.publish("agent.step", published);
+    }
+
+    fn publish(&self, event_name: &str, data: Value) {
+        self.runtime.publish(event_name, object(data));
+    }
+}
+
+impl agent_loop::Service for Daemon {
+    async fn agent_create(&self, _call: &Call, p: AgentCreate) -> Result<AgentInfo, MethodError> {
+        let text = p.config.unwrap_or_else(|| DEFAULT_CONFIG.to_owned());
+        AgentConfig::parse(&text).map_err(|e| error(ErrorCode::Eproto, format!("config.toml: {e}")))?;
+        let fs = self.connect(ComponentId::FsEngine).await?;
+        let created = fs_engine::Client::new(&fs).agent_dir_create(&AgentDirCreate { agent: p.agent.clone(), config: text }).await;
+        fs.goodbye().await;
+        created.map_err(|e| match e {
+            clawos_api::CallError::Ipc(ipc) => error(ipc.code(), ipc.to_string()),
+            other => error(ErrorCode::Eio, other.to_string()),
+        })?;
+        self.runtime.publish("agent.created", object(serde_json::json!({"agent": p.agent})));
+        Ok(self.info(&p.agent)?.0)
+    }
+
+    async fn agent_list(&self, _call: &Call, _p: NoParams) -> Result<AgentList, MethodError> {
+        let names = clawfs::namespace::list_agents(&self.config.clawfs_root).map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
+        let mut agents = Vec::new();
+        for name in names {
+            agents.push(self.info(&name)?.0);
+        }
+        Ok(AgentList { agents })
+    }
+
+    async fn agent_show(&self, _call: &Call, p: AgentName) -> Result<AgentDetails, MethodError> {
+        let (info, config, store) = self.info(&p.agent)?;
+        let config = config.unwrap_or_default();
+        let (day, month) = store::day_and_month_start(store::now_ms());
+        let spent = |since| store.spent_since(since).map_err(|e| error(ErrorCode::Eio, e));
+        let sessions = store.sessions().map_err(|e| error(ErrorCode::Eio, e))?.len() as u64;
+        let mut tools = tools::built_in();
+        if let Ok(wasm) = self.connect(ComponentId::WasmDaemon).await {
+            if let Ok(found) = tools::wasm_tools(&wasm).await {
+                tools.extend(found);
+            }
+            wasm.goodbye().await;
+        }
+        let specs = turn::allowed_specs(&config, &tools);
+        let native = thinker::native_tools(&config, None);
+        let prompt = turn::system_prompt(&p.agent, &config, &specs, native);
+        let specs_tokens: u64 = if native { specs.iter().map(|s| clawos_agent_loop::provider::estimate_tokens(&serde_json::to_string(s).unwrap_or_default())).sum() } else { 0 };
+        Ok(AgentDetails {
+            info,
+            limits: serde_json::to_value(&config.limits).expect("limits serialize"),
+            tools: specs.iter().map(|s| s.name.clone()).collect(),
+            system_prompt_tokens: clawos_agent_loop::provider::estimate_tokens(&prompt) + specs_tokens,
+            today: Spend { spent_usd: spent(day)?, limit_usd: config.limits.max_cost_per_day_usd },
+            month: Spend { spent_usd: spent(month)?, limit_usd: config.limits.max_cost_per_month_usd },
+            sessions,
+        })
+    }
+
+    async fn agent_pause(&self, _call: &Call, p: AgentName) -> Result<AgentInfo, MethodError> {
+        let dir = self.agent_dir(&p.agent)?;
+        Self::store(&dir)?.set_paused(true).map_err(|e| error(ErrorCode::Eio, e))?;
+        lock(&self.paused).insert(p.agent.clone(), true);
+        Ok(self.info(&p.agent)?.0)
+    }
+
+    async fn agent_resume(&self, _call: &Call, p: AgentName) -> Result<AgentInfo, MethodError> {
+        let dir = self.agent_dir(&p.agent)?;
+        Self::load_config(&dir).map_err(|e| error(ErrorCode::Eproto, e))?;
+        Self::store(&dir)?.set_paused(false).map_err(|e| error(ErrorCode::Eio, e))?;
+        lock(&self.paused).insert(p.agent.clone(), false);
+        Ok(self.info(&p.agent)?.0)
+    }
+
+    async fn agent_remove(&self, _call: &Call, p: AgentName) -> Result<Done, MethodError> {
+        self.agent_dir(&p.agent)?;
+        if lock(&self.turns).running(&p.agent) {
+            return Err(error(ErrorCode::Eperm, format!("agent `{}` is running a turn; cancel it first", p.agent)));
+        }
+        let fs = self.connect(ComponentId::FsEngine).await?;
+        let removed = fs_engine::Client::new(&fs).agent_dir_remove(&AgentRef { agent: p.agent.clone() }).await;
+        fs.goodbye().await;
+        removed.map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
+        lock(&self.paused).remove(&p.agent);
+        self.runtime.publish("agent.removed", object(serde_json::json!({"agent": p.agent})));
+        Ok(Done {})
+    }
+
+    async fn chat_send(&self, call: &Call, p: ChatSend) -> Result<TurnStarted, MethodError> {
+        let (info, config, store) = self.info(&p.agent)?;
+        let config = match (info.state, config) {
+            (AgentState::Stopped, _) | (_, None) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is stopped: {}", p.agent, info.error.unwrap_or_default()))),
+            (AgentState::Paused, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is paused (clawctl agent resume {})", p.agent, p.agent))),
+            (_, Some(config)) => config,
+        };
+        let route = config.route(p.hint.as_deref()).map_err(|e| error(ErrorCode::Eproto, e))?;
+        let session_id = match p.session_id {
+            Some(session) if store.has_session(&session).map_err(|e| error(ErrorCode::Eio, e))? => session,
+            Some(session) => return Err(error(ErrorCode::Enoent, format!("agent `{}` has no session `{session}`", p.agent))),
+            None => new_id("s-"),
+        };
+        let turn_id = new_id("t-");
+        let cancel = CancellationToken::new();
+        {
+            let mut turns = lock(&self.turns);
+            if turns.by_id.values().any(|t| t.agent == p.agent && t.session_id == session_id && t.outcome.is_none()) {
+                return Err(error(ErrorCode::Eagain, format!("session `{session_id}` is running a turn")));
+            }
+            turns.by_id.insert(turn_id.clone(), TurnEntry { agent: p.agent.clone(), session_id: session_id.clone(), cancel: cancel.clone(), outcome: None });
+        }
+        store.ensure_session(&session_id).map_err(|e| error(ErrorCode::Eio, e))?;
+        store.turn_started(&turn_id, &session_id).map_err(|e| error(ErrorCode::Eio, e))?;
+
+        let (queue, mut events) = mpsc::unbounded_channel::<(&'static str, Object)>();
+        let connection: Connection = call.connection.clone();
+        tokio::spawn(async move {
+            while let Some((name, data)) = events.recv().await {
+                if connection.send(connection.event(name, data)).await.is_err() {
+                    // The operator went away; the turn goes on and its
+                    // outcome stays readable (`turn_result`, the transcript).
+                    break;
+                }
+            }
+        });
+        let started = TurnStarted { agent: p.agent.clone(), session_id: session_id.clone(), turn_id: turn_id.clone() };
+        let reporter = ConnectionReporter { agent: p.agent.clone(), turn_id: turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
+        let (turns, kept, keys) = (self.turns.clone(), self.config.kept_turns, self.keys.clone());
+        let db = self.agent_dir(&p.agent)?.join(clawfs::DATABASE_FILE);
+        tokio::spawn(async move {
+            let setup = TurnSetup { agent: &p.agent, agent_db: &db, config: &config, route, keys, store: &store, session_id: &session_id, turn_id: &turn_id };
+            let outcome = run_turn(setup, cancel, &reporter, &p.message).await;
+            let _ = queue.send((TURN_END, object(serde_json::to_value(&outcome).expect("outcomes serialize"))));
+            lock(&turns).finish(&turn_id, outcome, kept);
+        });
+        Ok(started)
+    }
+
+    async fn chat_cancel(&self, _call: &Call, p: TurnRef) -> Result<TurnCancelled, MethodError> {
+        let turns = lock(&self.turns);
+        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| error(ErrorCode::Enoent, format!("no running turn `{}`", p.turn_id)))?;
+        let running = entry.outcome.is_none();
+        entry.cancel.cancel();
+        Ok(TurnCancelled { turn_id: p.turn_id, cancelled: running })
+    }
+
+    async fn turn_result(&self, _call: &Call, p: TurnRef) -> Result<TurnOutcome, MethodError> {
+        let turns = lock(&self.turns);
+        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| error(ErrorCode::Enoent, format!("no turn `{}` (finished turns are in the session's transcript)", p.turn_id)))?;
+        Ok(entry.outcome.clone().unwrap_or_else(|| turn::outcome(&p.turn_id, &entry.session_id, TurnStatus::Running, None)))
+    }
+
+    async fn session_list(&self, _call: &Call, p: AgentName) -> Result<SessionList, MethodError> {
+        let store = Self::store(&self.agent_dir(&p.agent)?)?;
+        let rows = store.sessions().map_err(|e| error(ErrorCode::Eio, e))?;
+        let sessions = rows
+            .into_iter()
+            .map(|row| SessionSummary {
+                session_id: row.session_id,
+                created_at: rfc3339(row.created_at_ms),
+                updated_at: rfc3339(row.updated_at_ms),
+                messages: row.messages,
+            })
+            .collect();
+        Ok(SessionList { sessions })
+    }
+
+    async fn session_show(&self, _call: &Call, p: SessionRef) -> Result<Transcript, MethodError> {
+        let store = Self::store(&self.agent_dir(&p.agent)?)?;
+        if !store.has_session(&p.session_id).map_err(|e| error(ErrorCode::Eio, e))? {
+            return Err(error(ErrorCode::Enoent, format!("agent `{}` has no session `{}`", p.agent, p.session_id)));
+        }
+        let entries = store
+            .transcript(&p.session_id)
+            .map_err(|e| error(ErrorCode::Eio, e))?
+            .into_iter()
+            .map(|stored| TranscriptEntry {
+                seq: stored.seq as u64,
+                role: stored.role,
+                content: stored.message.content,
+                tool_calls: stored.message.tool_calls.iter().map(|c| serde_json::to_value(c).expect("calls serialize")).collect(),
+                tool_call_id: stored.message.tool_call_id,
+                at: rfc3339(stored.at_ms),
+            })
+            .collect();
+        Ok(Transcript { session_id: p.session_id, entries })
+    }
+}
+
+/// What a turn is started with.
+struct TurnSetup<'a> {
+    agent: &'a str,
+    agent_db: &'a Path,
+    config: &'a AgentConfig,
+    route: Route,
+    keys: Arc<dyn KeySource>,
+    store: &'a Store,
+    session_id: &'a str,
+    turn_id: &'a str,
+}
+
+/// Connects the turn's peers, finds its tools and model, and runs it. A
+/// turn that cannot start (a peer down, a provider misconfigured) ends as
+/// failed with the reason, stored like any other outcome.
+async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &ConnectionReporter, message: &str) -> TurnOutcome {
+    let connect = |peer: ComponentId| async move {
+        IpcClient::connect(peer, ClientOptions::new(ComponentId::AgentLoop.into())).await.map(|(client, _events)| client).map_err(|e| format!("connecting to {peer}: {e}"))
+    };
+    let prepared = async {
+        let thinker = thinker::build(setup.config, &setup.route, setup.keys.clone())?;
+        let peers = Peers { fs_engine: connect(ComponentId::FsEngine).await?, wasm_daemon: connect(ComponentId::WasmDaemon).await? };
+        let mut all = tools::built_in();
+        match tools::wasm_tools(&peers.wasm_daemon).await {
+            Ok(found) => all.extend(found),
+            Err(why) => tracing::warn!(agent = setup.agent, "WASM tools unavailable for this turn: {why}"),
+        }
+        Ok::<_, String>((thinker, peers, all))
+    };
+    let (thinker, peers, all) = match prepared.await {
+        Ok(prepared) => prepared,
+        Err(why) => return turn::failed_to_start(setup.store, setup.session_id, setup.turn_id, message, &why),
+    };
+    // Only the allowed tools can be called, whatever name the model writes.
+    let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| setup.config.tools.allows(&tool.spec.name)).collect();
+    let specs: Vec<_> = allowed.iter().map(|tool| tool.spec.clone()).collect();
+    let cx = CallContext {
+        peers: &peers,
+        tools: &allowed,
+        agent: setup.agent,
+        agent_db: setup.agent_db,
+        session_id: setup.session_id,
+        memory_workspace: &setup.config.tools.memory_workspace,
+    };
+    let turn = Turn {
+        agent: setup.agent,
+        config: setup.config,
+        store: setup.store,
+        thinker: &*thinker,
+        tools: &cx,
+        session_id: setup.session_id,
+        turn_id: setup.turn_id,
+        cancel,
+        reporter,
+    };
+    let outcome = turn.run(message, &specs).await;
+    drop(turn);
+    peers.fs_engine.goodbye().await;
+    peers.wasm_daemon.goodbye().await;
+    outcome
+}
+
+impl Component for Daemon {
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
+        agent_loop::dispatch(self, call, request).await
+    }
+}
 
 fn main() -> std::process::ExitCode {
-    clawos_runtime::main(ComponentId::AgentLoop, env!("CARGO_PKG_VERSION"), |_runtime| Ok(Daemon))
+    clawos_runtime::main(ComponentId::AgentLoop, env!("CARGO_PKG_VERSION"), Daemon::start)
 }

@@ -5,6 +5,7 @@
 //! see `/etc/clawos/ipc-acl.toml`), except `fs check` and `fs mount`,
 //! which open workspace databases directly. One module per subcommand.
 
+mod agent;
 mod events;
 mod fs;
 mod identity;
@@ -30,6 +31,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Talk with an agent: interactive, or one turn with -m.
+    Chat(agent::ChatArgs),
+    /// Agents: create, list, show, pause, resume, rm.
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
+    /// An agent's sessions: list, show.
+    #[command(subcommand)]
+    Session(agent::SessionCommand),
     /// Health, version, uptime, last heartbeat and restarts of every component.
     Status(status::StatusArgs),
     /// Talk to a component over IPC.
@@ -76,6 +85,9 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
+            Command::Chat(args) => agent::chat(args).await,
+            Command::Agent(command) => agent::run(command).await,
+            Command::Session(command) => agent::session(command).await,
             Command::Status(args) => status::run(args).await,
             Command::Ipc(command) => ipc::run(command).await,
             Command::Events(args) => events::run(args).await,

@@ -138,7 +138,10 @@ impl FileService {
         // Owners were set on agents/ by systemd-tmpfiles (setgid group).
         namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default()).map_err(crate::method_error)?;
         let config = self.root.join("agents").join(&p.agent).join(files::AGENT_CONFIG_FILE);
+        // write_atomic's mode is narrowed by the unit's UMask=0077; the
+        // group must read it, so the mode is set after.
         fsutil::write_atomic(&config, p.config.as_bytes(), 0o640)
+            .and_then(|()| std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o640)))
             .map_err(|e| MethodError::new(ErrorCode::Eio, format!("writing {}: {e}", config.display())))?;
         Ok(AgentDirCreated { path: display })
     }

@@ -1,0 +1,39 @@
+# Agents (specs/agent/README.md): a fresh box has `default`; the operator
+# creates others through agent-loop, which has fs-engine make the directory;
+# a config typo names the key and stops only that agent. The agents the
+# later checks act as (files, identity, tools) are created here.
+
+check "agents: a fresh box has the agent default, idle on the in-box model" \
+  vm_ssh 'clawctl agent list | grep -Eq "^default +idle +local/smollm2-135m-instruct$"'
+
+check "agents: clawctl agent create makes the agents' directories (kernel-engine, fs-engine, wasm-agent)" \
+  vm_ssh 'for a in kernel-engine fs-engine wasm-agent; do clawctl agent create $a >/dev/null || exit 1; done
+    for a in kernel-engine fs-engine wasm-agent; do
+      d=/clawfs/agents/$a
+      test -s $d/workspace.db && test -s $d/identity.json && test -d $d/logs || exit 1
+      # fs-engine made it; the group lets agent-loop and wasm-daemon in; the config is read-only to all but fs-engine.
+      test "$(stat -c "%U:%G %a" $d)" = "clawos-fs-engine:clawos-agents 2770" || exit 1
+      test "$(stat -c "%U:%G %a" $d/config.toml)" = "clawos-fs-engine:clawos-agents 640" || exit 1
+    done
+    grep -q "agent=wasm-agent operation=agent_create path=/clawfs/agents/wasm-agent caller=agent-loop$" /var/log/clawos/clawfs-audit.log'
+
+check "agents: a second agent of the same name and a bad name are refused" \
+  vm_ssh 'clawctl agent create wasm-agent 2>&1 | grep -q "already exists" && clawctl agent create ../x 2>&1 | grep -q "agent name"'
+
+check "agents: a config with an unknown key is refused at create, naming the key" \
+  vm_ssh 'printf "[limits]\nmax_step = 3\n" > /run/bad.toml
+    ! clawctl agent create typo --config /run/bad.toml 2>/run/err && grep -q "max_step" /run/err && test ! -e /clawfs/agents/typo'
+
+check "agents: a typo written into config.toml over SSH stops that agent with the key named; the others run" \
+  vm_ssh 'clawctl agent create typo >/dev/null && printf "[model]\nprovder = \"local\"\n" >> /clawfs/agents/typo/config.toml
+    clawctl agent list | grep -E "^typo +stopped +.*provder" &&
+    clawctl chat --agent typo -m hi 2>&1 | grep -q "stopped" &&
+    clawctl agent list | grep -Eq "^default +idle" &&
+    ! clawctl agent resume typo 2>/dev/null &&
+    clawctl agent rm typo >/dev/null && test ! -e /clawfs/agents/typo'
+
+check "agents: a pause is kept across a restart of agent-loop and refuses turns" \
+  vm_ssh 'clawctl agent pause kernel-engine >/dev/null && systemctl restart clawos-agent-loop &&
+    clawctl agent list | grep -Eq "^kernel-engine +paused" &&
+    clawctl chat --agent kernel-engine -m hi 2>&1 | grep -q "paused" &&
+    clawctl agent resume kernel-engine | grep -q "\"idle\""'

@@ -1,0 +1,358 @@
+//! An agent's `config.toml` (`specs/agent/README.md`, "Configuration"):
+//! which model it thinks with, the limits of a turn, its tools and its
+//! sessions.
+//!
+//! Owns: the file's shape (every table refuses unknown keys, so a typo is
+//! an error that names the key instead of a setting silently ignored) and
+//! its defaults. Must not own: what a provider does with its table
+//! (`provider::config`), or the enforcement of a limit (the turn).
+//!
+//! The file is the operator's: ClawFS keeps it read-only to the agent
+//! (`clawfs::files::AGENT_CONFIG_FILE`), so nothing a model says can widen
+//! its own limits. A missing file is the default config: the in-box model.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::provider::config::ProviderConfig;
+
+/// The name of the in-box model's provider, always defined
+/// (`specs/agent/local-model.md`); an agent's `[providers.local]` replaces it.
+pub const LOCAL_PROVIDER: &str = "local";
+
+/// The socket the in-box model's unit serves on.
+pub const LOCAL_MODEL_SOCKET: &str = "/run/clawos-model/api.sock";
+
+/// The in-box model's name on its server.
+pub const LOCAL_MODEL: &str = "smollm2-135m-instruct";
+
+/// A whole `config.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The model a turn uses unless the message names a route.
+    #[serde(default)]
+    pub model: ModelConfig,
+    /// Routes by hint (`fast`, `smart`, `local`, ...): `chat --hint fast`.
+    #[serde(default)]
+    pub routes: BTreeMap<String, Route>,
+    /// Providers by name, besides the built-in `local`.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// What one turn may use.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Sessions and compaction.
+    #[serde(default)]
+    pub session: SessionConfig,
+    /// The tools the agent may call.
+    #[serde(default)]
+    pub tools: ToolsConfig,
+    /// Who the agent is: the start of its system prompt.
+    #[serde(default)]
+    pub persona: Persona,
+}
+
+/// A provider and one of its models.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// A provider of `[providers]`, or `local`.
+    pub provider: String,
+    /// The model, as that provider names it.
+    pub model: String,
+}
+
+/// `[model]`: the default route and how it is asked.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Provider of the default route. Default `local`.
+    #[serde(default = "default_provider")]
+    pub provider: String,
+    /// Model of the default route. Default the in-box model.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Tried in order when a route fails with a transient error after its
+    /// retries (never once text was shown).
+    #[serde(default)]
+    pub fallback: Vec<Route>,
+    /// Most tokens one answer may have. Default 512.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Sampling temperature; the provider's default when absent.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Retries of a transient error per route. Default 2.
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+    /// First backoff, milliseconds (doubles, full jitter). Default 500.
+    #[serde(default = "default_backoff_base")]
+    pub backoff_base_ms: u64,
+    /// Longest backoff, milliseconds. Default 10000.
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max_ms: u64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key of [model] has a default")
+    }
+}
+
+impl ModelConfig {
+    /// The default route.
+    pub fn route(&self) -> Route {
+        Route { provider: self.provider.clone(), model: self.model.clone() }
+    }
+}
+
+fn default_provider() -> String {
+    LOCAL_PROVIDER.into()
+}
+fn default_model() -> String {
+    LOCAL_MODEL.into()
+}
+fn default_max_tokens() -> u32 {
+    512
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_backoff_base() -> u64 {
+    500
+}
+fn default_backoff_max() -> u64 {
+    10_000
+}
+
+/// `[limits]`: what one turn, and the agent's spend, may reach. A limit
+/// reached ends the turn with a message naming it.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Model requests per turn. Default 10.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    /// Tool calls per turn. Default 20.
+    #[serde(default = "default_max_tool_calls")]
+    pub max_tool_calls: u32,
+    /// Prompt plus answer tokens over a turn's requests. Default 32000.
+    #[serde(default = "default_max_turn_tokens")]
+    pub max_tokens: u64,
+    /// Wall time of a turn, seconds. Default 300.
+    #[serde(default = "default_max_seconds")]
+    pub max_seconds: u64,
+    /// Spend per UTC day, US dollars; checked before every request.
+    #[serde(default)]
+    pub max_cost_per_day_usd: Option<f64>,
+    /// Spend per UTC month, US dollars; checked before every request.
+    #[serde(default)]
+    pub max_cost_per_month_usd: Option<f64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        toml::from_str("").expect("every key of [limits] has a default")
+    }
+}
+
+fn default_max_steps() -> u32 {
+    10
+}
+fn default_max_tool_calls() -> u32 {
+    20
+}
+fn default_max_turn_tokens() -> u64 {
+    32_000
+}
+fn default_max_seconds() -> u64 {
+    300
+}
+
+/// `[session]`: the transcript kept in the prompt.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Compact when the prompt passes this fraction of the model's context
+    /// window. Default 0.75.
+    #[serde(default = "default_compact_at")]
+    pub compact_at: f64,
+    /// Messages kept verbatim at the end. Default 8.
+    #[serde(default = "default_keep_recent")]
+    pub keep_recent: usize,
+    /// Most tokens of transcript given to the summarizer. Default 2000.
+    #[serde(default = "default_summary_input")]
+    pub summary_input_tokens: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key of [session] has a default")
+    }
+}
+
+fn default_compact_at() -> f64 {
+    0.75
+}
+fn default_keep_recent() -> usize {
+    8
+}
+fn default_summary_input() -> u64 {
+    2000
+}
+
+/// `[tools]`: what the model may call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Tool names the agent may call: built-in (`file_read`, `file_write`,
+    /// `file_list`, `memory_search`) and installed WASM tools; `"*"` for
+    /// all. Default all.
+    #[serde(default = "default_allow")]
+    pub allow: Vec<String>,
+    /// A tool result longer than this many bytes is cut, with a note
+    /// saying so. Default 16384.
+    #[serde(default = "default_max_result")]
+    pub max_result_bytes: usize,
+    /// The ClawFS workspace `memory_search` searches. Default `default`.
+    #[serde(default = "default_memory_workspace")]
+    pub memory_workspace: String,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key of [tools] has a default")
+    }
+}
+
+impl ToolsConfig {
+    /// Whether the agent may call `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        self.allow.iter().any(|allowed| allowed == "*" || allowed == name)
+    }
+}
+
+fn default_allow() -> Vec<String> {
+    vec!["*".into()]
+}
+fn default_max_result() -> usize {
+    16_384
+}
+fn default_memory_workspace() -> String {
+    "default".into()
+}
+
+/// `[persona]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Persona {
+    /// Who the agent is and how it answers; a short default when absent.
+    #[serde(default)]
+    pub prompt: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every table has a default")
+    }
+}
+
+impl AgentConfig {
+    /// Parses `text`; the error names the file's line and the offending key.
+    pub fn parse(text: &str) -> Result<AgentConfig, String> {
+        let config: AgentConfig = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// What parsing cannot say: routes name providers that exist, limits
+    /// are positive.
+    fn check(&self) -> Result<(), String> {
+        let default = self.model.route();
+        let routes = std::iter::once(("model".to_owned(), &default))
+            .chain(self.model.fallback.iter().map(|route| ("model.fallback".to_owned(), route)))
+            .chain(self.routes.iter().map(|(hint, route)| (format!("routes.{hint}"), route)));
+        for (at, route) in routes {
+            if route.provider != LOCAL_PROVIDER && !self.providers.contains_key(&route.provider) {
+                return Err(format!("[{at}] names provider `{}`, which is neither `local` nor in [providers]", route.provider));
+            }
+        }
+        if self.limits.max_steps == 0 || self.limits.max_seconds == 0 || self.limits.max_tokens == 0 {
+            return Err("[limits] max_steps, max_tokens and max_seconds must be at least 1".into());
+        }
+        if !(0.1..=1.0).contains(&self.session.compact_at) {
+            return Err(format!("[session] compact_at must be between 0.1 and 1.0, not {}", self.session.compact_at));
+        }
+        Ok(())
+    }
+
+    /// The route a turn uses: the hint's, else the default.
+    pub fn route(&self, hint: Option<&str>) -> Result<Route, String> {
+        match hint {
+            None => Ok(self.model.route()),
+            Some(hint) => self.routes.get(hint).cloned().ok_or_else(|| {
+                format!("no route `{hint}` (routes: {})", self.routes.keys().cloned().collect::<Vec<_>>().join(", "))
+            }),
+        }
+    }
+}
+
+/// The `config.toml` a new agent gets when the operator gives none: the
+/// defaults, written out with their meaning so the operator can edit them.
+pub const DEFAULT_CONFIG: &str = r#"# This agent's configuration (specs/agent/README.md). Every key is optional;
+# a key that is not listed here is an error naming it.
+
+[model]
+# The in-box model: no key, no network. It chats; it is too small to plan
+# or to call tools reliably. For a remote model add a provider below and
+# name it here.
+provider = "local"
+model = "smollm2-135m-instruct"
+max_tokens = 512
+
+[limits]
+max_steps = 10
+max_tool_calls = 20
+max_tokens = 32000
+max_seconds = 300
+# max_cost_per_day_usd = 1.0
+# max_cost_per_month_usd = 20.0
+
+# [providers.openai]
+# kind = "openai"
+# base_url = "https://api.openai.com/v1"
+# api_key_secret = "provider-openai"     # clawctl secret set provider-openai
+# [providers.openai.models."gpt-4o-mini"]
+# input_usd_per_mtok = 0.15
+# output_usd_per_mtok = 0.6
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_is_the_in_box_model() {
+        let config = AgentConfig::parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(config.model.route(), Route { provider: LOCAL_PROVIDER.into(), model: LOCAL_MODEL.into() });
+        assert_eq!(config.limits, Limits::default());
+        assert_eq!(AgentConfig::parse("").unwrap().model.route(), config.model.route());
+    }
+
+    #[test]
+    fn a_typo_names_the_key() {
+        let error = AgentConfig::parse("[limits]\nmax_step = 3\n").unwrap_err();
+        assert!(error.contains("max_step") && error.contains("line 2"), "{error}");
+        let error = AgentConfig::parse("[model]\nprovider = \"nowhere\"\n").unwrap_err();
+        assert!(error.contains("nowhere"), "{error}");
+    }
+
+    #[test]
+    fn routes_resolve_by_hint() {
+        let config = AgentConfig::parse("[routes.fast]\nprovider = \"local\"\nmodel = \"tiny\"\n").unwrap();
+        assert_eq!(config.route(Some("fast")).unwrap().model, "tiny");
+        assert!(config.route(Some("smart")).unwrap_err().contains("fast"));
+    }
+}

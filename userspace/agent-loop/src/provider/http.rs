@@ -1,0 +1,206 @@
+//! What both protocols share on the wire: one POST whose answer is a
+//! server-sent event stream, the key fetched for that request only, HTTP
+//! errors with their `Retry-After`, and reading events under an idle
+//! timeout and the turn's cancellation.
+//!
+//! Owns: turning transport failures into [`ProviderError`]s and keeping
+//! the key out of every one of them ([`redact`]). Must not own: what the
+//! events mean (`openai`, `anthropic`).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventsource_stream::{Event, Eventsource as _};
+use futures::{Stream, StreamExt as _};
+use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
+
+use super::config::ProviderConfig;
+use super::{KeySource, ProviderError};
+
+/// Longest part of an error body quoted in an error.
+const QUOTED_CHARS: usize = 300;
+
+/// The events of one answer.
+pub(super) type Events = Pin<Box<dyn Stream<Item = Result<Event, eventsource_stream::EventStreamError<reqwest::Error>>> + Send>>;
+
+/// One provider's connection settings, shared by its requests.
+pub(super) struct Wire {
+    /// The provider's name in the agent's config.
+    pub name: String,
+    /// Its table.
+    pub config: ProviderConfig,
+    /// Its HTTP client.
+    pub client: reqwest::Client,
+    /// Where its key comes from.
+    pub keys: Arc<dyn KeySource>,
+}
+
+/// `text` with every occurrence of `key` replaced: nothing a provider
+/// echoes (an error body quoting the request, a header) carries it on.
+pub(super) fn redact(text: &str, key: Option<&str>) -> String {
+    match key {
+        Some(key) if key.len() >= 4 => text.replace(key, "[redacted]"),
+        _ => text.to_owned(),
+    }
+}
+
+/// `Retry-After` (seconds, or an HTTP date) or OpenAI's `retry-after-ms`,
+/// in milliseconds.
+fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return Some(ms.max(0.0) as u64);
+    }
+    let value = text("retry-after")?;
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Some((seconds.max(0.0) * 1000.0) as u64);
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(std::time::SystemTime::now()).unwrap_or_default().as_millis() as u64)
+}
+
+impl Wire {
+    /// The key for one request, when the provider has one.
+    pub async fn key(&self) -> Result<Option<Zeroizing<String>>, ProviderError> {
+        let Some(secret) = &self.config.api_key_secret else { return Ok(None) };
+        self.keys.key(secret).await.map(Some).map_err(|reason| ProviderError::Key { provider: self.name.clone(), reason })
+    }
+
+    /// POSTs `body` to `path` under `base_url` with `headers` and answers
+    /// the event stream of a 2xx answer; any other status is
+    /// [`ProviderError::Status`] with the provider's message.
+    pub async fn post_stream(
+        &self,
+        path: &str,
+        headers: reqwest::header::HeaderMap,
+        body: &serde_json::Value,
+        key: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Events, ProviderError> {
+        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), path);
+        let request = self.client.post(url).headers(headers).header("accept", "text/event-stream").json(body).send();
+        let response = tokio::select! {
+            response = request => response,
+            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+        };
+        let response = response.map_err(|e| ProviderError::Connect {
+            provider: self.name.clone(),
+            endpoint: self.config.endpoint(),
+            reason: redact(&error_chain(&e.without_url()), key),
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after_ms = retry_after_ms(response.headers());
+            let body = tokio::select! {
+                body = tokio::time::timeout(self.config.idle_timeout(), response.text()) => body.ok().and_then(Result::ok).unwrap_or_default(),
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+            };
+            return Err(ProviderError::Status { provider: self.name.clone(), status: status.as_u16(), message: error_message(&body, key), retry_after_ms });
+        }
+        Ok(Box::pin(response.bytes_stream().eventsource()))
+    }
+
+    /// The next event, `None` at the end of the stream.
+    pub async fn next_event(&self, events: &mut Events, cancel: &CancellationToken) -> Result<Option<Event>, ProviderError> {
+        let idle = self.config.idle_timeout();
+        tokio::select! {
+            next = tokio::time::timeout(idle, events.next()) => match next {
+                Err(_) => Err(ProviderError::Idle { provider: self.name.clone(), idle_ms: idle.as_millis() as u64 }),
+                Ok(None) => Ok(None),
+                Ok(Some(Ok(event))) => Ok(Some(event)),
+                Ok(Some(Err(e))) => Err(self.interrupted(&e.to_string())),
+            },
+            () = cancel.cancelled() => Err(ProviderError::Cancelled),
+        }
+    }
+
+    /// The stream ended before its terminal marker.
+    pub fn interrupted(&self, reason: &str) -> ProviderError {
+        ProviderError::Interrupted { provider: self.name.clone(), reason: reason.to_owned() }
+    }
+
+    /// An event that is not the protocol.
+    pub fn malformed(&self, reason: impl std::fmt::Display, key: Option<&str>) -> ProviderError {
+        ProviderError::Malformed { provider: self.name.clone(), reason: redact(&cut(&reason.to_string()), key) }
+    }
+}
+
+/// An error and its sources, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// At most [`QUOTED_CHARS`] characters of `text`.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The message of an error body: `error.message` (both protocols), else
+/// the body itself, cut and redacted.
+fn error_message(body: &str, key: Option<&str>) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")).or_else(|| v.get("error")))
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.trim().to_owned());
+    redact(&cut(&message), key)
+}
+
+/// How long to wait before retry `attempt` (0-based): full jitter over an
+/// exponential ceiling, or the provider's `Retry-After` when longer.
+pub(super) fn backoff(attempt: u32, base: Duration, max: Duration, retry_after_ms: Option<u64>) -> Duration {
+    let ceiling = base.saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX)).min(max);
+    let jittered = Duration::from_millis(fastrand::u64(0..=ceiling.as_millis() as u64));
+    match retry_after_ms {
+        Some(ms) => jittered.max(Duration::from_millis(ms)),
+        None => jittered,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_redacted_from_quoted_errors() {
+        let body = r#"{"error": {"message": "Incorrect API key provided: sk-canary-1234"}}"#;
+        assert_eq!(error_message(body, Some("sk-canary-1234")), "Incorrect API key provided: [redacted]");
+        assert_eq!(error_message("upstream <html> down", None), "upstream <html> down");
+        assert_eq!(error_message(&"x".repeat(1000), None).len(), QUOTED_CHARS + 3);
+    }
+
+    #[test]
+    fn retry_after_in_seconds_milliseconds_or_a_date() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after_ms(&headers), Some(2000));
+        headers.insert("retry-after-ms", "150".parse().unwrap());
+        assert_eq!(retry_after_ms(&headers), Some(150));
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+        assert_eq!(retry_after_ms(&headers), Some(0));
+    }
+
+    #[test]
+    fn backoff_stays_under_its_ceiling_and_honours_retry_after() {
+        let (base, max) = (Duration::from_millis(100), Duration::from_millis(1000));
+        for attempt in 0..40 {
+            assert!(backoff(attempt, base, max, None) <= max);
+        }
+        assert!(backoff(0, base, max, None) <= base);
+        assert_eq!(backoff(0, base, max, Some(5000)), Duration::from_millis(5000));
+    }
+}

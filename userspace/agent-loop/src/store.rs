@@ -1,0 +1,414 @@
+//! Sessions, turns and spend in the agent's `workspace.db`
+//! (`specs/agent/README.md`, "Sessions"), in tables of their own at the
+//! AgentFS extension point (`clawos_` prefix, `specs/agentfs/README.md`),
+//! so an AgentFS reader ignores them and the agent's data stays in one file.
+//!
+//! Owns: the tables and every query on them. Must not own: what goes into a
+//! prompt (the turn) or the AgentFS tables (`clawos-agentfs`; the tool-call
+//! trail is written by whoever runs the call).
+//!
+//! Every write is its own transaction (WAL, `synchronous=FULL` as AgentFS
+//! sets it), so a transcript read after a crash or a restart holds every
+//! message that was acknowledged.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::provider::{ChatMessage, Role, ToolCall};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS clawos_session (
+    session_id TEXT PRIMARY KEY,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clawos_session_message (
+    session_id TEXT NOT NULL REFERENCES clawos_session(session_id),
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool', 'summary', 'notice')),
+    content TEXT NOT NULL,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    tokens INTEGER NOT NULL,
+    compacted INTEGER NOT NULL DEFAULT 0,
+    at_ms INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS clawos_turn (
+    turn_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    started_at_ms INTEGER NOT NULL,
+    ended_at_ms INTEGER,
+    outcome TEXT
+);
+CREATE TABLE IF NOT EXISTS clawos_spend (
+    at_ms INTEGER NOT NULL,
+    turn_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    estimated INTEGER NOT NULL,
+    cost_usd REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS clawos_spend_at ON clawos_spend(at_ms);
+CREATE TABLE IF NOT EXISTS clawos_agent_setting (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clawos_compaction (
+    session_id TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    messages INTEGER NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after INTEGER NOT NULL,
+    truncated INTEGER NOT NULL
+);
+";
+
+/// A stored message: what the prompt is rebuilt from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// Position in the session, from 1.
+    pub seq: i64,
+    /// `user`, `assistant`, `tool`, `summary` or `notice`.
+    pub role: String,
+    /// The message.
+    pub message: ChatMessage,
+    /// Its estimated tokens.
+    pub tokens: u64,
+    /// When it was recorded, ms since the epoch.
+    pub at_ms: i64,
+}
+
+/// One session's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    /// The session.
+    pub session_id: String,
+    /// Created, ms since the epoch.
+    pub created_at_ms: i64,
+    /// Last message, ms since the epoch.
+    pub updated_at_ms: i64,
+    /// Messages (compacted ones included).
+    pub messages: u64,
+}
+
+/// One request's spend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpendRow<'a> {
+    /// The turn.
+    pub turn_id: &'a str,
+    /// Provider name.
+    pub provider: &'a str,
+    /// Model.
+    pub model: &'a str,
+    /// Usage.
+    pub usage: crate::provider::Usage,
+    /// Cost, US dollars.
+    pub cost_usd: f64,
+}
+
+/// The agent's database, opened for the session tables. One connection
+/// behind a mutex: a turn's writes are short and in order, and the turn
+/// and the IPC methods share it across tasks.
+pub struct Store {
+    db: Mutex<Connection>,
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn role_name(message: &ChatMessage) -> &'static str {
+    match message.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        Role::System => "summary",
+    }
+}
+
+impl Store {
+    /// Opens `workspace.db` at `path` and makes the session tables.
+    pub fn open(path: &Path) -> Result<Store, String> {
+        let db = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        db.busy_timeout(Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        db.pragma_update(None, "journal_mode", "WAL").map_err(|e| e.to_string())?;
+        db.pragma_update(None, "synchronous", "FULL").map_err(|e| e.to_string())?;
+        db.execute_batch(SCHEMA).map_err(|e| format!("{}: session tables: {e}", path.display()))?;
+        Ok(Store { db: Mutex::new(db) })
+    }
+
+    fn db(&self) -> MutexGuard<'_, Connection> {
+        // Every statement is its own transaction: a poisoned lock still
+        // holds a consistent database.
+        self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Makes `session_id` if it does not exist.
+    pub fn ensure_session(&self, session_id: &str) -> Result<(), String> {
+        let now = now_ms();
+        self.db()
+            .execute("INSERT OR IGNORE INTO clawos_session (session_id, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?2)", params![session_id, now])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether `session_id` exists.
+    pub fn has_session(&self, session_id: &str) -> Result<bool, String> {
+        self.db()
+            .query_row("SELECT 1 FROM clawos_session WHERE session_id = ?1", [session_id], |_| Ok(()))
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Appends `message` to the session; `notice` stores it as an operator
+    /// notice (limits, compaction) that no prompt includes.
+    pub fn append(&self, session_id: &str, message: &ChatMessage, notice: bool, tokens: u64) -> Result<i64, String> {
+        let now = now_ms();
+        let role = if notice { "notice" } else { role_name(message) };
+        let tool_calls = (!message.tool_calls.is_empty()).then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
+        let db = self.db();
+        let tx = db.unchecked_transaction().map_err(|e| e.to_string())?;
+        let seq: i64 = tx
+            .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
+            .map_err(|e| e.to_string())?;
+        tx.execute(
+            "INSERT INTO clawos_session_message (session_id, seq, role, content, tool_calls, tool_call_id, tokens, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![session_id, seq, role, message.content, tool_calls, message.tool_call_id, tokens as i64, now],
+        )
+        .map_err(|e| e.to_string())?;
+        tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now]).map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())?;
+        Ok(seq)
+    }
+
+    /// The messages a prompt is built from: not compacted, no notices; the
+    /// summary of what was compacted first, then the rest oldest first.
+    pub fn context(&self, session_id: &str) -> Result<Vec<Stored>, String> {
+        self.messages(session_id, "AND compacted = 0 AND role != 'notice'", "role != 'summary', seq")
+    }
+
+    /// The whole transcript, notices and compacted messages included.
+    pub fn transcript(&self, session_id: &str) -> Result<Vec<Stored>, String> {
+        self.messages(session_id, "", "seq")
+    }
+
+    fn messages(&self, session_id: &str, filter: &str, order: &str) -> Result<Vec<Stored>, String> {
+        let sql = format!(
+            "SELECT seq, role, content, tool_calls, tool_call_id, tokens, at_ms FROM clawos_session_message WHERE session_id = ?1 {filter} ORDER BY {order}"
+        );
+        let db = self.db();
+        let mut statement = db.prepare(&sql).map_err(|e| e.to_string())?;
+        let rows = statement
+            .query_map([session_id], |row| {
+                let role: String = row.get(1)?;
+                let tool_calls: Option<String> = row.get(3)?;
+                Ok((row.get(0)?, role, row.get(2)?, tool_calls, row.get(4)?, row.get::<_, i64>(5)?, row.get(6)?))
+            })
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, role, content, tool_calls, tool_call_id, tokens, at_ms) = row.map_err(|e| e.to_string())?;
+            let tool_calls: Vec<ToolCall> = match tool_calls {
+                Some(json) => serde_json::from_str(&json).map_err(|e| format!("message {seq}: tool calls: {e}"))?,
+                None => Vec::new(),
+            };
+            let chat_role = match role.as_str() {
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                "tool" => Role::Tool,
+                _ => Role::System,
+            };
+            let message = ChatMessage { role: chat_role, content, tool_calls, tool_call_id };
+            out.push(Stored { seq, role, message, tokens: tokens.max(0) as u64, at_ms });
+        }
+        Ok(out)
+    }
+
+    /// Replaces the prompt's messages up to `through_seq` (and an earlier
+    /// summary) by `summary`: they stay in the transcript marked compacted,
+    /// and the summary leads every later prompt. Recorded in
+    /// `clawos_compaction`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compact(&self, session_id: &str, through_seq: i64, summary: &str, summary_tokens: u64, before: u64, after: u64, truncated: bool) -> Result<(), String> {
+        let db = self.db();
+        let tx = db.unchecked_transaction().map_err(|e| e.to_string())?;
+        let compacted = tx
+            .execute(
+                "UPDATE clawos_session_message SET compacted = 1
+                 WHERE session_id = ?1 AND compacted = 0 AND role != 'notice' AND (seq <= ?2 OR role = 'summary')",
+                params![session_id, through_seq],
+            )
+            .map_err(|e| e.to_string())?;
+        let seq: i64 = tx
+            .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
+            .map_err(|e| e.to_string())?;
+        tx.execute(
+            "INSERT INTO clawos_session_message (session_id, seq, role, content, tokens, at_ms) VALUES (?1, ?2, 'summary', ?3, ?4, ?5)",
+            params![session_id, seq, summary, summary_tokens as i64, now_ms()],
+        )
+        .map_err(|e| e.to_string())?;
+        tx.execute(
+            "INSERT INTO clawos_compaction (session_id, at_ms, messages, tokens_before, tokens_after, truncated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![session_id, now_ms(), compacted as i64, before as i64, after as i64, truncated],
+        )
+        .map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())
+    }
+
+    /// The agent's sessions, newest first.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>, String> {
+        let db = self.db();
+        let mut statement = db
+            .prepare(
+                "SELECT s.session_id, s.created_at_ms, s.updated_at_ms, (SELECT COUNT(*) FROM clawos_session_message m WHERE m.session_id = s.session_id)
+                 FROM clawos_session s ORDER BY s.updated_at_ms DESC, s.session_id",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = statement
+            .query_map([], |row| Ok(SessionRow { session_id: row.get(0)?, created_at_ms: row.get(1)?, updated_at_ms: row.get(2)?, messages: row.get::<_, i64>(3)? as u64 }))
+            .map_err(|e| e.to_string())?;
+        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    }
+
+    /// Records the start of a turn.
+    pub fn turn_started(&self, turn_id: &str, session_id: &str) -> Result<(), String> {
+        self.db()
+            .execute("INSERT INTO clawos_turn (turn_id, session_id, started_at_ms) VALUES (?1, ?2, ?3)", params![turn_id, session_id, now_ms()])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Records how a turn ended (its outcome as JSON).
+    pub fn turn_ended(&self, turn_id: &str, outcome: &serde_json::Value) -> Result<(), String> {
+        self.db()
+            .execute("UPDATE clawos_turn SET ended_at_ms = ?2, outcome = ?3 WHERE turn_id = ?1", params![turn_id, now_ms(), outcome.to_string()])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A finished turn's outcome.
+    pub fn turn_outcome(&self, turn_id: &str) -> Result<Option<serde_json::Value>, String> {
+        let outcome: Option<Option<String>> = self
+            .db()
+            .query_row("SELECT outcome FROM clawos_turn WHERE turn_id = ?1", [turn_id], |row| row.get(0))
+            .optional()
+            .map_err(|e| e.to_string())?;
+        match outcome.flatten() {
+            Some(json) => serde_json::from_str(&json).map(Some).map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
+    }
+
+    /// Records one request's spend (before its turn goes on, so a crash
+    /// later in the turn still counts it).
+    pub fn spend(&self, row: &SpendRow<'_>) -> Result<(), String> {
+        self.db()
+            .execute(
+                "INSERT INTO clawos_spend (at_ms, turn_id, provider, model, input_tokens, output_tokens, estimated, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![now_ms(), row.turn_id, row.provider, row.model, row.usage.input_tokens as i64, row.usage.output_tokens as i64, row.usage.estimated, row.cost_usd],
+            )
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the operator paused the agent.
+    pub fn paused(&self) -> Result<bool, String> {
+        let value: Option<String> = self
+            .db()
+            .query_row("SELECT value FROM clawos_agent_setting WHERE key = 'paused'", [], |row| row.get(0))
+            .optional()
+            .map_err(|e| e.to_string())?;
+        Ok(value.as_deref() == Some("true"))
+    }
+
+    /// Pauses or resumes the agent.
+    pub fn set_paused(&self, paused: bool) -> Result<(), String> {
+        self.db()
+            .execute("INSERT OR REPLACE INTO clawos_agent_setting (key, value) VALUES ('paused', ?1)", [if paused { "true" } else { "false" }])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Spend since `since_ms`, US dollars.
+    pub fn spent_since(&self, since_ms: i64) -> Result<f64, String> {
+        self.db()
+            .query_row("SELECT COALESCE(SUM(cost_usd), 0.0) FROM clawos_spend WHERE at_ms >= ?1", [since_ms], |row| row.get(0))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Start of the current UTC day and month, ms since the epoch.
+pub fn day_and_month_start(now_ms: i64) -> (i64, i64) {
+    const DAY_MS: i64 = 86_400_000;
+    let day = now_ms.div_euclid(DAY_MS);
+    // Civil-from-days (proleptic Gregorian), to find the 1st of the month.
+    let z = day + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day_of_month = doy - (153 * mp + 2) / 5; // 0-based
+    (day * DAY_MS, (day - day_of_month) * DAY_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_transcript_survives_reopening_and_compaction_keeps_the_tail() {
+        let (dir, store) = store();
+        store.ensure_session("s1").unwrap();
+        for i in 0..5 {
+            store.append("s1", &ChatMessage::text(Role::User, format!("m{i}")), false, 3).unwrap();
+        }
+        store.append("s1", &ChatMessage::text(Role::User, "limit reached"), true, 0).unwrap();
+        drop(store);
+        let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+        assert_eq!(store.context("s1").unwrap().len(), 5);
+        store.compact("s1", 3, "summary of m0..m2", 4, 15, 10, false).unwrap();
+        let context = |store: &Store| store.context("s1").unwrap().into_iter().map(|s| s.message.content).collect::<Vec<_>>();
+        assert_eq!(context(&store), ["summary of m0..m2", "m3", "m4"]);
+        store.append("s1", &ChatMessage::text(Role::User, "m5"), false, 3).unwrap();
+        // A second compaction folds the first summary in.
+        store.compact("s1", 4, "summary of m0..m3", 4, 15, 10, false).unwrap();
+        assert_eq!(context(&store), ["summary of m0..m3", "m4", "m5"]);
+        assert_eq!(store.transcript("s1").unwrap().len(), 9);
+        assert_eq!(store.sessions().unwrap()[0].messages, 9);
+    }
+
+    #[test]
+    fn spend_is_summed_by_period() {
+        let (_dir, store) = store();
+        let usage = crate::provider::Usage { input_tokens: 10, output_tokens: 5, estimated: false };
+        store.spend(&SpendRow { turn_id: "t", provider: "p", model: "m", usage, cost_usd: 0.25 }).unwrap();
+        store.spend(&SpendRow { turn_id: "t", provider: "p", model: "m", usage, cost_usd: 0.5 }).unwrap();
+        let (day, month) = day_and_month_start(now_ms());
+        assert!((store.spent_since(day).unwrap() - 0.75).abs() < 1e-9);
+        assert!(month <= day);
+        assert_eq!(store.spent_since(now_ms() + 1000).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn months_start_on_the_first() {
+        // 2024-03-15T12:00:00Z → day 2024-03-15, month 2024-03-01.
+        let (day, month) = day_and_month_start(1_710_504_000_000);
+        assert_eq!(day, 1_710_460_800_000);
+        assert_eq!(month, 1_709_251_200_000);
+    }
+}

@@ -1,0 +1,142 @@
+//! The model a turn thinks with (`specs/agent/README.md`, "Providers"):
+//! the route chosen for the turn, then the fallback routes, each with its
+//! provider built from the agent's config, behind the reliability layer.
+//!
+//! Owns: turning an agent's config and a route into a [`Thinker`], the
+//! built-in `local` provider (the in-box model), fetching API keys from the
+//! vault per request ([`VaultKeys`]), and pricing each answer. Must not own:
+//! the protocols, retries and fallback themselves (`provider`).
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use clawos_api::security_agent::{self, SecretGet};
+use clawos_ipc::client::{ClientOptions, IpcClient};
+use clawos_ipc::ComponentId;
+use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
+
+use crate::config::{AgentConfig, Route, LOCAL_MODEL, LOCAL_MODEL_SOCKET, LOCAL_PROVIDER};
+use crate::provider::config::{self as provider_config, ProviderConfig};
+use crate::provider::reliable::{Reliable, RetryPolicy};
+use crate::provider::{ChatRequest, ChatResponse, KeySource, ProviderError};
+use crate::turn::{Answered, Thinker};
+
+/// API keys from the vault: security-agent's `secret_get`, as agent-loop,
+/// once per request; the vault's policy decides which secrets it may read.
+pub struct VaultKeys;
+
+impl KeySource for VaultKeys {
+    fn key(&self, secret_id: &str) -> BoxFuture<'_, Result<Zeroizing<String>, String>> {
+        let secret_id = secret_id.to_owned();
+        async move {
+            let (client, _events) = IpcClient::connect(ComponentId::SecurityAgent, ClientOptions::new(ComponentId::AgentLoop.into()))
+                .await
+                .map_err(|e| format!("connecting to security-agent: {e}"))?;
+            let answer = security_agent::Client::new(&client).secret_get(&SecretGet { secret_id: secret_id.clone(), version: None }).await;
+            client.goodbye().await;
+            let answer = answer.map_err(|e| format!("vault secret {secret_id}: {e}"))?;
+            let bytes = Zeroizing::new(
+                base64::engine::general_purpose::STANDARD.decode(answer.value_base64.as_bytes()).map_err(|e| format!("vault secret {secret_id}: {e}"))?,
+            );
+            let text = std::str::from_utf8(&bytes).map_err(|_| format!("vault secret {secret_id} is not UTF-8"))?;
+            Ok(Zeroizing::new(text.trim_end_matches('\n').to_owned()))
+        }
+        .boxed()
+    }
+}
+
+/// The built-in `local` provider: the in-box model's server on its Unix
+/// socket (`specs/agent/local-model.md`), which calls no tools natively.
+pub fn local_provider() -> ProviderConfig {
+    let text = format!(
+        "kind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"{LOCAL_MODEL_SOCKET}\"\n\
+         [models.\"{LOCAL_MODEL}\"]\nnative_tools = false\ncontext_window = 8192\n"
+    );
+    toml::from_str(&text).expect("the built-in local provider parses")
+}
+
+/// `name`'s provider table: the agent's, else the built-in `local`.
+fn provider_table(config: &AgentConfig, name: &str) -> Result<ProviderConfig, String> {
+    match config.providers.get(name) {
+        Some(table) => Ok(table.clone()),
+        None if name == LOCAL_PROVIDER => Ok(local_provider()),
+        None => Err(format!("no provider `{name}`")),
+    }
+}
+
+/// Whether the model of `hint`'s route (the default route without one)
+/// takes native tool calls.
+pub fn native_tools(config: &AgentConfig, hint: Option<&str>) -> bool {
+    let Ok(route) = config.route(hint) else { return false };
+    provider_table(config, &route.provider).is_ok_and(|table| table.model(&route.model).native_tools)
+}
+
+/// A chain of routes behind the reliability layer.
+struct Chain {
+    reliable: Reliable,
+    /// Each route with its table, for prices.
+    routes: Vec<(Route, ProviderConfig)>,
+    native_tools: bool,
+    context_window: u64,
+    model: String,
+}
+
+/// The thinker for `route` with the agent's fallback routes after it.
+pub fn build(config: &AgentConfig, route: &Route, keys: Arc<dyn KeySource>) -> Result<Box<dyn Thinker>, String> {
+    let mut routes = vec![route.clone()];
+    routes.extend(config.model.fallback.iter().filter(|fallback| *fallback != route).cloned());
+    let mut chain = Vec::new();
+    let mut tables = Vec::new();
+    for route in routes {
+        let table = provider_table(config, &route.provider)?;
+        let provider = provider_config::build(&route.provider, &table, keys.clone()).map_err(|e| e.to_string())?;
+        chain.push((provider, route.model.clone()));
+        tables.push((route, table));
+    }
+    let first = &tables[0];
+    let settings = first.1.model(&first.0.model);
+    let policy = RetryPolicy {
+        max_retries: config.model.max_retries,
+        base: std::time::Duration::from_millis(config.model.backoff_base_ms),
+        max: std::time::Duration::from_millis(config.model.backoff_max_ms),
+    };
+    Ok(Box::new(Chain {
+        reliable: Reliable::new(chain, policy),
+        native_tools: settings.native_tools,
+        context_window: u64::from(settings.context_window),
+        model: first.0.model.clone(),
+        routes: tables,
+    }))
+}
+
+impl Thinker for Chain {
+    fn think<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: &'a (dyn Fn(&str) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(ChatResponse, Answered), ProviderError>> {
+        async move {
+            let (response, index) = self.reliable.chat_stream_indexed(request, on_text, cancel).await?;
+            let (route, table) = &self.routes[index];
+            let cost_usd = provider_config::cost_usd(table, &route.model, &response.usage);
+            Ok((response, Answered { provider: route.provider.clone(), model: route.model.clone(), cost_usd }))
+        }
+        .boxed()
+    }
+
+    fn native_tools(&self) -> bool {
+        self.native_tools
+    }
+
+    fn context_window(&self) -> u64 {
+        self.context_window
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+}

@@ -1,0 +1,245 @@
+//! The tools a model may call (`specs/agent/README.md`, "Tools"): the
+//! agent's files and memory search through fs-engine, and every installed
+//! WASM tool through wasm-daemon's `execute_tool`.
+//!
+//! Owns: describing tools to the model (name, description, the JSON Schema
+//! of their arguments) and carrying a call to the component that runs it.
+//! Must not own: any permission. A call goes out under the agent's name and
+//! the component that serves it applies its own rules (RULE-001 in
+//! fs-engine, tool grants and the sandbox in wasm-daemon), so nothing a
+//! model writes can widen what the agent may do. WASM calls are recorded in
+//! the agent's `tool_calls` by wasm-daemon; the built-in calls are recorded
+//! here, in the same table, with the session.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use clawos_api::fs_engine::{self, FilePath, MemorySearch, ReadFile, WriteFile};
+use clawos_api::wasm_daemon::{self, ExecuteTool, ToolRef};
+use clawos_ipc::IpcClient;
+use serde_json::{json, Value};
+
+use crate::provider::ToolSpec;
+
+/// Where a tool runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    /// fs-engine, on the agent's files or memory.
+    BuiltIn,
+    /// wasm-daemon, in the sandbox.
+    Wasm,
+}
+
+/// A tool the agent may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// What the model is told.
+    pub spec: ToolSpec,
+    /// Where it runs.
+    pub runs: Runs,
+}
+
+/// The built-in tools: the agent's own files (paths relative to its
+/// directory, RULE-001) and memory search.
+pub fn built_in() -> Vec<Tool> {
+    let tool = |name: &str, description: &str, parameters: Value| Tool {
+        spec: ToolSpec { name: name.into(), description: description.into(), parameters },
+        runs: Runs::BuiltIn,
+    };
+    let path = json!({"type": "string", "description": "relative to your directory"});
+    vec![
+        tool("file_read", "Read a text file of yours.", json!({"type": "object", "properties": {"path": path}, "required": ["path"]})),
+        tool(
+            "file_write",
+            "Write (replace) a text file of yours.",
+            json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}}, "required": ["path", "content"]}),
+        ),
+        tool("file_list", "List a directory of yours.", json!({"type": "object", "properties": {"path": path}})),
+        tool(
+            "memory_search",
+            "Search memory for passages about a query.",
+            json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
+        ),
+    ]
+}
+
+/// The installed WASM tools with their arguments' schemas, from
+/// wasm-daemon. A tool that does not load is left out (and logged).
+pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, String> {
+    let daemon = wasm_daemon::Client::new(client);
+    let list = daemon.tool_list(&clawos_api::NoParams {}).await.map_err(|e| format!("wasm-daemon tool_list: {e}"))?;
+    let mut tools = Vec::new();
+    for summary in list.tools {
+        let details = daemon.tool_inspect(&ToolRef { tool_name: summary.tool_name.clone() }).await.map_err(|e| format!("wasm-daemon tool_inspect: {e}"))?;
+        match details.params_schema {
+            Some(parameters) if details.loadable => tools.push(Tool {
+                spec: ToolSpec { name: summary.tool_name, description: summary.description.unwrap_or_default(), parameters },
+                runs: Runs::Wasm,
+            }),
+            _ => tracing::warn!(tool = summary.tool_name, reason = details.load_error.as_deref().unwrap_or("no schema"), "tool left out"),
+        }
+    }
+    Ok(tools)
+}
+
+/// The components a turn calls tools through, connected for the turn.
+pub struct Peers {
+    /// fs-engine.
+    pub fs_engine: IpcClient,
+    /// wasm-daemon.
+    pub wasm_daemon: IpcClient,
+}
+
+/// What a call gave: the result for the model, and whether it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The text the model gets as the tool's result.
+    pub content: String,
+    /// True when the tool failed (the content says how).
+    pub is_error: bool,
+}
+
+/// Runs a turn's tool calls.
+pub trait Runner: Send + Sync {
+    /// Runs `name` with `arguments`. Every failure (refusal, tool error,
+    /// unknown tool) is a result the model reads, never an error of the turn.
+    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult>;
+}
+
+/// Who a call is made for, and the components that run it.
+pub struct CallContext<'a> {
+    /// The components that run the calls.
+    pub peers: &'a Peers,
+    /// The tools the agent may call.
+    pub tools: &'a [Tool],
+    /// The agent.
+    pub agent: &'a str,
+    /// Its database, where built-in calls are recorded.
+    pub agent_db: &'a Path,
+    /// The session.
+    pub session_id: &'a str,
+    /// The user workspace `memory_search` searches.
+    pub memory_workspace: &'a str,
+}
+
+impl Runner for CallContext<'_> {
+    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
+        Box::pin(call(self, name, arguments))
+    }
+}
+
+async fn call(cx: &CallContext<'_>, name: &str, arguments: &Value) -> CallResult {
+    let (agent, session_id) = (cx.agent, cx.session_id);
+    let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else {
+        let known: Vec<&str> = cx.tools.iter().map(|tool| tool.spec.name.as_str()).collect();
+        return CallResult { content: format!("error: there is no tool `{name}` (tools: {})", known.join(", ")), is_error: true };
+    };
+    let outcome = match tool.runs {
+        Runs::Wasm => {
+            let params = ExecuteTool { tool_name: name.into(), arguments: arguments.clone(), agent: agent.into(), session_id: Some(session_id.into()) };
+            wasm_daemon::Client::new(&cx.peers.wasm_daemon).execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
+        }
+        Runs::BuiltIn => {
+            let started = SystemTime::now();
+            let outcome = built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace).await;
+            let (db, name_owned, arguments_owned, outcome_owned, session) =
+                (cx.agent_db.to_owned(), name.to_owned(), arguments.clone(), outcome.clone(), session_id.to_owned());
+            let recorded = tokio::task::spawn_blocking(move || record(&db, &session, &name_owned, &arguments_owned, &outcome_owned, started)).await;
+            if let Err(error) = recorded.map_err(|e| e.to_string()).and_then(|r| r) {
+                tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
+            }
+            outcome
+        }
+    };
+    match outcome {
+        Ok(Value::String(text)) => CallResult { content: text, is_error: false },
+        Ok(value) => CallResult { content: value.to_string(), is_error: false },
+        Err(error) => CallResult { content: format!("error: {error}"), is_error: true },
+    }
+}
+
+/// Writes the tool-call record of a finished built-in call in the agent's
+/// `tool_calls`, with its session (wasm-daemon writes the WASM calls').
+fn record(db: &Path, session_id: &str, name: &str, arguments: &Value, outcome: &Result<Value, String>, started: SystemTime) -> Result<(), String> {
+    let mut agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
+    let call = agentfs::NewToolCall {
+        name,
+        parameters: Some(arguments),
+        outcome: outcome.as_ref().map_err(String::as_str),
+        started,
+        completed: SystemTime::now(),
+        session_id: Some(session_id),
+        parent_call_id: None,
+    };
+    agentfs.record_tool_call(&call).map(drop).map_err(|e| e.to_string())
+}
+
+fn text_arg<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, String> {
+    arguments.get(key).and_then(Value::as_str).ok_or_else(|| format!("`{key}` (a string) is required"))
+}
+
+async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Value, memory_workspace: &str) -> Result<Value, String> {
+    let fs = fs_engine::Client::new(fs);
+    let agent = Some(agent.to_owned());
+    match name {
+        "file_read" => {
+            let file = fs.read_file(&ReadFile { path: text_arg(arguments, "path")?.into(), agent, offset: 0, length: None }).await.map_err(|e| e.to_string())?;
+            Ok(Value::String(file.content.unwrap_or_else(|| "(binary file)".into())))
+        }
+        "file_write" => {
+            let params = WriteFile {
+                path: text_arg(arguments, "path")?.into(),
+                agent,
+                content: Some(text_arg(arguments, "content")?.into()),
+                create_dirs: true,
+                ..WriteFile::default()
+            };
+            let written = fs.write_file(&params).await.map_err(|e| e.to_string())?;
+            Ok(json!({"path": written.path, "bytes_written": written.bytes_written}))
+        }
+        "file_list" => {
+            let path = arguments.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
+            let listing = fs.list_dir(&FilePath { path, agent }).await.map_err(|e| e.to_string())?;
+            Ok(json!(listing.entries.iter().map(|entry| entry.name.clone()).collect::<Vec<_>>()))
+        }
+        "memory_search" => {
+            let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
+            let params = MemorySearch { workspace: memory_workspace.into(), query: text_arg(arguments, "query")?.into(), limit, fusion: None };
+            let found = fs.memory_search(&params).await.map_err(|e| e.to_string())?;
+            Ok(json!(found.results.iter().map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score})).collect::<Vec<_>>()))
+        }
+        other => Err(format!("`{other}` is not a built-in tool")),
+    }
+}
+
+/// Cuts `content` to at most `max` bytes (at a character boundary), with a
+/// note saying how much was left out.
+pub fn cut(content: String, max: usize) -> String {
+    if content.len() <= max {
+        return content;
+    }
+    let mut end = max;
+    while !content.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[result cut: {} of {} bytes shown]", &content[..end], end, content.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_results_are_cut_with_a_note() {
+        assert_eq!(cut("short".into(), 10), "short");
+        let cut = cut("é".repeat(10), 5);
+        assert!(cut.starts_with("éé\n[result cut: 4 of 20 bytes shown]"), "{cut}");
+    }
+
+    #[test]
+    fn built_in_schemas_are_objects() {
+        for tool in built_in() {
+            assert_eq!(tool.spec.parameters["type"], "object", "{}", tool.spec.name);
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! One turn of an agent (`specs/agent/README.md`, "The loop"): the
+//! operator's message in, the agent's answer out, through the states
+//! think → parse → execute → checkpoint, repeated until the model answers
+//! without calling a tool or a limit ends the turn.
+//!
+//! Owns: the order of a turn's steps, every limit of `[limits]` (checked
+//! before the step that would pass it, so a limit reached ends the turn
+//! with a message naming it, never silently), what the prompt holds
+//! (system prompt, the session's context, compaction), and what is
+//! reported while it runs. Must not own: the wire protocols (`provider`),
+//! storage (`store`), or tool permissions (the components that run tools).
+//!
+//! Every message is stored the moment it exists (the checkpoint): the
+//! operator's before the first request, each answer and each tool result
+//! as it arrives, so a transcript read after a crash shows the turn up to
+//! its last completed step.
+
+use std::time::{Duration, Instant};
+
+use clawos_api::agent_loop::{StepKind, TurnOutcome, TurnStatus, TurnStep};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction;
+use crate::config::AgentConfig;
+use crate::provider::{estimate_tokens, ChatMessage, ChatRequest, ChatResponse, ProviderError, Role, ToolSpec};
+use crate::store::{self, SpendRow, Store};
+use crate::tools::{self, Runner, Tool};
+
+/// What a turn reports while it runs: to the operator who started it
+/// (events on their connection) and to the event bus.
+pub trait Reporter: Send + Sync {
+    /// Text the model produced.
+    fn text(&self, text: &str);
+    /// A step began (`ok` absent) or ended.
+    fn step(&self, step: &TurnStep);
+    /// An event for the router's stream (`provider.request`, ...).
+    fn publish(&self, event_name: &str, data: Value);
+}
+
+/// The model a turn asks, ready: a chain of routes with their providers
+/// (the reliability layer), and what the first route's model can do.
+pub trait Thinker: Send + Sync {
+    /// Sends `request` along the chain (retries, fallback); `on_text` sees
+    /// streamed text. Answers with the response and the route that gave it.
+    fn think<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: &'a (dyn Fn(&str) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Result<(ChatResponse, Answered), ProviderError>>;
+    /// Whether the model takes native tool calls.
+    fn native_tools(&self) -> bool;
+    /// Its context window, tokens.
+    fn context_window(&self) -> u64;
+    /// The model of the first route (the request names it).
+    fn model(&self) -> &str;
+}
+
+/// Which route answered, and what its answer cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// Provider name.
+    pub provider: String,
+    /// Model.
+    pub model: String,
+    /// US dollars.
+    pub cost_usd: f64,
+}
+
+/// Everything a turn needs.
+pub struct Turn<'a> {
+    /// The agent.
+    pub agent: &'a str,
+    /// Its config.
+    pub config: &'a AgentConfig,
+    /// Its database's session tables.
+    pub store: &'a Store,
+    /// The model.
+    pub thinker: &'a dyn Thinker,
+    /// Runs its tool calls.
+    pub tools: &'a dyn Runner,
+    /// The session.
+    pub session_id: &'a str,
+    /// The turn.
+    pub turn_id: &'a str,
+    /// Cancelled by `chat_cancel`.
+    pub cancel: CancellationToken,
+    /// Where progress goes.
+    pub reporter: &'a dyn Reporter,
+}
+
+/// Why the loop stopped early.
+enum Stop {
+    Limit(String),
+    Cancelled,
+    Failed(String),
+}
+
+impl From<ProviderError> for Stop {
+    fn from(error: ProviderError) -> Self {
+        match error {
+            ProviderError::Cancelled => Stop::Cancelled,
+            error => Stop::Failed(error.to_string()),
+        }
+    }
+}
+
+/// The system prompt: who the agent is, and for a model without native
+/// tool calling, the tools and how to call them (`specs/agent/README.md`,
+/// "System prompt"). Kept short: a small model drowns in a long one.
+pub fn system_prompt(agent: &str, config: &AgentConfig, tools: &[ToolSpec], native_tools: bool) -> String {
+    let mut prompt = match &config.persona.prompt {
+        Some(persona) => persona.trim().to_owned(),
+        None => format!("You are {agent}, an AI agent on a ClawOS box, talking with its operator. Answer briefly and truthfully."),
+    };
+    if !tools.is_empty() {
+        if native_tools {
+            prompt.push_str("\nUse a tool when it helps; file paths are relative to your directory.");
+        } else {
+            prompt.push_str("\nTo use a tool, reply with only <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. Tools:");
+            for tool in tools {
+                let arguments = tool.parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "));
+                prompt.push_str(&format!("\n- {}({}): {}", tool.name, arguments.unwrap_or_default(), tool.description));
+            }
+        }
+    }
+    prompt
+}
+
+impl Turn<'_> {
+    /// Runs the turn for `message` to its outcome (stored, and returned).
+    pub async fn run(&self, message: &str, specs: &[ToolSpec]) -> TurnOutcome {
+        let started = Instant::now();
+        let mut outcome = outcome(self.turn_id, self.session_id, TurnStatus::Running, None);
+        let limit = Duration::from_secs(self.config.limits.max_seconds);
+        let result = tokio::select! {
+            result = self.steps(message, specs, &mut outcome) => result,
+            () = tokio::time::sleep(limit) => {
+                self.cancel.cancel();
+                Err(Stop::Limit(format!("wall time per turn ({} s)", self.config.limits.max_seconds)))
+            }
+        };
+        match result {
+            Ok(()) => outcome.status = TurnStatus::Done,
+            Err(Stop::Limit(which)) => {
+                outcome.status = TurnStatus::Limit;
+                outcome.message = Some(format!("the turn stopped: limit reached: {which}"));
+            }
+            Err(Stop::Cancelled) => {
+                outcome.status = TurnStatus::Cancelled;
+                outcome.message = Some("the turn was cancelled by the operator".into());
+            }
+            Err(Stop::Failed(why)) => {
+                outcome.status = TurnStatus::Failed;
+                outcome.message = Some(format!("the turn failed: {why}"));
+            }
+        }
+        store_outcome(self.store, &outcome);
+        tracing::info!(agent = self.agent, turn = self.turn_id, status = ?outcome.status, steps = outcome.steps, ms = started.elapsed().as_millis() as u64, "turn ended");
+        outcome
+    }
+
+    async fn steps(&self, message: &str, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
+        let limits = &self.config.limits;
+        let native = self.thinker.native_tools();
+        let system = system_prompt(self.agent, self.config, specs, native);
+        let system_tokens = estimate_tokens(&system);
+        let user = ChatMessage::text(Role::User, message);
+        self.store.append(self.session_id, &user, false, estimate_tokens(message)).map_err(Stop::Failed)?;
+        let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
+        loop {
+            if outcome.steps >= limits.max_steps {
+                return Err(Stop::Limit(format!("steps per turn ({})", limits.max_steps)));
+            }
+            if outcome.input_tokens + outcome.output_tokens >= limits.max_tokens {
+                return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
+            }
+            self.check_spend()?;
+            let context = self.context(system_tokens).await?;
+            let mut messages = vec![ChatMessage::text(Role::System, system.clone())];
+            messages.extend(context.into_iter().map(|stored| stored.message));
+            let request = ChatRequest {
+                model: self.thinker.model().to_owned(),
+                messages,
+                tools: if native { specs.to_vec() } else { Vec::new() },
+                max_tokens: self.config.model.max_tokens,
+                temperature: self.config.model.temperature,
+            };
+            outcome.steps += 1;
+            let step = outcome.steps;
+            let began = Instant::now();
+            self.reporter.step(&TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Think, tool_name: None, ok: None, duration_ms: None });
+            self.reporter.publish("provider.request", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}));
+            let on_text = |text: &str| self.reporter.text(text);
+            let answer = self.thinker.think(&request, &on_text, &self.cancel).await;
+            let ended = TurnStep { ok: Some(answer.is_ok()), duration_ms: Some(began.elapsed().as_millis() as u64), ..TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Think, tool_name: None, ok: None, duration_ms: None } };
+            self.reporter.step(&ended);
+            let (response, answered) = match answer {
+                Ok(answer) => answer,
+                Err(error) => {
+                    self.reporter.publish("provider.error", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}));
+                    return Err(error.into());
+                }
+            };
+            outcome.input_tokens += response.usage.input_tokens;
+            outcome.output_tokens += response.usage.output_tokens;
+            outcome.cost_usd += answered.cost_usd;
+            let spend = SpendRow { turn_id: self.turn_id, provider: &answered.provider, model: &answered.model, usage: response.usage, cost_usd: answered.cost_usd };
+            self.store.spend(&spend).map_err(Stop::Failed)?;
+            self.reporter.publish(
+                "provider.response",
+                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
+                       "input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens,
+                       "estimated": response.usage.estimated, "cost_usd": answered.cost_usd}),
+            );
+
+            // Parse: native calls, else calls the model printed as text.
+            let (text, calls) = if response.tool_calls.is_empty() && !native && !known.is_empty() {
+                crate::provider::text_calls::parse(&response.text, &known)
+            } else {
+                (response.text.clone(), response.tool_calls.clone())
+            };
+            let assistant = ChatMessage { role: Role::Assistant, content: text.clone(), tool_calls: calls.clone(), tool_call_id: None };
+            self.store.append(self.session_id, &assistant, false, estimate_tokens(&response.text)).map_err(Stop::Failed)?;
+            if !outcome.answer.is_empty() && !text.is_empty() {
+                outcome.answer.push('\n');
+            }
+            outcome.answer.push_str(&text);
+            if calls.is_empty() {
+                return Ok(());
+            }
+
+            // Execute, storing each result as it arrives (the checkpoint).
+            for call in calls {
+                if outcome.tool_calls >= limits.max_tool_calls {
+                    // The calls not run still get a result, so the stored
+                    // conversation stays valid for the next turn.
+                    let refused = ChatMessage { role: Role::Tool, content: "error: not run: the turn's tool-call limit was reached".into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
+                    self.store.append(self.session_id, &refused, false, 10).map_err(Stop::Failed)?;
+                    continue;
+                }
+                outcome.tool_calls += 1;
+                let began = Instant::now();
+                let tool_step = TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Tool, tool_name: Some(call.name.clone()), ok: None, duration_ms: None };
+                self.reporter.step(&tool_step);
+                self.reporter.publish("tool.invoked", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}));
+                let result = tokio::select! {
+                    result = self.tools.call(&call.name, &call.arguments) => result,
+                    () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                };
+                let duration_ms = began.elapsed().as_millis() as u64;
+                self.reporter.step(&TurnStep { ok: Some(!result.is_error), duration_ms: Some(duration_ms), ..tool_step });
+                self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
+                let content = tools::cut(result.content, self.config.tools.max_result_bytes);
+                let tokens = estimate_tokens(&content);
+                let message = ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
+                self.store.append(self.session_id, &message, false, tokens).map_err(Stop::Failed)?;
+            }
+            if outcome.tool_calls >= limits.max_tool_calls {
+                return Err(Stop::Limit(format!("tool calls per turn ({})", limits.max_tool_calls)));
+            }
+        }
+    }
+
+    /// Daily and monthly spend against their limits, before a request.
+    fn check_spend(&self) -> Result<(), Stop> {
+        let limits = &self.config.limits;
+        let (day, month) = store::day_and_month_start(store::now_ms());
+        for (limit, since, name) in [(limits.max_cost_per_day_usd, day, "cost per day"), (limits.max_cost_per_month_usd, month, "cost per month")] {
+            if let Some(limit) = limit {
+                let spent = self.store.spent_since(since).map_err(Stop::Failed)?;
+                if spent >= limit {
+                    return Err(Stop::Limit(format!("{name} (${limit:.2}; spent ${spent:.4})")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The session's context for the next request, compacted first when
+    /// it passes its share of the context window.
+    async fn context(&self, system_tokens: u64) -> Result<Vec<store::Stored>, Stop> {
+        let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+        let window = self.thinker.context_window().saturating_sub(u64::from(self.config.model.max_tokens));
+        let threshold = (window as f64 * self.config.session.compact_at) as u64;
+        let total = |messages: &[store::Stored]| system_tokens + messages.iter().map(|m| m.tokens).sum::<u64>();
+        let before = total(&context);
+        if before <= threshold {
+            return Ok(context);
+        }
+        let split = compaction::split_point(&context, self.config.session.keep_recent);
+        let summary = if split > 0 { self.summarize(&context[..split]).await } else { None };
+        if let Some(summary) = summary {
+            let summary_tokens = estimate_tokens(&summary);
+            let after = before - context[..split].iter().map(|m| m.tokens).sum::<u64>() + summary_tokens;
+            if after < before {
+                self.store.compact(self.session_id, context[split - 1].seq, &summary, summary_tokens, before, after, false).map_err(Stop::Failed)?;
+                self.reporter.publish("session.compacted", json!({"agent": self.agent, "session_id": self.session_id, "tokens_before": before, "tokens_after": after}));
+                let compacted = self.store.context(self.session_id).map_err(Stop::Failed)?;
+                if total(&compacted) <= window {
+                    return Ok(compacted);
+                }
+            }
+        }
+        // The breaker: summarizing did not shrink the prompt enough (or
+        // failed); cut the oldest messages, and say so.
+        let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+        let split = compaction::truncation_point(&context, threshold.saturating_sub(system_tokens));
+        if split == 0 {
+            return Err(Stop::Limit(format!("context window ({} tokens): the last message alone does not fit", self.thinker.context_window())));
+        }
+        let notice = format!("[{split} earlier messages were dropped to fit the context window]");
+        let after = total(&context[split..]) + estimate_tokens(&notice);
+        self.store.compact(self.session_id, context[split - 1].seq, &notice, estimate_tokens(&notice), before, after, true).map_err(Stop::Failed)?;
+        self.reporter.text(&format!("{notice}\n"));
+        self.store.context(self.session_id).map_err(Stop::Failed)
+    }
+
+    /// A summary of `prefix` from the model, with a bounded input; `None`
+    /// when it fails (the breaker then truncates).
+    async fn summarize(&self, prefix: &[store::Stored]) -> Option<String> {
+        let input = compaction::summarizer_input(prefix, self.config.session.summary_input_tokens);
+        let request = ChatRequest {
+            model: self.thinker.model().to_owned(),
+            messages: vec![
+                ChatMessage::text(Role::System, "Summarize this conversation in a few sentences. Keep facts, decisions, names and open tasks."),
+                ChatMessage::text(Role::User, input),
+            ],
+            tools: Vec::new(),
+            max_tokens: self.config.model.max_tokens.min(400),
+            temperature: Some(0.0),
+        };
+        match self.thinker.think(&request, &|_| {}, &self.cancel).await {
+            Ok((response, answered)) if !response.text.trim().is_empty() => {
+                let spend = SpendRow { turn_id: self.turn_id, provider: &answered.provider, model: &answered.model, usage: response.usage, cost_usd: answered.cost_usd };
+                if let Err(error) = self.store.spend(&spend) {
+                    tracing::error!(agent = self.agent, "recording the summary's spend: {error}");
+                }
+                Some(format!("Summary of the earlier conversation: {}", response.text.trim()))
+            }
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(agent = self.agent, "summarizing for compaction failed: {error}");
+                None
+            }
+        }
+    }
+}
+
+/// A turn's outcome with nothing done yet.
+pub fn outcome(turn_id: &str, session_id: &str, status: TurnStatus, message: Option<String>) -> TurnOutcome {
+    TurnOutcome {
+        turn_id: turn_id.into(),
+        session_id: session_id.into(),
+        status,
+        answer: String::new(),
+        message,
+        steps: 0,
+        tool_calls: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+    }
+}
+
+/// Stores how a turn ended: its message as a notice in the transcript, and
+/// its outcome. A failure to store is logged: the operator still gets the
+/// outcome.
+fn store_outcome(store: &Store, outcome: &TurnOutcome) {
+    if let Some(notice) = &outcome.message {
+        if let Err(error) = store.append(&outcome.session_id, &ChatMessage::text(Role::Assistant, notice.clone()), true, 0) {
+            tracing::error!(turn = outcome.turn_id, "storing the turn's notice: {error}");
+        }
+    }
+    let stored = serde_json::to_value(outcome).expect("outcomes serialize");
+    if let Err(error) = store.turn_ended(&outcome.turn_id, &stored) {
+        tracing::error!(turn = outcome.turn_id, "storing the turn's outcome: {error}");
+    }
+}
+
+/// The outcome of a turn that could not start (`why`): the operator's
+/// message and the reason are stored, so the transcript shows both.
+pub fn failed_to_start(store: &Store, session_id: &str, turn_id: &str, message: &str, why: &str) -> TurnOutcome {
+    if let Err(error) = store.append(session_id, &ChatMessage::text(Role::User, message), false, estimate_tokens(message)) {
+        tracing::error!(turn = turn_id, "storing the message: {error}");
+    }
+    let outcome = outcome(turn_id, session_id, TurnStatus::Failed, Some(format!("the turn failed: {why}")));
+    store_outcome(store, &outcome);
+    outcome
+}
+
+/// The tool specs the model is told about: the allowed ones.
+pub fn allowed_specs(config: &AgentConfig, tools: &[Tool]) -> Vec<ToolSpec> {
+    tools.iter().filter(|tool| config.tools.allows(&tool.spec.name)).map(|tool| tool.spec.clone()).collect()
+}

@@ -1,0 +1,230 @@
+//! `clawctl agent`, `clawctl chat` and `clawctl session`: the agents
+//! (specs/agent/README.md) through agent-loop.
+//!
+//! A turn outlives any request, so `chat` sends the message, then prints
+//! the turn's events from the same connection as they arrive (`turn.text`
+//! as it streams, `turn.end` last). Ctrl-C cancels the turn, not the
+//! session: `chat_cancel`, then the turn's own end is awaited and shown.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use clawos_api::agent_loop::{
+    self, AgentCreate, AgentName, ChatSend, SessionRef, TurnOutcome, TurnRef, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
+};
+use clawos_ipc::message::Body;
+use clawos_ipc::{ComponentId, IpcClient, Message};
+use tokio::sync::mpsc::Receiver;
+
+#[derive(Subcommand)]
+pub enum AgentCommand {
+    /// Create an agent (with the default config: the in-box model).
+    Create(CreateArgs),
+    /// Every agent and its state.
+    List,
+    /// One agent: state, model, limits, tools, spend, sessions.
+    Show(NameArgs),
+    /// Stop an agent from taking new turns.
+    Pause(NameArgs),
+    /// Re-read an agent's config and let it take turns again.
+    Resume(NameArgs),
+    /// Remove an agent and everything in its directory.
+    Rm(NameArgs),
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// The new agent's name (lower-case letters, digits, `-`).
+    agent: String,
+    /// A config.toml to start with instead of the default.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+pub struct NameArgs {
+    agent: String,
+}
+
+#[derive(Subcommand)]
+pub enum SessionCommand {
+    /// An agent's sessions, newest first.
+    List(NameArgs),
+    /// A session's transcript.
+    Show(SessionArgs),
+}
+
+#[derive(Args)]
+pub struct SessionArgs {
+    agent: String,
+    session: String,
+    /// Print the transcript as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ChatArgs {
+    /// The agent. Default `default`.
+    #[arg(long, default_value = "default")]
+    agent: String,
+    /// Continue this session (default: a new one).
+    #[arg(long)]
+    session: Option<String>,
+    /// One message, one turn, then exit (for scripts).
+    #[arg(short, long)]
+    message: Option<String>,
+    /// With -m: print the turn's outcome as JSON instead of streaming text.
+    #[arg(long, requires = "message")]
+    json: bool,
+    /// A route of the agent's config (fast, smart, local, ...).
+    #[arg(long)]
+    hint: Option<String>,
+}
+
+async fn connect() -> anyhow::Result<(IpcClient, Receiver<Message>)> {
+    crate::ipc::connect(ComponentId::AgentLoop).await.context("cannot reach agent-loop")
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+pub async fn run(command: AgentCommand) -> anyhow::Result<ExitCode> {
+    let (client, _events) = connect().await?;
+    let agents = agent_loop::Client::new(&client);
+    match command {
+        AgentCommand::Create(args) => {
+            let config = match args.config {
+                Some(path) => Some(std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?),
+                None => None,
+            };
+            print_json(&agents.agent_create(&AgentCreate { agent: args.agent, config }).await?)?;
+        }
+        AgentCommand::List => {
+            for agent in agents.agent_list(&clawos_api::NoParams {}).await?.agents {
+                let state = serde_json::to_value(agent.state)?;
+                let detail = agent.error.or(agent.model).unwrap_or_default();
+                println!("{:<24} {:<8} {detail}", agent.agent, state.as_str().unwrap_or_default());
+            }
+        }
+        AgentCommand::Show(args) => print_json(&agents.agent_show(&AgentName { agent: args.agent }).await?)?,
+        AgentCommand::Pause(args) => print_json(&agents.agent_pause(&AgentName { agent: args.agent }).await?)?,
+        AgentCommand::Resume(args) => print_json(&agents.agent_resume(&AgentName { agent: args.agent }).await?)?,
+        AgentCommand::Rm(args) => {
+            agents.agent_remove(&AgentName { agent: args.agent.clone() }).await?;
+            println!("removed {}", args.agent);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn session(command: SessionCommand) -> anyhow::Result<ExitCode> {
+    let (client, _events) = connect().await?;
+    let agents = agent_loop::Client::new(&client);
+    match command {
+        SessionCommand::List(args) => {
+            for session in agents.session_list(&AgentName { agent: args.agent }).await?.sessions {
+                println!("{}  {}  {} messages", session.session_id, session.updated_at, session.messages);
+            }
+        }
+        SessionCommand::Show(args) => {
+            let transcript = agents.session_show(&SessionRef { agent: args.agent, session_id: args.session }).await?;
+            if args.json {
+                print_json(&transcript)?;
+            } else {
+                for entry in transcript.entries {
+                    let calls: Vec<String> = entry.tool_calls.iter().map(|call| format!(" → {}({})", call["name"].as_str().unwrap_or("?"), call["arguments"])).collect();
+                    println!("[{}] {}: {}{}", entry.seq, entry.role, entry.content, calls.join(""));
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one turn and prints it: streamed text (or nothing, with `json`),
+/// tool steps on stderr, the outcome at the end.
+async fn turn(client: &IpcClient, events: &mut Receiver<Message>, send: ChatSend, json: bool) -> anyhow::Result<TurnOutcome> {
+    let started = agent_loop::Client::new(client).chat_send(&send).await?;
+    let mut stdout = std::io::stdout();
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            message = events.recv() => {
+                let Some(message) = message else {
+                    anyhow::bail!("agent-loop closed the connection during turn {}", started.turn_id);
+                };
+                let Body::Event(event) = message.body else { continue };
+                if event.event_data.get("turn_id").and_then(|id| id.as_str()) != Some(started.turn_id.as_str()) {
+                    continue;
+                }
+                match event.event_name.as_str() {
+                    TURN_TEXT if !json => {
+                        print!("{}", event.event_data.get("text").and_then(|t| t.as_str()).unwrap_or_default());
+                        stdout.flush()?;
+                    }
+                    TURN_STEP if !json => {
+                        let step: TurnStep = serde_json::from_value(event.event_data.into())?;
+                        if let (Some(tool), Some(ok)) = (&step.tool_name, step.ok) {
+                            eprintln!("[{tool}: {} in {} ms]", if ok { "ok" } else { "failed" }, step.duration_ms.unwrap_or(0));
+                        }
+                    }
+                    TURN_END => return Ok(serde_json::from_value(event.event_data.into())?),
+                    _ => {}
+                }
+            }
+            _ = tokio::signal::ctrl_c(), if !cancelled => {
+                cancelled = true;
+                agent_loop::Client::new(client).chat_cancel(&TurnRef { turn_id: started.turn_id.clone() }).await?;
+            }
+        }
+    }
+}
+
+/// Prints how a turn ended when it did not simply answer.
+fn report(outcome: &TurnOutcome) -> ExitCode {
+    println!();
+    if let Some(message) = &outcome.message {
+        eprintln!("[{message}]");
+    }
+    if matches!(outcome.status, TurnStatus::Done | TurnStatus::Cancelled) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+pub async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
+    let (client, mut events) = connect().await?;
+    let send = |message: String, session_id: Option<String>| ChatSend { agent: args.agent.clone(), session_id, message, hint: args.hint.clone() };
+    if let Some(message) = args.message.clone() {
+        let outcome = turn(&client, &mut events, send(message, args.session.clone()), args.json).await?;
+        if args.json {
+            print_json(&outcome)?;
+            return Ok(if outcome.status == TurnStatus::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        }
+        return Ok(report(&outcome));
+    }
+    // Interactive: one line, one turn, in one session until end of input.
+    let mut session = args.session.clone();
+    let stdin = std::io::stdin();
+    eprintln!("chatting with {} (Ctrl-C cancels a turn, Ctrl-D ends)", args.agent);
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let outcome = turn(&client, &mut events, send(line.to_owned(), session.clone()), false).await?;
+        session = Some(outcome.session_id.clone());
+        report(&outcome);
+    }
+}
