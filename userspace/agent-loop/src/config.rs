@@ -24,6 +24,9 @@ pub const LOCAL_PROVIDER: &str = "local";
 /// The socket the in-box model's unit serves on.
 pub const LOCAL_MODEL_SOCKET: &str = "/run/clawos-model/api.sock";
 
+/// The vault lets agent-loop read only secrets whose names start so
+/// (security-agent's policy, `specs/vault/`): a provider's API key.
+pub const PROVIDER_SECRET_PREFIX: &str = "provider-";
 /// The in-box model's name on its server.
 pub const LOCAL_MODEL: &str = "smollm2-135m-instruct";
 
@@ -277,6 +280,15 @@ impl AgentConfig {
         for (at, route) in routes {
             if route.provider != LOCAL_PROVIDER && !self.providers.contains_key(&route.provider) {
                 return Err(format!("[{at}] names provider `{}`, which is neither `local` nor in [providers]", route.provider));
+            }
+        }
+        for (name, provider) in &self.providers {
+            if let Some(secret) = &provider.api_key_secret {
+                if !secret.starts_with(PROVIDER_SECRET_PREFIX) {
+                    return Err(format!(
+                        "[providers.{name}] api_key_secret `{secret}`: agent-loop may read only vault secrets named {PROVIDER_SECRET_PREFIX}*"
+                    ));
+                }
             }
         }
         if self.limits.max_steps == 0 || self.limits.max_seconds == 0 || self.limits.max_tokens == 0 {

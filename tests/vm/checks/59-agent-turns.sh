@@ -1,0 +1,111 @@
+# An agent's turn end to end in the booted image (specs/agent/README.md,
+# "The loop"): a scripted OpenAI-compatible provider (test code the image
+# does not carry, tests/scripted-provider, pushed over SSH) runs on the
+# guest's loopback and answers with tool calls; agent-loop runs a WASM tool,
+# writes a file of the agent's and searches memory, each through the
+# component that owns it, then answers. A cost limit stops the next turn
+# before its request is sent.
+
+SCRIPTED_PORT=18080
+SCRIPTED=/run/clawos-test/clawos-scripted-provider
+
+# Chat Completions chunks, as the real API streams them.
+chunk() { jq -cn --argjson delta "$1" --argjson finish "${2:-null}" \
+  '{id: "chatcmpl-vm", object: "chat.completion.chunk", created: 0, model: "scripted-1", choices: [{index: 0, delta: $delta, finish_reason: $finish}]}'; }
+tool_call_reply() { # ID NAME ARGUMENTS: the call, its arguments in two deltas
+  local half=$(( ${#3} / 2 ))
+  jq -cn --arg a "$(chunk "$(jq -cn --arg id "$1" --arg name "$2" '{role: "assistant", tool_calls: [{index: 0, id: $id, type: "function", function: {name: $name, arguments: ""}}]}')")" \
+         --arg b "$(chunk "$(jq -cn --arg f "${3:0:half}" '{tool_calls: [{index: 0, function: {arguments: $f}}]}')")" \
+         --arg c "$(chunk "$(jq -cn --arg f "${3:half}" '{tool_calls: [{index: 0, function: {arguments: $f}}]}')" '"tool_calls"')" \
+         '{status: 200, events: [$a, $b, $c, "[DONE]"]}'
+}
+text_reply() { # TEXT PROMPT_TOKENS COMPLETION_TOKENS
+  jq -cn --arg a "$(chunk "$(jq -cn --arg t "$1" '{role: "assistant", content: $t}')")" --arg b "$(chunk '{}' '"stop"')" \
+         --arg u "$(jq -cn --argjson p "$2" --argjson c "$3" '{id: "chatcmpl-vm", object: "chat.completion.chunk", created: 0, model: "scripted-1", choices: [], usage: {prompt_tokens: $p, completion_tokens: $c, total_tokens: ($p + $c)}}')" \
+         '{status: 200, events: [$a, $b, $u, "[DONE]"]}'
+}
+
+start_scripted_provider() {
+  local script
+  script=$(jq -cn --argjson r1 "$(tool_call_reply call-1 text-stats '{"text": "one two three"}')" \
+                  --argjson r2 "$(tool_call_reply call-2 file_write '{"path": "notes/answer.md", "content": "three words"}')" \
+                  --argjson r3 "$(tool_call_reply call-3 memory_search '{"query": "storm forecast"}')" \
+                  --argjson r4 "$(text_reply "The text has three words; saved." 1000000 20)" \
+                  '{replies: [$r1, $r2, $r3, $r4]}') || return 1
+  vm_push "${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-scripted-provider" "$SCRIPTED" &&
+    vm_push <(echo "$script") /run/clawos-test/scripted.json &&
+    vm_ssh "systemd-run --unit clawos-test-scripted --property=Type=exec $SCRIPTED --script /run/clawos-test/scripted.json \
+              --listen 127.0.0.1:$SCRIPTED_PORT --requests-log /run/clawos-test/requests.jsonl >/dev/null &&
+            for _ in \$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$SCRIPTED_PORT) 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
+}
+
+create_scripted_agent() {
+  vm_ssh "clawctl workspace create vm-agent-memory >/dev/null &&
+    printf '# Weather\n\nHeavy rain and strong winds are expected along the coast tomorrow.\n' > /run/clawos-test/weather.md &&
+    clawctl memory index -w vm-agent-memory /run/clawos-test/weather.md >/dev/null &&
+    cat > /run/clawos-test/scripted.toml <<EOF
+[model]
+provider = \"scripted\"
+model = \"scripted-1\"
+max_retries = 0
+[limits]
+max_cost_per_day_usd = 0.5
+[tools]
+memory_workspace = \"vm-agent-memory\"
+[providers.scripted]
+kind = \"openai\"
+base_url = \"http://127.0.0.1:$SCRIPTED_PORT/v1\"
+[providers.scripted.models.\"scripted-1\"]
+input_usd_per_mtok = 1.0
+output_usd_per_mtok = 2.0
+EOF
+    clawctl agent create vm-scripted --config /run/clawos-test/scripted.toml >/dev/null"
+}
+
+scripted_agent_ready() { start_scripted_provider && create_scripted_agent; }
+check "agent turns: a scripted provider runs on the guest's loopback and an agent is configured for it" scripted_agent_ready
+
+check "agent turns: one turn calls a WASM tool, writes a file and searches memory, then answers" vm_ssh '
+  out=$(clawctl chat --agent vm-scripted -m "Count the words of \"one two three\", save it, and recall the forecast." --json) || { echo "$out"; exit 1; }
+  echo "$out" | jq -e ".status == \"done\" and .steps == 4 and .tool_calls == 3 and .answer == \"The text has three words; saved.\"
+                      and .input_tokens >= 1000000 and .output_tokens >= 20 and .cost_usd > 0.5" >/dev/null || { echo "$out"; exit 1; }
+  test "$(cat /clawfs/agents/vm-scripted/notes/answer.md)" = "three words"'
+
+check "agent turns: each tool result went back to the model in the next request" vm_ssh '
+  log=/run/clawos-test/requests.jsonl
+  test "$(wc -l < $log)" -eq 4 || { cat $log; exit 1; }
+  # The request after each call carries its result as a tool message.
+  sed -n 2p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"call-1\")][0].content | fromjson | .words == 3" >/dev/null &&
+  sed -n 3p $log | jq -e "any(.body.messages[]; .role == \"tool\" and .tool_call_id == \"call-2\")" >/dev/null &&
+  sed -n 4p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"call-3\")][0].content | test(\"weather\")" >/dev/null &&
+  # Native tool calling: the tools went as schemas, text-stats among them.
+  sed -n 1p $log | jq -e "any(.body.tools[]; .function.name == \"text-stats\" and .function.parameters.type == \"object\")" >/dev/null'
+
+check "agent turns: the transcript, the audit log and the tool-call records show each step" vm_ssh '
+  session=$(clawctl session list vm-scripted | cut -d" " -f1)
+  clawctl session show vm-scripted "$session" --json | jq -e "[.entries[].role] == [\"user\", \"assistant\", \"tool\", \"assistant\", \"tool\", \"assistant\", \"tool\", \"assistant\"]" >/dev/null || exit 1
+  grep -q "agent=vm-scripted operation=write path=/clawfs/agents/vm-scripted/notes/answer.md bytes=11 caller=agent-loop$" /var/log/clawos/clawfs-audit.log'
+
+check_tool_call_records() {
+  local db; db=$(mktemp -d)
+  vm_ssh "cd /clawfs/agents/vm-scripted && tar -cf - workspace.db*" | tar -xf - -C "$db" || return 1
+  python3 - "$db/workspace.db" <<'PY'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT c.name, c.error, m.session_id FROM tool_calls c LEFT JOIN clawos_tool_call_meta m ON m.call_id = c.id ORDER BY c.id").fetchall()
+assert [r[0] for r in rows] == ["text-stats", "file_write", "memory_search"], rows
+assert all(r[1] is None and r[2] and r[2] == rows[0][2] for r in rows), rows
+PY
+  local status=$?; rm -rf "$db"; return $status
+}
+check "agent turns: tool_calls in the agent's database records the three calls with their session" check_tool_call_records
+
+check "agent turns: the day's cost limit stops the next turn before its request, naming the limit" vm_ssh '
+  out=$(clawctl chat --agent vm-scripted -m "again" --json); echo "$out" | jq -e ".status == \"limit\" and (.message | test(\"cost per day\")) and .steps == 0" >/dev/null || { echo "$out"; exit 1; }
+  test "$(wc -l < /run/clawos-test/requests.jsonl)" -eq 4'
+
+check "agent turns: agent-loop's journal records the turn and never a tool's arguments" vm_ssh '
+  journalctl -b -u clawos-agent-loop -o cat | grep -q "turn ended" &&
+  ! journalctl -b -u clawos-agent-loop -o cat | grep -q "one two three"'
+
+vm_ssh 'systemctl stop clawos-test-scripted; clawctl agent rm vm-scripted; clawctl workspace delete vm-agent-memory' >/dev/null 2>&1 || true

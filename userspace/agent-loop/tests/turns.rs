@@ -1,0 +1,194 @@
+//! The loop of a turn (specs/agent/README.md, "The loop") with a real
+//! session store (an AgentFS database in a temporary directory) and models
+//! scripted over real HTTP (tests/scripted-provider). The tools are a
+//! stand-in here: the boot check tests/vm/checks/59-agent-turns.sh runs
+//! them through fs-engine and wasm-daemon in the booted image.
+
+use std::sync::{Arc, Mutex};
+
+use clawos_agent_loop::config::AgentConfig;
+use clawos_agent_loop::provider::{KeySource, Role, ToolSpec};
+use clawos_agent_loop::store::Store;
+use clawos_agent_loop::thinker;
+use clawos_agent_loop::tools::{CallResult, Runner};
+use clawos_agent_loop::turn::{Reporter, Turn};
+use clawos_api::agent_loop::{TurnStatus, TurnStep};
+use clawos_scripted_provider::{openai, Script, Server};
+use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
+
+struct NoKeys;
+
+impl KeySource for NoKeys {
+    fn key(&self, secret_id: &str) -> BoxFuture<'_, Result<Zeroizing<String>, String>> {
+        let error = format!("no secret `{secret_id}`");
+        async move { Err(error) }.boxed()
+    }
+}
+
+/// Tools that answer from a table and remember their calls.
+#[derive(Default)]
+struct Tools {
+    calls: Mutex<Vec<(String, Value)>>,
+}
+
+impl Runner for Tools {
+    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value) -> BoxFuture<'a, CallResult> {
+        self.calls.lock().unwrap().push((name.to_owned(), arguments.clone()));
+        let result = match name {
+            "text-stats" => CallResult { content: json!({"words": 3}).to_string(), is_error: false },
+            "huge" => CallResult { content: "x".repeat(100), is_error: false },
+            other => CallResult { content: format!("error: there is no tool `{other}`"), is_error: true },
+        };
+        async move { result }.boxed()
+    }
+}
+
+/// What the turn reported.
+#[derive(Default)]
+struct Seen {
+    text: Mutex<String>,
+    events: Mutex<Vec<(String, Value)>>,
+}
+
+impl Reporter for Seen {
+    fn text(&self, text: &str) {
+        self.text.lock().unwrap().push_str(text);
+    }
+    fn step(&self, _step: &TurnStep) {}
+    fn publish(&self, event_name: &str, data: Value) {
+        self.events.lock().unwrap().push((event_name.to_owned(), data));
+    }
+}
+
+fn specs() -> Vec<ToolSpec> {
+    ["text-stats", "huge"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
+}
+
+type Ran = (clawos_api::agent_loop::TurnOutcome, Store, Tools, Seen, tempfile::TempDir);
+
+/// Runs one turn of a new agent whose model is `server`, configured by `extra`.
+async fn run_turn(server: &Server, extra: &str, native: bool) -> Ran {
+    run_turn_in(tempfile::tempdir().unwrap(), server, extra, native).await
+}
+
+/// Runs one turn of the agent whose database is in `dir`.
+async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool) -> Ran {
+    let text = format!(
+        "[model]\nprovider = \"scripted\"\nmodel = \"m\"\nmax_retries = 0\n{extra}\n[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\n\
+         [providers.scripted.models.m]\nnative_tools = {native}\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n",
+        server.api_url()
+    );
+    let config = AgentConfig::parse(&text).unwrap();
+    let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+    store.ensure_session("s1").unwrap();
+    let thinker = thinker::build(&config, &config.model.route(), Arc::new(NoKeys)).unwrap();
+    let (tools, seen) = (Tools::default(), Seen::default());
+    let turn = Turn {
+        agent: "a",
+        config: &config,
+        store: &store,
+        thinker: &*thinker,
+        tools: &tools,
+        session_id: "s1",
+        turn_id: "t1",
+        cancel: CancellationToken::new(),
+        reporter: &seen,
+    };
+    let outcome = turn.run("count the words", &specs()).await;
+    (outcome, store, tools, seen, dir)
+}
+
+#[tokio::test]
+async fn a_tool_call_goes_to_its_tool_and_its_result_back_to_the_model() {
+    let script = Script::new().reply(openai::tool_call("c1", "text-stats", r#"{"text": "one two three"}"#, 3)).reply(openai::text(["Three ", "words."], Some((50, 2))));
+    let server = Server::start(script).await.unwrap();
+    let (outcome, store, tools, seen, _dir) = run_turn(&server, "", true).await;
+    assert_eq!(outcome.status, TurnStatus::Done, "{outcome:?}");
+    assert_eq!((outcome.steps, outcome.tool_calls, outcome.answer.as_str()), (2, 1, "Three words."));
+    assert_eq!(*seen.text.lock().unwrap(), "Three words.");
+    assert_eq!(tools.calls.lock().unwrap()[0], ("text-stats".to_owned(), json!({"text": "one two three"})));
+    let second = &server.requests()[1].body;
+    let result = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!((result["tool_call_id"].as_str(), result["content"].as_str()), (Some("c1"), Some(r#"{"words":3}"#)));
+    let roles: Vec<Role> = store.transcript("s1").unwrap().into_iter().map(|s| s.message.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    let events: Vec<String> = seen.events.lock().unwrap().iter().map(|(name, _)| name.clone()).collect();
+    assert!(events.contains(&"tool.invoked".into()) && events.contains(&"provider.response".into()), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_model_without_native_tools_calls_them_as_text() {
+    let script = Script::new()
+        .reply(openai::text(["<tool_call>{\"name\": \"text-stats\", ", "\"arguments\": {\"text\": \"a b c\"}}</tool_call>"], None))
+        .reply(openai::text(["Done."], None));
+    let server = Server::start(script).await.unwrap();
+    let (outcome, _store, tools, _seen, _dir) = run_turn(&server, "", false).await;
+    assert_eq!((outcome.status, outcome.tool_calls), (TurnStatus::Done, 1), "{outcome:?}");
+    assert_eq!(tools.calls.lock().unwrap()[0].1, json!({"text": "a b c"}));
+    let first = &server.requests()[0].body;
+    assert!(first.get("tools").is_none(), "no schemas to a model without native tools");
+    assert!(first["messages"][0]["content"].as_str().unwrap().contains("<tool_call>"), "the prompt says how to call");
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_result_for_the_model_not_a_crash_and_long_results_are_cut() {
+    let script = Script::new()
+        .reply(openai::parallel_tool_calls(&[("a", "no-such-tool", "{}"), ("b", "huge", "{}")], 1))
+        .reply(openai::text(["Sorry."], None));
+    let server = Server::start(script).await.unwrap();
+    let (outcome, _store, _tools, _seen, _dir) = run_turn(&server, "[tools]\nmax_result_bytes = 60\n", true).await;
+    assert_eq!(outcome.status, TurnStatus::Done, "{outcome:?}");
+    let second = &server.requests()[1].body;
+    let results: Vec<&str> = second["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
+    assert!(results[0].starts_with("error: there is no tool `no-such-tool`"), "{results:?}");
+    assert_eq!(results[1], format!("{}\n[result cut: 60 of 100 bytes shown]", "x".repeat(60)));
+}
+
+#[tokio::test]
+async fn each_limit_ends_the_turn_with_a_message_naming_it() {
+    // Steps: the model keeps calling tools.
+    let script: Script = (0..5).map(|i| openai::tool_call(&format!("c{i}"), "text-stats", "{}", 1)).collect();
+    let server = Server::start(script).await.unwrap();
+    let (outcome, store, _tools, _seen, _dir) = run_turn(&server, "[limits]\nmax_steps = 2\n", true).await;
+    assert_eq!(outcome.status, TurnStatus::Limit);
+    assert_eq!(outcome.message.as_deref(), Some("the turn stopped: limit reached: steps per turn (2)"));
+    assert_eq!(server.served(), 2);
+    let last = store.transcript("s1").unwrap().pop().unwrap();
+    assert!(last.message.content.contains("steps per turn"), "the notice is in the transcript");
+
+    // Tool calls per turn.
+    let server = Server::start(Script::new().reply(openai::parallel_tool_calls(&[("a", "text-stats", "{}"), ("b", "text-stats", "{}")], 1))).await.unwrap();
+    let (outcome, _store, tools, _seen, _dir) = run_turn(&server, "[limits]\nmax_tool_calls = 1\n", true).await;
+    assert_eq!((outcome.status, tools.calls.lock().unwrap().len()), (TurnStatus::Limit, 1));
+    assert!(outcome.message.unwrap().contains("tool calls per turn (1)"));
+
+    // Tokens per turn: the first answer's usage passes the limit.
+    let server = Server::start(Script::new().reply(openai::tool_call("a", "text-stats", "{}", 1)).reply(openai::text(["x"], None))).await.unwrap();
+    let (outcome, _store, _tools, _seen, _dir) = run_turn(&server, "[limits]\nmax_tokens = 5\n", true).await;
+    assert_eq!(outcome.status, TurnStatus::Limit);
+    assert!(outcome.message.unwrap().contains("tokens per turn (5)"));
+
+    // Cost per day, checked before the request that would spend more: the
+    // first turn spends $2, the next one is refused without a request.
+    let server = Server::start(Script::new().reply(openai::text(["expensive"], Some((2_000_000, 10)))).reply(openai::text(["never sent"], None))).await.unwrap();
+    let (outcome, _store, _tools, _seen, dir) = run_turn(&server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
+    assert_eq!(outcome.status, TurnStatus::Done);
+    assert!(outcome.cost_usd > 2.0, "{outcome:?}");
+    let (outcome, _store, _tools, _seen, _dir) = run_turn_in(dir, &server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
+    assert_eq!((outcome.status, outcome.steps), (TurnStatus::Limit, 0));
+    assert!(outcome.message.unwrap().contains("cost per day ($1.00"));
+    assert_eq!(server.served(), 1);
+}
+
+#[tokio::test]
+async fn a_provider_that_fails_ends_the_turn_with_its_reason() {
+    let server = Server::start(Script::new().reply(openai::malformed())).await.unwrap();
+    let (outcome, _store, _tools, seen, _dir) = run_turn(&server, "", true).await;
+    assert_eq!(outcome.status, TurnStatus::Failed);
+    assert!(outcome.message.unwrap().contains("malformed answer"));
+    assert!(seen.events.lock().unwrap().iter().any(|(name, _)| name == "provider.error"));
+}
