@@ -12,8 +12,9 @@ check "agents: clawctl agent create makes the agents' directories (kernel-engine
       d=/clawfs/agents/$a
       test -s $d/workspace.db && test -s $d/identity.json && test -d $d/logs || exit 1
       # fs-engine made it; the group lets agent-loop and wasm-daemon in; the config is read-only to all but fs-engine.
-      test "$(stat -c "%U:%G %a" $d)" = "clawos-fs-engine:clawos-agents 2770" || exit 1
-      test "$(stat -c "%U:%G %a" $d/config.toml)" = "clawos-fs-engine:clawos-agents 640" || exit 1
+      test "$(stat -c "%U:%G %a" $d)" = "clawos-fs-engine:clawos-agents 770" || { stat -c "%n %U:%G %a" $d; exit 1; }
+      test "$(stat -c "%U:%G %a" $d/config.toml $d/workspace.db)" = "clawos-fs-engine:clawos-agents 640
+clawos-fs-engine:clawos-agents 660" || { stat -c "%n %U:%G %a" $d/config.toml $d/workspace.db; exit 1; }
     done
     grep -q "agent=wasm-agent operation=agent_create path=/clawfs/agents/wasm-agent caller=agent-loop$" /var/log/clawos/clawfs-audit.log'
 
@@ -25,7 +26,9 @@ check "agents: a config with an unknown key is refused at create, naming the key
     ! clawctl agent create typo --config /run/bad.toml 2>/run/err && grep -q "max_step" /run/err && test ! -e /clawfs/agents/typo'
 
 check "agents: a typo written into config.toml over SSH stops that agent with the key named; the others run" \
-  vm_ssh 'clawctl agent create typo >/dev/null && printf "[model]\nprovder = \"local\"\n" >> /clawfs/agents/typo/config.toml
+  vm_ssh 'clawctl agent create typo >/dev/null &&
+    # Edited in place (the file keeps its owner, group and mode), as an operator's editor would.
+    sed "s/^provider = \"local\"/provder = \"local\"/" /clawfs/agents/typo/config.toml > /run/typo.toml && cat /run/typo.toml > /clawfs/agents/typo/config.toml
     clawctl agent list | grep -E "^typo +stopped +.*provder" &&
     clawctl chat --agent typo -m hi 2>&1 | grep -q "stopped" &&
     clawctl agent list | grep -Eq "^default +idle" &&

@@ -6,6 +6,21 @@
 # component that owns it, then answers. A cost limit stops the next turn
 # before its request is sent.
 
+# The in-box model (specs/agent/local-model.md): no key, no network, loaded
+# at the first request. A short answer keeps the emulated CPU's time down;
+# the limit is the agent's own max_tokens.
+check "agent turns: the in-box model answers a chat, within the agent's max_tokens, with no network" vm_ssh '
+  set -e
+  test "$(systemctl show -P PrivateNetwork clawos-model)" = yes && test "$(systemctl show -P User clawos-model)" = clawos-model
+  printf "[model]\nmax_tokens = 12\n" > /run/clawos-test-local.toml
+  clawctl agent create vm-local --config /run/clawos-test-local.toml >/dev/null
+  start=$(date +%s%N)
+  out=$(clawctl chat --agent vm-local -m "Say hello in five words." --json) || { echo "$out"; exit 1; }
+  echo $(( ($(date +%s%N) - start) / 1000000 )) > /run/clawos-test-local.ms
+  echo "$out" | jq -e ".status == \"done\" and (.answer | length) > 0 and .output_tokens <= 12 and .output_tokens > 0" >/dev/null || { echo "$out"; exit 1; }
+  clawctl agent rm vm-local >/dev/null'
+log "in-box model: first answer of 12 tokens at most, model load included: $(vm_ssh 'cat /run/clawos-test-local.ms' 2>/dev/null || echo '?') ms"
+
 SCRIPTED_PORT=18080
 SCRIPTED=/run/clawos-test/clawos-scripted-provider
 

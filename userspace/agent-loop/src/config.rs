@@ -265,7 +265,12 @@ impl Default for AgentConfig {
 impl AgentConfig {
     /// Parses `text`; the error names the file's line and the offending key.
     pub fn parse(text: &str) -> Result<AgentConfig, String> {
-        let config: AgentConfig = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+        // One line (the line number and what is wrong), so `clawctl agent
+        // list` shows it whole: toml's own Display quotes the source too.
+        let config: AgentConfig = toml::from_str(text).map_err(|e| match e.span() {
+            Some(span) => format!("line {}: {}", text[..span.start].matches('\n').count() + 1, e.message().trim_end()),
+            None => e.message().trim_end().to_owned(),
+        })?;
         config.check()?;
         Ok(config)
     }
@@ -356,7 +361,7 @@ mod tests {
     #[test]
     fn a_typo_names_the_key() {
         let error = AgentConfig::parse("[limits]\nmax_step = 3\n").unwrap_err();
-        assert!(error.contains("max_step") && error.contains("line 2"), "{error}");
+        assert!(error.contains("max_step") && error.starts_with("line 2: ") && !error.contains('\n'), "{error}");
         let error = AgentConfig::parse("[model]\nprovider = \"nowhere\"\n").unwrap_err();
         assert!(error.contains("nowhere"), "{error}");
     }

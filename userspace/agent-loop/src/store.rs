@@ -349,15 +349,8 @@ impl Store {
 pub fn day_and_month_start(now_ms: i64) -> (i64, i64) {
     const DAY_MS: i64 = 86_400_000;
     let day = now_ms.div_euclid(DAY_MS);
-    // Civil-from-days (proleptic Gregorian), to find the 1st of the month.
-    let z = day + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day_of_month = doy - (153 * mp + 2) / 5; // 0-based
-    (day * DAY_MS, (day - day_of_month) * DAY_MS)
+    let (_, _, day_of_month) = fsutil::civil_from_days(day);
+    (day * DAY_MS, (day - (day_of_month - 1)) * DAY_MS)
 }
 
 #[cfg(test)]

@@ -15,11 +15,9 @@ pub fn today() -> String {
     now_rfc3339()[..10].to_owned()
 }
 
-/// `seconds` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn rfc3339(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
-    let second_of_day = seconds % 86_400;
-    // Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+/// The date (year, month 1-12, day 1-31) of `days` since 1970-01-01:
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
@@ -28,7 +26,13 @@ pub fn rfc3339(seconds: u64) -> String {
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
     let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// `seconds` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn rfc3339(seconds: u64) -> String {
+    let second_of_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         second_of_day / 3600,

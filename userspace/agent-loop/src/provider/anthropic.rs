@@ -11,32 +11,21 @@
 //! `message_stop`; an `error` event is the provider's error.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::config::ProviderConfig;
-use super::http::Wire;
+use super::http::{Protocol, Wire};
 use super::openai::arguments;
-use super::{estimate_request, Capabilities, ChatRequest, ChatResponse, FinishReason, KeySource, Provider, ProviderError, Role, TextSink, ToolCall, Usage};
+use super::{estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
 
-/// A provider speaking Messages.
-pub struct Anthropic {
-    wire: Wire,
-}
-
-impl Anthropic {
-    /// The provider `name` of `config`.
-    pub fn new(name: &str, config: ProviderConfig, client: reqwest::Client, keys: Arc<dyn KeySource>) -> Self {
-        Anthropic { wire: Wire { name: name.into(), config, client, keys } }
-    }
-}
+/// The Messages protocol.
+pub struct Anthropic;
 
 /// The request body.
 pub fn body(request: &ChatRequest) -> Value {
@@ -188,65 +177,54 @@ impl Assembly {
     }
 }
 
-impl Anthropic {
-    async fn stream(&self, request: &ChatRequest, on_text: TextSink<'_>, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
-        let key = self.wire.key().await?;
-        let key = key.as_deref().map(String::as_str);
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert("anthropic-version", reqwest::header::HeaderValue::from_static(API_VERSION));
-        if let Some(key) = key {
-            let mut value = reqwest::header::HeaderValue::from_str(key)
-                .map_err(|_| ProviderError::Key { provider: self.wire.name.clone(), reason: "the key is not a valid header value".into() })?;
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-        }
-        let mut events = self.wire.post_stream("messages", headers, &body(request), key, cancel).await?;
-        let mut assembly = Assembly::default();
-        while !assembly.stopped {
-            let Some(event) = self.wire.next_event(&mut events, cancel).await? else {
-                return Err(self.wire.interrupted("the stream ended before message_stop"));
-            };
-            if event.data.trim().is_empty() {
-                continue;
-            }
-            let data: Value = serde_json::from_str(&event.data).map_err(|e| self.wire.malformed(format!("an event is not JSON ({e}): {}", event.data), key))?;
-            let name = if event.event.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("").to_owned() } else { event.event.clone() };
-            if name == "error" {
-                // Mid-stream errors (`overloaded_error`, `api_error`) are
-                // the provider's: as transient as their HTTP statuses.
-                let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
-                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
-                let status = match kind {
-                    "overloaded_error" => 529,
-                    "rate_limit_error" => 429,
-                    "api_error" => 500,
-                    _ => 400,
-                };
-                return Err(ProviderError::Status {
-                    provider: self.wire.name.clone(),
-                    status,
-                    message: super::http::redact(&format!("{kind}: {message}"), key),
-                    retry_after_ms: None,
-                });
-            }
-            assembly.event(&name, &data, on_text).map_err(|e| self.wire.malformed(e, key))?;
-        }
-        Ok(assembly.finish(request))
+async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+    let key = wire.key().await?;
+    let key = key.as_deref().map(String::as_str);
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("anthropic-version", reqwest::header::HeaderValue::from_static(API_VERSION));
+    if let Some(key) = key {
+        let mut value = reqwest::header::HeaderValue::from_str(key)
+            .map_err(|_| ProviderError::Key { provider: wire.name.clone(), reason: "the key is not a valid header value".into() })?;
+        value.set_sensitive(true);
+        headers.insert("x-api-key", value);
     }
+    let mut events = wire.post_stream("messages", headers, &body(request), key, cancel).await?;
+    let mut assembly = Assembly::default();
+    while !assembly.stopped {
+        let Some(event) = wire.next_event(&mut events, cancel).await? else {
+            return Err(wire.interrupted("the stream ended before message_stop"));
+        };
+        if event.data.trim().is_empty() {
+            continue;
+        }
+        let data: Value = serde_json::from_str(&event.data).map_err(|e| wire.malformed(format!("an event is not JSON ({e}): {}", event.data), key))?;
+        let name = if event.event.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("").to_owned() } else { event.event.clone() };
+        if name == "error" {
+            // Mid-stream errors (`overloaded_error`, `api_error`) are
+            // the provider's: as transient as their HTTP statuses.
+            let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+            let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+            let status = match kind {
+                "overloaded_error" => 529,
+                "rate_limit_error" => 429,
+                "api_error" => 500,
+                _ => 400,
+            };
+            return Err(ProviderError::Status {
+                provider: wire.name.clone(),
+                status,
+                message: super::http::redact(&format!("{kind}: {message}"), key),
+                retry_after_ms: None,
+            });
+        }
+        assembly.event(&name, &data, on_text).map_err(|e| wire.malformed(e, key))?;
+    }
+    Ok(assembly.finish(request))
 }
 
-impl Provider for Anthropic {
-    fn name(&self) -> &str {
-        &self.wire.name
-    }
-
-    fn capabilities(&self, model: &str) -> Capabilities {
-        let settings = self.wire.config.model(model);
-        Capabilities { native_tools: settings.native_tools, context_window: settings.context_window }
-    }
-
-    fn chat_stream<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
-        self.stream(request, on_text, cancel).boxed()
+impl Protocol for Anthropic {
+    fn stream<'a>(wire: &'a Wire, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+        stream(wire, request, on_text, cancel).boxed()
     }
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::http::HttpProvider;
 use super::{anthropic, openai, KeySource, SharedProvider, Usage};
 
 /// The wire protocol a provider speaks.
@@ -139,8 +140,8 @@ impl ProviderConfig {
 pub fn build(name: &str, config: &ProviderConfig, keys: Arc<dyn KeySource>) -> Result<SharedProvider, String> {
     let client = config.http_client().map_err(|e| format!("provider `{name}`: {e}"))?;
     Ok(match config.kind {
-        Kind::Openai => Arc::new(openai::OpenAi::new(name, config.clone(), client, keys)),
-        Kind::Anthropic => Arc::new(anthropic::Anthropic::new(name, config.clone(), client, keys)),
+        Kind::Openai => Arc::new(HttpProvider::<openai::OpenAi>::new(name, config.clone(), client, keys)),
+        Kind::Anthropic => Arc::new(HttpProvider::<anthropic::Anthropic>::new(name, config.clone(), client, keys)),
     })
 }
 

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource_stream::{Event, Eventsource as _};
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt as _};
 use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
 use super::config::ProviderConfig;
-use super::{KeySource, ProviderError};
+use super::{Capabilities, ChatRequest, ChatResponse, KeySource, Provider, ProviderError, TextSink};
 
 /// Longest part of an error body quoted in an error.
 const QUOTED_CHARS: usize = 300;
@@ -35,6 +36,40 @@ pub(super) struct Wire {
     pub client: reqwest::Client,
     /// Where its key comes from.
     pub keys: Arc<dyn KeySource>,
+}
+
+/// A wire protocol: how one request is sent and its stream read.
+pub(super) trait Protocol: Send + Sync + 'static {
+    /// Sends `request` over `wire` and assembles the streamed answer.
+    fn stream<'a>(wire: &'a Wire, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>>;
+}
+
+/// A provider: a protocol over one table's connection.
+pub(super) struct HttpProvider<P> {
+    wire: Wire,
+    protocol: std::marker::PhantomData<P>,
+}
+
+impl<P: Protocol> HttpProvider<P> {
+    /// The provider `name` of `config`.
+    pub fn new(name: &str, config: ProviderConfig, client: reqwest::Client, keys: Arc<dyn KeySource>) -> Self {
+        HttpProvider { wire: Wire { name: name.into(), config, client, keys }, protocol: std::marker::PhantomData }
+    }
+}
+
+impl<P: Protocol> Provider for HttpProvider<P> {
+    fn name(&self) -> &str {
+        &self.wire.name
+    }
+
+    fn capabilities(&self, model: &str) -> Capabilities {
+        let settings = self.wire.config.model(model);
+        Capabilities { native_tools: settings.native_tools, context_window: settings.context_window }
+    }
+
+    fn chat_stream<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+        P::stream(&self.wire, request, on_text, cancel)
+    }
 }
 
 /// `text` with every occurrence of `key` replaced: nothing a provider

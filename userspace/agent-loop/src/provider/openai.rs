@@ -9,30 +9,17 @@
 //! finish reason; a stream that ends before either is interrupted.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::config::ProviderConfig;
-use super::http::Wire;
-use super::{
-    estimate_request, Capabilities, ChatRequest, ChatResponse, FinishReason, KeySource, Provider, ProviderError, Role, TextSink, ToolCall, Usage,
-};
+use super::http::{Protocol, Wire};
+use super::{estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage};
 
-/// A provider speaking Chat Completions.
-pub struct OpenAi {
-    wire: Wire,
-}
-
-impl OpenAi {
-    /// The provider `name` of `config`.
-    pub fn new(name: &str, config: ProviderConfig, client: reqwest::Client, keys: Arc<dyn KeySource>) -> Self {
-        OpenAi { wire: Wire { name: name.into(), config, client, keys } }
-    }
-}
+/// The Chat Completions protocol.
+pub struct OpenAi;
 
 /// The request body.
 pub fn body(request: &ChatRequest) -> Value {
@@ -163,54 +150,43 @@ impl Assembly {
     }
 }
 
-impl OpenAi {
-    async fn stream(&self, request: &ChatRequest, on_text: TextSink<'_>, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
-        let key = self.wire.key().await?;
-        let key = key.as_deref().map(String::as_str);
-        let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(key) = key {
-            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ProviderError::Key {
-                provider: self.wire.name.clone(),
-                reason: "the key is not a valid header value".into(),
-            })?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let mut events = self.wire.post_stream("chat/completions", headers, &body(request), key, cancel).await?;
-        let mut assembly = Assembly::default();
-        loop {
-            let Some(event) = self.wire.next_event(&mut events, cancel).await? else {
-                if assembly.finish.is_some() {
-                    break;
-                }
-                return Err(self.wire.interrupted("the stream ended before [DONE] or a finish reason"));
-            };
-            let data = event.data.trim();
-            if data == "[DONE]" {
+async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+    let key = wire.key().await?;
+    let key = key.as_deref().map(String::as_str);
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = key {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ProviderError::Key {
+            provider: wire.name.clone(),
+            reason: "the key is not a valid header value".into(),
+        })?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    let mut events = wire.post_stream("chat/completions", headers, &body(request), key, cancel).await?;
+    let mut assembly = Assembly::default();
+    loop {
+        let Some(event) = wire.next_event(&mut events, cancel).await? else {
+            if assembly.finish.is_some() {
                 break;
             }
-            if data.is_empty() {
-                continue;
-            }
-            let chunk: Value = serde_json::from_str(data).map_err(|e| self.wire.malformed(format!("a chunk is not JSON ({e}): {data}"), key))?;
-            assembly.chunk(&chunk, on_text).map_err(|e| self.wire.malformed(e, key))?;
+            return Err(wire.interrupted("the stream ended before [DONE] or a finish reason"));
+        };
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            break;
         }
-        assembly.finish(request).map_err(|e| self.wire.malformed(e, key))
+        if data.is_empty() {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| wire.malformed(format!("a chunk is not JSON ({e}): {data}"), key))?;
+        assembly.chunk(&chunk, on_text).map_err(|e| wire.malformed(e, key))?;
     }
+    assembly.finish(request).map_err(|e| wire.malformed(e, key))
 }
 
-impl Provider for OpenAi {
-    fn name(&self) -> &str {
-        &self.wire.name
-    }
-
-    fn capabilities(&self, model: &str) -> Capabilities {
-        let settings = self.wire.config.model(model);
-        Capabilities { native_tools: settings.native_tools, context_window: settings.context_window }
-    }
-
-    fn chat_stream<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
-        self.stream(request, on_text, cancel).boxed()
+impl Protocol for OpenAi {
+    fn stream<'a>(wire: &'a Wire, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+        stream(wire, request, on_text, cancel).boxed()
     }
 }
 
