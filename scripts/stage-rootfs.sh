@@ -23,6 +23,10 @@ cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
 # ClawFS's in-box embedding model (scripts/models.sh, read by fs-engine).
 mkdir -p "$X/usr/share/clawos/models/all-minilm-l6-v2"
 install -m 0644 "$OUT"/models/all-minilm-l6-v2/{config.json,model.safetensors,tokenizer.json} "$X/usr/share/clawos/models/all-minilm-l6-v2/"
+# The agents' in-box language model (scripts/models.sh, read by clawos-model-server):
+# its one GGUF file.
+mkdir -p "$X/usr/share/clawos/models/smollm2-135m-instruct"
+install -m 0644 "$OUT"/models/smollm2-135m-instruct/*.gguf "$X/usr/share/clawos/models/smollm2-135m-instruct/"
 cp "$OUT/kernel/source" "$X/usr/lib/clawos/kernel-source"
 cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"
 

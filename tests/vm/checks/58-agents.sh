@@ -40,3 +40,9 @@ check "agents: a pause is kept across a restart of agent-loop and refuses turns"
     clawctl agent list | grep -Eq "^kernel-engine +paused" &&
     clawctl chat --agent kernel-engine -m hi 2>&1 | grep -q "paused" &&
     clawctl agent resume kernel-engine | grep -q "\"idle\""'
+
+# A small model drowns in a long prompt (specs/agent/README.md, "System
+# prompt"): the default agent's, with every tool it may call described.
+check "agents: the default agent's system prompt with its tools is at most 1,500 tokens" \
+  vm_ssh 'clawctl agent show default | jq -e ".system_prompt_tokens <= 1500 and (.tools | length) >= 4"'
+log "agent-loop idle RSS: $(vm_ssh 'ps -o rss= -p "$(systemctl show -P MainPID clawos-agent-loop)"' 2>/dev/null | tr -d ' ') KiB; default agent's system prompt: $(vm_ssh 'clawctl agent show default | jq .system_prompt_tokens' 2>/dev/null) tokens"

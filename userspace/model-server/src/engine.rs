@@ -1,0 +1,528 @@
+//! The model itself: loading the GGUF file, its tokenizer, the ChatML
+//! prompt, and generating an answer token by token. Knows nothing of HTTP:
+//! the server hands it a [`Generation`] and a sink for its [`Progress`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::LogitsProcessor;
+use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::{Vocab, BPE};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::{AddedToken, Tokenizer};
+
+/// GGUF token type of control tokens (`<|im_start|>`, `<|endoftext|>`...).
+const TOKEN_TYPE_CONTROL: i32 = 3;
+/// The prompt goes through the model this many tokens at a time: one pass
+/// over a 4,000-token prompt would hold a 9 × 4000 × 4000 attention matrix
+/// (over 500 MB); chunks keep it under 40 MB (smaller ones made the
+/// prompt 15-20% slower here, for 25 MB less at the peak).
+pub const PREFILL_CHUNK: usize = 256;
+/// candle's switch (read by each thread when it first builds a matrix
+/// product) that keeps the weights as f16 instead of multiplying with the
+/// file's 4-bit blocks. See [`keep_weights_in_f16`].
+const F16_SWITCH: &str = "CANDLE_DEQUANTIZE_ALL_F16";
+/// The system prompt the model's own chat template puts first when the
+/// messages have none (`tokenizer.chat_template` of the GGUF file).
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+/// The model could not be loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the model in {dir}: {reason}")]
+pub struct LoadError {
+    dir: PathBuf,
+    reason: String,
+}
+
+/// One message of the conversation, as the ChatML template takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    pub content: String,
+}
+
+/// How to answer: already validated by the API layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// Tokens of answer at most (cut further to what the context leaves).
+    pub max_tokens: usize,
+    /// 0 (or below 1e-7) is greedy.
+    pub temperature: f64,
+    /// Nucleus sampling; None or 1.0 is off.
+    pub top_p: Option<f64>,
+    pub seed: u64,
+    /// The answer ends before the first of these strings (not included).
+    pub stop: Vec<String>,
+    /// Added to the logit of a token id before sampling (-100 bans it).
+    pub logit_bias: HashMap<u32, f32>,
+    /// OpenAI's penalties over the tokens of the answer so far.
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
+}
+
+/// Why an answer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The model ended its turn, or a stop string came.
+    Stop,
+    /// `max_tokens` (or the context window) was reached.
+    Length,
+    /// The sink refused more: the client went away.
+    Cancelled,
+}
+
+impl Finish {
+    /// OpenAI's `finish_reason` (a cancelled answer has no client to see one).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length | Finish::Cancelled => "length",
+        }
+    }
+}
+
+/// What a generation tells its caller as it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress<'a> {
+    /// `done` of the prompt's `total` new tokens are through the model and
+    /// more are coming (a long prompt takes seconds before the first token).
+    Prompt { done: usize, total: usize },
+    /// The next piece of the answer's text.
+    Text(&'a str),
+}
+
+/// What an answer cost and how fast it came.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outcome {
+    pub finish: Finish,
+    pub prompt_tokens: usize,
+    /// Tokens at the start of the prompt whose state the last answer left
+    /// (not run through the model again).
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+    /// From the start of the prompt's forward pass to the first token sampled.
+    pub time_to_first_token: Duration,
+    /// The whole generation, prompt included.
+    pub elapsed: Duration,
+}
+
+/// A generation failed in the middle (a candle error: not expected with a
+/// model that loaded).
+#[derive(Debug, thiserror::Error)]
+#[error("generation failed: {0}")]
+pub struct GenerateError(String);
+
+impl From<candle_core::Error> for GenerateError {
+    fn from(error: candle_core::Error) -> Self {
+        GenerateError(error.to_string())
+    }
+}
+
+/// The loaded model: weights, tokenizer and the token ids that matter.
+pub struct Model {
+    /// Never run itself: a conversation runs a clone (the tensors are
+    /// shared), with its own KV cache; the attention masks a clone caches
+    /// for its prompt lengths go away with it instead of piling up for
+    /// every length ever seen.
+    weights: ModelWeights,
+    /// The last answer's state, for a prompt that continues it.
+    last: std::sync::Mutex<Option<State>>,
+    tokenizer: Tokenizer,
+    im_start: u32,
+    im_end: u32,
+    /// Tokens that end the answer: `<|im_end|>`, the file's EOS, `<|endoftext|>`, `<|im_start|>`.
+    stop_tokens: Vec<u32>,
+    vocab_size: usize,
+    context: usize,
+    device: Device,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Model").field("vocab_size", &self.vocab_size).field("context", &self.context).finish_non_exhaustive()
+    }
+}
+
+/// Has candle expand the file's 4-bit weights to f16 when it loads them,
+/// unless `CANDLE_DEQUANTIZE_ALL_F16` is set already (`0` keeps them
+/// 4-bit, for comparison). Multiplying with the 4-bit blocks directly means
+/// quantizing every activation to 8 bits per 32 values, which this small
+/// model does not survive: greedy answers drift into repetition and
+/// nonsense ("What is the capital of France?" got a list of French words,
+/// never Paris), where f16 weights answer as the f32 model does. It is also
+/// faster here (candle's Q4_1 dot product has no SIMD version), for about
+/// 180 MB more memory (`specs/agent/local-model.md`). Called by
+/// [`Model::load`]; `main` calls it before any thread starts, since it sets
+/// an environment variable.
+pub fn keep_weights_in_f16() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os(F16_SWITCH).is_none() {
+            std::env::set_var(F16_SWITCH, "1");
+        }
+    });
+}
+
+/// The one `.gguf` file of `dir`.
+pub fn gguf_path(dir: &Path) -> Result<PathBuf, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list it: {e}"))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| format!("cannot list it: {e}"))?.path();
+        if path.extension().is_some_and(|ext| ext == "gguf") {
+            found.push(path);
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err("no .gguf file (run `make models`)".into()),
+        _ => Err(format!("{} .gguf files, expected one", found.len())),
+    }
+}
+
+impl Model {
+    /// Loads the single `.gguf` file of `dir`: weights, vocabulary, merges.
+    pub fn load(dir: &Path) -> Result<Self, LoadError> {
+        keep_weights_in_f16();
+        let fail = |reason: String| LoadError { dir: dir.to_owned(), reason };
+        let path = gguf_path(dir).map_err(fail)?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let fail_file = |reason: String| fail(format!("{name}: {reason}"));
+        let mut file = std::io::BufReader::new(std::fs::File::open(&path).map_err(|e| fail_file(e.to_string()))?);
+        let content = gguf_file::Content::read(&mut file).map_err(|e| fail_file(e.to_string()))?;
+        let metadata = &content.metadata;
+        let get = |key: &str| metadata.get(key).ok_or_else(|| fail_file(format!("no {key} in its metadata")));
+        let architecture = get("general.architecture")?.to_string().map_err(|e| fail_file(e.to_string()))?;
+        if architecture != "llama" {
+            return Err(fail_file(format!("architecture {architecture}, not llama")));
+        }
+        let template = get("tokenizer.chat_template")?.to_string().map_err(|e| fail_file(e.to_string()))?;
+        if !template.contains("<|im_start|>") {
+            return Err(fail_file("its chat template is not ChatML".into()));
+        }
+        let (tokenizer, vocab_size) = tokenizer_from_gguf(metadata).map_err(fail_file)?;
+        let id = |token: &str| tokenizer.token_to_id(token).ok_or_else(|| fail_file(format!("no {token} in its vocabulary")));
+        let im_start = id("<|im_start|>")?;
+        let im_end = id("<|im_end|>")?;
+        let mut stop_tokens = vec![im_end, im_start];
+        if let Some(eos) = metadata.get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok()) {
+            stop_tokens.push(eos);
+        }
+        if let Some(end_of_text) = tokenizer.token_to_id("<|endoftext|>") {
+            stop_tokens.push(end_of_text);
+        }
+        stop_tokens.sort_unstable();
+        stop_tokens.dedup();
+        let trained = get("llama.context_length")?.to_u32().map_err(|e| fail_file(e.to_string()))? as usize;
+        let device = Device::Cpu;
+        let weights = ModelWeights::from_gguf(content, &mut file, &device).map_err(|e| fail_file(e.to_string()))?;
+        Ok(Model {
+            weights,
+            last: std::sync::Mutex::new(None),
+            tokenizer,
+            im_start,
+            im_end,
+            stop_tokens,
+            vocab_size,
+            // candle precomputes RoPE for MAX_SEQ_LEN positions only.
+            context: trained.min(MAX_SEQ_LEN),
+            device,
+        })
+    }
+
+    /// Tokens of the vocabulary (valid `logit_bias` keys are below).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// The context window: prompt and answer together.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    /// The tokenizer built from the file (for tests and the benchmark).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The ChatML prompt of `messages` as the model's template renders it,
+    /// with the assistant's turn opened. The control tokens are put in by
+    /// id and message text is tokenized with special tokens off, so text
+    /// that spells `<|im_end|>` cannot end a turn or fake a role.
+    pub fn prompt(&self, messages: &[Message]) -> Result<Vec<u32>, String> {
+        let encode = |text: &str| -> Result<Vec<u32>, String> {
+            Ok(self.tokenizer.encode_fast(text, false).map_err(|e| format!("tokenizing: {e}"))?.get_ids().to_vec())
+        };
+        let newline = encode("\n")?;
+        let mut ids = Vec::new();
+        let mut turn = |role: &str, content: &str| -> Result<(), String> {
+            ids.push(self.im_start);
+            ids.extend(encode(&format!("{role}\n{content}"))?);
+            ids.push(self.im_end);
+            ids.extend(&newline);
+            Ok(())
+        };
+        if messages.first().is_none_or(|m| m.role != "system") {
+            turn("system", DEFAULT_SYSTEM_PROMPT)?;
+        }
+        for message in messages {
+            turn(&message.role, &message.content)?;
+        }
+        ids.push(self.im_start);
+        ids.extend(encode("assistant\n")?);
+        Ok(ids)
+    }
+
+    /// Answers the prompt: each piece of text goes to `sink` as soon as it
+    /// is final, and so does the progress through a long prompt; when
+    /// `sink` answers false (its client went away) the generation stops at
+    /// once with [`Finish::Cancelled`].
+    ///
+    /// The state of the last answer (its KV cache and the tokens in it) is
+    /// kept: a prompt that continues it (the same conversation with the
+    /// answer and a new message appended, as a chat or an agent's next step
+    /// sends) runs only its new tokens through the model, instead of the
+    /// whole conversation again (1,000 tokens take seconds here).
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        params: &Generation,
+        sink: &mut dyn FnMut(Progress<'_>) -> bool,
+    ) -> Result<Outcome, GenerateError> {
+        let started = Instant::now();
+        if prompt.is_empty() || prompt.len() >= self.context {
+            return Err(GenerateError(format!("a prompt of {} tokens", prompt.len())));
+        }
+        let last = self.last.lock().ok().and_then(|mut last| last.take());
+        let mut state = match last {
+            Some(state) if state.fed.len() < prompt.len() && prompt.starts_with(&state.fed) => state,
+            other => {
+                // Another conversation's cache goes before this one grows.
+                drop(other);
+                // A clone of the weights shares their tensors: an empty cache.
+                State { weights: self.weights.clone(), fed: Vec::new() }
+            }
+        };
+        let outcome = self.run(&mut state, prompt, params, sink, started)?;
+        // Kept only when it is whole: a failed step may have left half a
+        // token in the cache.
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some(state);
+        }
+        Ok(outcome)
+    }
+
+    fn run(
+        &self,
+        state: &mut State,
+        prompt: &[u32],
+        params: &Generation,
+        sink: &mut dyn FnMut(Progress<'_>) -> bool,
+        started: Instant,
+    ) -> Result<Outcome, GenerateError> {
+        let cached_tokens = state.fed.len();
+        let max_tokens = params.max_tokens.min(self.context - prompt.len());
+        let mut sampler = LogitsProcessor::new(params.seed, Some(params.temperature), params.top_p.filter(|p| *p < 1.0));
+        let mut text = TextStream::new(&params.stop);
+        let mut answer: Vec<u32> = Vec::new();
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        let outcome = |finish, answer: &[u32], ttft: Option<Duration>| Outcome {
+            finish,
+            prompt_tokens: prompt.len(),
+            cached_tokens,
+            completion_tokens: answer.len(),
+            time_to_first_token: ttft.unwrap_or_else(|| started.elapsed()),
+            elapsed: started.elapsed(),
+        };
+        let total = prompt.len() - cached_tokens;
+        let mut logits = None;
+        for chunk in prompt[cached_tokens..].chunks(PREFILL_CHUNK) {
+            let input = Tensor::new(chunk, &self.device)?.unsqueeze(0)?;
+            logits = Some(state.weights.forward(&input, state.fed.len())?);
+            state.fed.extend_from_slice(chunk);
+            let done = state.fed.len() - cached_tokens;
+            if done < total && !sink(Progress::Prompt { done, total }) {
+                return Ok(outcome(Finish::Cancelled, &answer, None));
+            }
+        }
+        let mut logits = logits.expect("at least one new prompt token").squeeze(0)?;
+        let mut time_to_first_token = None;
+        loop {
+            if !params.logit_bias.is_empty() || params.frequency_penalty != 0.0 || params.presence_penalty != 0.0 {
+                let mut values = logits.to_vec1::<f32>()?;
+                for (&token, &bias) in &params.logit_bias {
+                    if let Some(value) = values.get_mut(token as usize) {
+                        *value += bias;
+                    }
+                }
+                for (&token, &count) in &counts {
+                    if let Some(value) = values.get_mut(token as usize) {
+                        *value -= params.presence_penalty + params.frequency_penalty * count as f32;
+                    }
+                }
+                logits = Tensor::from_vec(values, logits.shape(), &self.device)?;
+            }
+            let token = sampler.sample(&logits)?;
+            time_to_first_token.get_or_insert_with(|| started.elapsed());
+            let end = if self.stop_tokens.contains(&token) {
+                Some(Finish::Stop)
+            } else {
+                answer.push(token);
+                *counts.entry(token).or_default() += 1;
+                match text.push(&self.tokenizer, &answer)? {
+                    Piece::Text(piece) => {
+                        if !piece.is_empty() && !sink(Progress::Text(&piece)) {
+                            return Ok(outcome(Finish::Cancelled, &answer, time_to_first_token));
+                        }
+                        (answer.len() >= max_tokens).then_some(Finish::Length)
+                    }
+                    Piece::Stop(piece) => {
+                        if !piece.is_empty() && !sink(Progress::Text(&piece)) {
+                            return Ok(outcome(Finish::Cancelled, &answer, time_to_first_token));
+                        }
+                        return Ok(outcome(Finish::Stop, &answer, time_to_first_token));
+                    }
+                }
+            };
+            if let Some(finish) = end {
+                // What was held back (an unfinished character, the start of
+                // a stop string that did not come).
+                let rest = text.finish(&self.tokenizer, &answer)?;
+                if !rest.is_empty() && !sink(Progress::Text(&rest)) {
+                    return Ok(outcome(Finish::Cancelled, &answer, time_to_first_token));
+                }
+                return Ok(outcome(finish, &answer, time_to_first_token));
+            }
+            let input = Tensor::new(&[token], &self.device)?.unsqueeze(0)?;
+            logits = state.weights.forward(&input, state.fed.len())?.squeeze(0)?;
+            state.fed.push(token);
+        }
+    }
+}
+
+/// A conversation's state in the model: the KV cache of `weights` holds
+/// exactly the tokens of `fed`, at positions 0..fed.len().
+struct State {
+    weights: ModelWeights,
+    fed: Vec<u32>,
+}
+
+/// The tokenizer described by the GGUF metadata: GPT-2 style byte-level
+/// BPE over `tokenizer.ggml.tokens` and `tokenizer.ggml.merges`, with the
+/// pre-tokenizer llama.cpp uses for `tokenizer.ggml.pre = smollm` (every
+/// digit alone, then the GPT-2 split), as SmolLM2's own tokenizer.json has
+/// it. Control tokens (type 3) are special: skipped when decoding, and
+/// never matched in text (message text is data, not markup). Also answers
+/// the vocabulary's size.
+fn tokenizer_from_gguf(metadata: &HashMap<String, gguf_file::Value>) -> Result<(Tokenizer, usize), String> {
+    let get = |key: &str| metadata.get(key).ok_or_else(|| format!("no {key} in its metadata"));
+    let model = get("tokenizer.ggml.model")?.to_string().map_err(|e| e.to_string())?;
+    if model != "gpt2" {
+        return Err(format!("tokenizer.ggml.model is {model}, not gpt2 (byte-level BPE)"));
+    }
+    let strings = |key: &str| -> Result<Vec<String>, String> {
+        get(key)?
+            .to_vec()
+            .map_err(|e| format!("{key}: {e}"))?
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|e| format!("{key}: {e}")))
+            .collect()
+    };
+    let tokens = strings("tokenizer.ggml.tokens")?;
+    let merges = strings("tokenizer.ggml.merges")?
+        .into_iter()
+        .map(|merge| merge.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())).ok_or_else(|| format!("merge {merge:?} is not two tokens")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let types = match metadata.get("tokenizer.ggml.token_type") {
+        Some(value) => value.to_vec().map_err(|e| e.to_string())?.iter().map(|v| v.to_i32().unwrap_or(1)).collect(),
+        None => vec![1; tokens.len()],
+    };
+    let vocab: Vocab = tokens.iter().enumerate().map(|(id, token)| (token.clone(), id as u32)).collect();
+    if vocab.len() != tokens.len() {
+        return Err("tokenizer.ggml.tokens repeats a token".into());
+    }
+    let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| format!("BPE: {e}"))?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+        PreTokenizerWrapper::Digits(Digits::new(true)),
+        PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true)),
+    ]))));
+    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+    let special: Vec<AddedToken> = tokens
+        .iter()
+        .zip(&types)
+        .filter(|(_, kind)| **kind == TOKEN_TYPE_CONTROL)
+        .map(|(token, _)| AddedToken::from(token.clone(), true))
+        .collect();
+    tokenizer.add_special_tokens(special).map_err(|e| format!("special tokens: {e}"))?;
+    // Special tokens in text are encoded as the text they spell.
+    tokenizer.set_encode_special_tokens(true);
+    Ok((tokenizer, tokens.len()))
+}
+
+/// The answer's text as it may be shown: decoded from all tokens so far
+/// (byte-level BPE splits characters across tokens, so a token alone is
+/// not text), less an incomplete character at the end and anything that
+/// may be the start of a stop string.
+struct TextStream<'a> {
+    stop: &'a [String],
+    /// Bytes of the decoded answer already given out.
+    shown: usize,
+}
+
+enum Piece {
+    /// More text; the answer goes on.
+    Text(String),
+    /// The text before a stop string: the answer ends.
+    Stop(String),
+}
+
+impl<'a> TextStream<'a> {
+    fn new(stop: &'a [String]) -> Self {
+        TextStream { stop, shown: 0 }
+    }
+
+    fn decode(tokenizer: &Tokenizer, answer: &[u32]) -> Result<String, GenerateError> {
+        tokenizer.decode(answer, true).map_err(|e| GenerateError(format!("decoding: {e}")))
+    }
+
+    fn push(&mut self, tokenizer: &Tokenizer, answer: &[u32]) -> Result<Piece, GenerateError> {
+        let text = Self::decode(tokenizer, answer)?;
+        if let Some(at) = self.stop.iter().filter_map(|stop| text.find(stop.as_str())).min() {
+            let piece = text.get(self.shown..at).unwrap_or_default().to_owned();
+            self.shown = text.len();
+            return Ok(Piece::Stop(piece));
+        }
+        // An incomplete UTF-8 sequence at the end decodes as U+FFFD until
+        // the tokens that complete it come.
+        let mut end = text.trim_end_matches('\u{FFFD}').len();
+        // Hold back the longest end that a stop string starts with.
+        let kept = end;
+        for stop in self.stop {
+            let prefixes: Vec<usize> = stop.char_indices().skip(1).map(|(cut, _)| cut).collect();
+            if let Some(cut) = prefixes.into_iter().rev().find(|&cut| text[..kept].ends_with(&stop[..cut])) {
+                end = end.min(kept - cut);
+            }
+        }
+        let end = end.max(self.shown);
+        let piece = text.get(self.shown..end).unwrap_or_default().to_owned();
+        self.shown = end;
+        Ok(Piece::Text(piece))
+    }
+
+    /// Whatever was held back, when the answer ends for another reason.
+    fn finish(&mut self, tokenizer: &Tokenizer, answer: &[u32]) -> Result<String, GenerateError> {
+        let text = Self::decode(tokenizer, answer)?;
+        let piece = text.get(self.shown..).unwrap_or_default().to_owned();
+        self.shown = text.len();
+        Ok(piece)
+    }
+}

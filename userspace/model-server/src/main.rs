@@ -1,0 +1,147 @@
+//! `clawos-model-server`: the in-box language model, so a fresh box chats
+//! with no network and no key.
+//!
+//! A box's agents think with a language model (`specs/agent/README.md`). The
+//! remote ones need an account, a key in the vault and the network; a box
+//! just flashed has none of these, so it carries one model of its own:
+//! SmolLM2-135M-Instruct, 94 MB quantized, run on the CPU with candle. It
+//! chats; it does not plan or call tools reliably (`native_tools = false`),
+//! which is what remote models are configured for.
+//!
+//! It is a process and a unit of its own rather than a library inside
+//! agent-loop because the model is the part of the box that eats memory
+//! and CPU and parses whatever text reaches it: its own user, its own
+//! memory limit, no network at all, a low CPU weight, and a crash that
+//! takes nothing else with it. It speaks OpenAI's Chat Completions (the
+//! subset in `specs/agent/local-model.md`) over HTTP on a Unix socket, so
+//! agent-loop reaches it with the same provider code as any
+//! OpenAI-compatible server, and an operator with `curl --unix-socket`.
+//! It is no IPC component: it has no IPC identity, ACL or heartbeat, and
+//! does not use clawos-runtime.
+//!
+//! Owns: loading the model (at the first request, not at start, so boot
+//! time does not pay for it), the tokenizer and ChatML prompt, sampling,
+//! streaming, one answer at a time with a bounded queue, cancelling an
+//! answer whose client went away, and the socket's mode (0660: the unit
+//! gives it the group clawos-model-clients, agent-loop's).
+//!
+//! Must not own: which model an agent uses, retries and fallbacks, tool
+//! calls parsed from text, tokens counted against an agent's limits (all
+//! agent-loop's); any file besides the model, which it only reads.
+//!
+//! A crash costs the answer in progress: its stream ends without `[DONE]`,
+//! which agent-loop reports as an interrupted answer; systemd restarts the
+//! server within a second (Restart=on-failure) and the next request loads
+//! the model again (about a second). Nothing is stored, so nothing is lost.
+
+use std::io::IsTerminal;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use model_server::server::Server;
+use model_server::{DEFAULT_SOCKET, IMAGE_MODEL_DIR};
+use tracing::{error, info};
+use tracing_subscriber::EnvFilter;
+
+const USAGE: &str = "usage: clawos-model-server [--socket PATH] [--model-dir DIR]
+
+Serves the in-box language model as OpenAI-compatible Chat Completions on a
+Unix socket (specs/agent/local-model.md).
+
+  --socket PATH     where to listen (default /run/clawos-model/api.sock)
+  --model-dir DIR   the directory holding the model's one .gguf file
+                    (default /usr/share/clawos/models/smollm2-135m-instruct)";
+
+/// The socket's mode: its owner and group (the unit's Group=) may connect.
+const SOCKET_MODE: u32 = 0o660;
+
+struct Options {
+    socket: PathBuf,
+    model_dir: PathBuf,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options { socket: DEFAULT_SOCKET.into(), model_dir: IMAGE_MODEL_DIR.into() };
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().map(PathBuf::from).ok_or_else(|| format!("{name} needs a value"));
+        match arg.to_str() {
+            Some("--socket") => options.socket = value("--socket")?,
+            Some("--model-dir") => options.model_dir = value("--model-dir")?,
+            Some("-h" | "--help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            Some("--version") => {
+                println!("clawos-model-server {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
+        }
+    }
+    Ok(options)
+}
+
+/// tracing to stderr; under systemd that is the journal, which stamps the
+/// time itself.
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Binds the socket: a socket left by a previous run is replaced, any
+/// other file in the way is an error.
+fn bind(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        if !metadata.file_type().is_socket() {
+            return Err(format!("{} exists and is not a socket", path.display()));
+        }
+        std::fs::remove_file(path).map_err(|e| format!("removing the old socket {}: {e}", path.display()))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(|e| format!("binding {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE)).map_err(|e| format!("chmod {}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+fn main() -> ExitCode {
+    let options = match options() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("clawos-model-server: {message}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging();
+    // Sets an environment variable: before any other thread exists.
+    model_server::engine::keep_weights_in_f16();
+    // One thread serves HTTP; the model runs on tokio's blocking threads
+    // (and candle's own for the matrix products).
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(failure) => {
+            error!(%failure, "starting the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let listener = match bind(&options.socket) {
+            Ok(listener) => listener,
+            Err(failure) => {
+                error!(%failure, "cannot listen");
+                return ExitCode::FAILURE;
+            }
+        };
+        info!(socket = %options.socket.display(), model_dir = %options.model_dir.display(), "serving; the model loads at the first request");
+        // Not under systemd (no NOTIFY_SOCKET): nothing to tell.
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        Server::new(options.model_dir).serve(listener).await;
+        ExitCode::SUCCESS
+    })
+}
