@@ -53,7 +53,12 @@ fn main() {
     let before = memory_mib("VmRSS");
     let started = Instant::now();
     let model = Model::load(&dir).unwrap_or_else(|e| panic!("{e}"));
-    println!("load: {:.2} s; RSS {before:.0} MiB before, {:.0} MiB after", started.elapsed().as_secs_f64(), memory_mib("VmRSS"));
+    println!(
+        "load: {:.2} s; RSS {before:.0} MiB before, {:.0} MiB after; weights {}",
+        started.elapsed().as_secs_f64(),
+        memory_mib("VmRSS"),
+        model.weights().name()
+    );
 
     // The stop tokens, banned so every round decodes exactly `tokens`.
     let banned: HashMap<u32, f32> = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

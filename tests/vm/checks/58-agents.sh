@@ -13,8 +13,8 @@ check "agents: clawctl agent create makes the agents' directories (kernel-engine
       test -s $d/workspace.db && test -s $d/identity.json && test -d $d/logs || exit 1
       # fs-engine made it; the group lets agent-loop and wasm-daemon in; the config is read-only to all but fs-engine.
       test "$(stat -c "%U:%G %a" $d)" = "clawos-fs-engine:clawos-agents 770" || { stat -c "%n %U:%G %a" $d; exit 1; }
-      test "$(stat -c "%U:%G %a" $d/config.toml $d/workspace.db)" = "clawos-fs-engine:clawos-agents 640
-clawos-fs-engine:clawos-agents 660" || { stat -c "%n %U:%G %a" $d/config.toml $d/workspace.db; exit 1; }
+      test "$(stat -c "%U %a" $d/config.toml $d/workspace.db)" = "clawos-fs-engine 640
+clawos-fs-engine 660" || { stat -c "%n %U:%G %a" $d/config.toml $d/workspace.db; exit 1; }
     done
     grep -q "agent=wasm-agent operation=agent_create path=/clawfs/agents/wasm-agent caller=agent-loop$" /var/log/clawos/clawfs-audit.log'
 
@@ -27,7 +27,7 @@ check "agents: a config with an unknown key is refused at create, naming the key
 
 check "agents: a typo written into config.toml over SSH stops that agent with the key named; the others run" \
   vm_ssh 'clawctl agent create typo >/dev/null &&
-    # Edited in place (the file keeps its owner, group and mode), as an operator's editor would.
+    # Edited in place: the file keeps its owner, group and mode.
     sed "s/^provider = \"local\"/provder = \"local\"/" /clawfs/agents/typo/config.toml > /run/typo.toml && cat /run/typo.toml > /clawfs/agents/typo/config.toml
     clawctl agent list | grep -E "^typo +stopped +.*provder" &&
     clawctl chat --agent typo -m hi 2>&1 | grep -q "stopped" &&

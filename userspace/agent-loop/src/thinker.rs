@@ -53,7 +53,7 @@ impl KeySource for VaultKeys {
 pub fn local_provider() -> ProviderConfig {
     let text = format!(
         "kind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"{LOCAL_MODEL_SOCKET}\"\n\
-         [models.\"{LOCAL_MODEL}\"]\nnative_tools = false\ncontext_window = 8192\n"
+         [models.\"{LOCAL_MODEL}\"]\nnative_tools = false\ncontext_window = 4096\n"
     );
     toml::from_str(&text).expect("the built-in local provider parses")
 }

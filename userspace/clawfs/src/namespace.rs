@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use fsutil::now_rfc3339;
@@ -60,10 +60,13 @@ pub const AGENT_DIR_GROUP: &str = "clawos-agents";
 /// Mode of agent directories (specs/clawfs/README.md, "Namespace"). ClawOS
 /// agents are not Unix users, so the directory belongs to fs-engine and the
 /// group lets the wasm-daemon append the tool-call audit trail to
-/// `workspace.db`, agent-loop keep its sessions there and read its
-/// `config.toml`. systemd-tmpfiles sets the setgid bit on the ones it makes
-/// (`default`); fs-engine runs with `RestrictSUIDSGID=` and cannot, so it
-/// gives what it makes the group itself ([`give_agents_group`]).
+/// `workspace.db` and agent-loop keep its sessions there. systemd-tmpfiles
+/// sets the setgid bit on the one it makes (`default`), so files made
+/// inside keep the group. A directory fs-engine makes inherits the group
+/// from `agents/`, but the chmod that widens it past the unit's umask
+/// clears the bit, and fs-engine may neither set it again
+/// (`RestrictSUIDSGID=`) nor chgrp (`~@privileged` holds `@chown`): files
+/// made inside get fs-engine's primary group, `clawos`.
 pub const AGENT_DIR_MODE: u32 = 0o770;
 /// Mode of an agent's `workspace.db` (SQLite gives its -wal/-shm the same).
 pub const AGENT_DB_MODE: u32 = 0o660;
@@ -125,24 +128,12 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
     write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), report)?;
     let identity = initial_identity(agent);
     write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), report)?;
-    for entry in ["", "logs", "cache", DATABASE_FILE, "state.json", "identity.json"] {
-        match owners {
-            Owners::Apply => chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?,
-            Owners::Keep => give_agents_group(root, &dir.join(entry))?,
+    if owners == Owners::Apply {
+        for entry in ["", "logs", "cache", DATABASE_FILE, "state.json", "identity.json"] {
+            chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
         }
     }
     Ok(())
-}
-
-/// Gives `path` the group of `agents/` (on the appliance `clawos-agents`,
-/// which fs-engine is a member of, so no privilege is needed). What the
-/// setgid bit of `agents/` would do, had fs-engine kept it: the chmod that
-/// widens a new directory past the unit's umask clears the bit, and
-/// `RestrictSUIDSGID=` forbids setting it again.
-pub fn give_agents_group(root: &Path, path: &Path) -> Result<()> {
-    let agents = root.join("agents");
-    let gid = fs::metadata(&agents).map_err(io("stat", &agents))?.gid();
-    std::os::unix::fs::chown(path, None, Some(gid)).map_err(io("chgrp", path))
 }
 
 /// Removes agent `agent`'s directory and everything in it.
@@ -261,6 +252,7 @@ pub fn agent_dir(root: &Path, agent: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn creates_the_spec_tree_with_modes_and_is_idempotent() {

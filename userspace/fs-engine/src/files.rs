@@ -135,8 +135,7 @@ impl FileService {
             return Err(MethodError::new(ErrorCode::Eperm, format!("agent `{}` already exists", p.agent)));
         }
         self.record(&Entry { agent: &p.agent, operation: "agent_create", path: &display, bytes: None, denied: None, caller: caller.as_str() })?;
-        // agents/ is fs-engine's (systemd-tmpfiles); what is made in it gets
-        // its group, clawos-agents.
+        // Owners were set on agents/ by systemd-tmpfiles (setgid group).
         namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default()).map_err(crate::method_error)?;
         let config = self.root.join("agents").join(&p.agent).join(files::AGENT_CONFIG_FILE);
         // write_atomic's mode is narrowed by the unit's UMask=0077; the
@@ -144,7 +143,6 @@ impl FileService {
         fsutil::write_atomic(&config, p.config.as_bytes(), 0o640)
             .and_then(|()| std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o640)))
             .map_err(|e| MethodError::new(ErrorCode::Eio, format!("writing {}: {e}", config.display())))?;
-        namespace::give_agents_group(&self.root, &config).map_err(crate::method_error)?;
         Ok(AgentDirCreated { path: display })
     }
 

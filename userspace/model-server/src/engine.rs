@@ -27,7 +27,7 @@ const TOKEN_TYPE_CONTROL: i32 = 3;
 pub const PREFILL_CHUNK: usize = 256;
 /// candle's switch (read by each thread when it first builds a matrix
 /// product) that keeps the weights as f16 instead of multiplying with the
-/// file's 4-bit blocks. See [`keep_weights_in_f16`].
+/// file's 4-bit blocks. See [`choose_weights`].
 const F16_SWITCH: &str = "CANDLE_DEQUANTIZE_ALL_F16";
 /// The system prompt the model's own chat template puts first when the
 /// messages have none (`tokenizer.chat_template` of the GGUF file).
@@ -133,6 +133,7 @@ pub struct Model {
     /// for its prompt lengths go away with it instead of piling up for
     /// every length ever seen.
     weights: ModelWeights,
+    weights_kept: Weights,
     /// The last answer's state, for a prompt that continues it.
     last: std::sync::Mutex<Option<State>>,
     tokenizer: Tokenizer,
@@ -151,24 +152,64 @@ impl std::fmt::Debug for Model {
     }
 }
 
-/// Has candle expand the file's 4-bit weights to f16 when it loads them,
-/// unless `CANDLE_DEQUANTIZE_ALL_F16` is set already (`0` keeps them
-/// 4-bit, for comparison). Multiplying with the 4-bit blocks directly means
-/// quantizing every activation to 8 bits per 32 values, which this small
-/// model does not survive: greedy answers drift into repetition and
-/// nonsense ("What is the capital of France?" got a list of French words,
-/// never Paris), where f16 weights answer as the f32 model does. It is also
-/// faster here (candle's Q4_1 dot product has no SIMD version), for about
-/// 180 MB more memory (`specs/agent/local-model.md`). Called by
-/// [`Model::load`]; `main` calls it before any thread starts, since it sets
-/// an environment variable.
-pub fn keep_weights_in_f16() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os(F16_SWITCH).is_none() {
-            std::env::set_var(F16_SWITCH, "1");
+/// How the weights are kept in memory, chosen once per process by
+/// [`choose_weights`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Expanded to f16 at load: answers as good as the f32 model's.
+    F16,
+    /// The file's own 4-bit blocks.
+    Quantized,
+}
+
+impl Weights {
+    /// For logs and `/health`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Weights::F16 => "f16",
+            Weights::Quantized => "q4_1",
         }
-    });
+    }
+}
+
+/// Chooses how candle keeps the weights, before anything is loaded.
+///
+/// Multiplying with the file's 4-bit blocks means quantizing every
+/// activation to 8 bits per 32 values, which this small model does not
+/// survive: greedy answers drift into repetition and nonsense ("What is the
+/// capital of France?" got a list of French words, never Paris), where f16
+/// weights answer as the f32 model does, and on a CPU with F16C and AVX2
+/// (every x86-64 since 2013) also sooner (candle's Q4_1 dot product has no
+/// SIMD version), for about 180 MB more memory. Without them (QEMU's
+/// default `qemu64` CPU under emulation) f16 arithmetic is done in software
+/// and the 4-bit blocks answer eight times sooner, so they are kept
+/// (`specs/agent/local-model.md`). `CANDLE_DEQUANTIZE_ALL_F16`, candle's
+/// switch, decides when it is set (`1` f16, `0` 4-bit).
+///
+/// candle reads that variable when a thread first builds a matrix product,
+/// so this sets it: [`Model::load`] calls it, and `main` before any thread
+/// starts.
+pub fn choose_weights() -> Weights {
+    static CHOSEN: std::sync::OnceLock<Weights> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| match std::env::var(F16_SWITCH) {
+        Ok(value) if !value.is_empty() && value != "0" => Weights::F16,
+        Ok(_) => Weights::Quantized,
+        Err(_) if fast_f16() => {
+            std::env::set_var(F16_SWITCH, "1");
+            Weights::F16
+        }
+        Err(_) => Weights::Quantized,
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fast_f16() -> bool {
+    std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx2")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn fast_f16() -> bool {
+    true
 }
 
 /// The one `.gguf` file of `dir`.
@@ -191,7 +232,7 @@ pub fn gguf_path(dir: &Path) -> Result<PathBuf, String> {
 impl Model {
     /// Loads the single `.gguf` file of `dir`: weights, vocabulary, merges.
     pub fn load(dir: &Path) -> Result<Self, LoadError> {
-        keep_weights_in_f16();
+        let weights_kept = choose_weights();
         let fail = |reason: String| LoadError { dir: dir.to_owned(), reason };
         let path = gguf_path(dir).map_err(fail)?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -226,6 +267,7 @@ impl Model {
         let weights = ModelWeights::from_gguf(content, &mut file, &device).map_err(|e| fail_file(e.to_string()))?;
         Ok(Model {
             weights,
+            weights_kept,
             last: std::sync::Mutex::new(None),
             tokenizer,
             im_start,
@@ -241,6 +283,11 @@ impl Model {
     /// Tokens of the vocabulary (valid `logit_bias` keys are below).
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
+    }
+
+    /// How the weights are kept.
+    pub fn weights(&self) -> Weights {
+        self.weights_kept
     }
 
     /// The context window: prompt and answer together.

@@ -120,7 +120,7 @@ fn main() -> ExitCode {
     };
     init_logging();
     // Sets an environment variable: before any other thread exists.
-    model_server::engine::keep_weights_in_f16();
+    let weights = model_server::engine::choose_weights();
     // One thread serves HTTP; the model runs on tokio's blocking threads
     // (and candle's own for the matrix products).
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -138,7 +138,12 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        info!(socket = %options.socket.display(), model_dir = %options.model_dir.display(), "serving; the model loads at the first request");
+        info!(
+            socket = %options.socket.display(),
+            model_dir = %options.model_dir.display(),
+            weights = weights.name(),
+            "serving; the model loads at the first request"
+        );
         // Not under systemd (no NOTIFY_SOCKET): nothing to tell.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         Server::new(options.model_dir).serve(listener).await;

@@ -134,6 +134,7 @@ impl Server {
             "status": "ok",
             "model": MODEL_ID,
             "model_state": state,
+            "weights": crate::engine::choose_weights().name(),
             "load_error": load_error,
             "busy": self.busy.load(Ordering::Relaxed),
             "queued": self.queued.load(Ordering::Relaxed),
@@ -157,7 +158,7 @@ impl Server {
         let failure = |message: String| ApiError { status: 503, kind: "server_error", code: Some("model_unavailable"), param: None, message };
         match loaded {
             Ok(Ok(model)) => {
-                info!(seconds = started.elapsed().as_secs_f64(), context = model.context(), "model loaded");
+                info!(seconds = started.elapsed().as_secs_f64(), context = model.context(), weights = model.weights().name(), "model loaded");
                 let model = Arc::new(model);
                 **slot = Some(model.clone());
                 self.loaded.store(true, Ordering::Relaxed);
