@@ -12,7 +12,10 @@
 check "agent turns: the in-box model answers a chat, within the agent's max_tokens, with no network" vm_ssh '
   set -e
   test "$(systemctl show -P PrivateNetwork clawos-model)" = yes && test "$(systemctl show -P User clawos-model)" = clawos-model
-  printf "[model]\nmax_tokens = 12\n" > /run/clawos-test-local.toml
+  # No tools: a model without native tool calling gets them described in
+  # its prompt, and the emulated CPU (QEMU TCG, no AVX2) reads a long
+  # prompt slowly; the idle timeout and wall time allow for it.
+  printf "[model]\nmax_tokens = 12\n[limits]\nmax_seconds = 600\n[tools]\nallow = []\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"/run/clawos-model/api.sock\"\nidle_timeout_ms = 300000\n[providers.local.models.smollm2-135m-instruct]\nnative_tools = false\ncontext_window = 4096\n" > /run/clawos-test-local.toml
   clawctl agent create vm-local --config /run/clawos-test-local.toml >/dev/null
   start=$(date +%s%N)
   out=$(clawctl chat --agent vm-local -m "Say hello in five words." --json) || { echo "$out"; exit 1; }
