@@ -50,9 +50,12 @@ impl KeySource for VaultKeys {
 
 /// The built-in `local` provider: the in-box model's server on its Unix
 /// socket (`specs/agent/local-model.md`), which calls no tools natively.
+/// Its idle timeout is long: on a slow CPU the server reads a long prompt
+/// for minutes before the first token, and its progress comments are not
+/// events the stream's timer sees.
 pub fn local_provider() -> ProviderConfig {
     let text = format!(
-        "kind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"{LOCAL_MODEL_SOCKET}\"\n\
+        "kind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"{LOCAL_MODEL_SOCKET}\"\nidle_timeout_ms = 300000\n\
          [models.\"{LOCAL_MODEL}\"]\nnative_tools = false\ncontext_window = 4096\n"
     );
     toml::from_str(&text).expect("the built-in local provider parses")
@@ -138,5 +141,16 @@ impl Thinker for Chain {
 
     fn model(&self) -> &str {
         &self.model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_local_provider_parses() {
+        let local = local_provider();
+        assert_eq!((local.model(LOCAL_MODEL).native_tools, local.model(LOCAL_MODEL).context_window, local.idle_timeout_ms), (false, 4096, 300_000));
     }
 }
