@@ -29,7 +29,7 @@ use clawos_api::agent_loop::{
 };
 use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef};
 use clawos_api::{Call, Done, NoParams};
-use clawos_ipc::client::{ClientOptions, IpcClient};
+use clawos_ipc::client::IpcClient;
 use clawos_ipc::server::{Connection, MethodError};
 use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
@@ -186,10 +186,7 @@ impl Daemon {
     }
 
     async fn connect(&self, peer: ComponentId) -> Result<IpcClient, MethodError> {
-        let (client, _events) = IpcClient::connect(peer, ClientOptions::new(ComponentId::AgentLoop.into()))
-            .await
-            .map_err(|e| error(ErrorCode::Eio, format!("connecting to {peer}: {e}")))?;
-        Ok(client)
+        tools::connect(peer).await.map_err(|e| error(ErrorCode::Eio, e))
     }
 }
 
@@ -322,6 +319,7 @@ impl agent_loop::Service for Daemon {
             Some(session) => return Err(error(ErrorCode::Enoent, format!("agent `{}` has no session `{session}`", p.agent))),
             None => new_id("s-"),
         };
+        let db = self.agent_dir(&p.agent)?.join(clawfs::DATABASE_FILE);
         let turn_id = new_id("t-");
         let cancel = CancellationToken::new();
         {
@@ -348,7 +346,6 @@ impl agent_loop::Service for Daemon {
         let started = TurnStarted { agent: p.agent.clone(), session_id: session_id.clone(), turn_id: turn_id.clone() };
         let reporter = ConnectionReporter { agent: p.agent.clone(), turn_id: turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
         let (turns, kept, keys) = (self.turns.clone(), self.config.kept_turns, self.keys.clone());
-        let db = self.agent_dir(&p.agent)?.join(clawfs::DATABASE_FILE);
         tokio::spawn(async move {
             let setup = TurnSetup { agent: &p.agent, agent_db: &db, config: &config, route, keys, store: &store, session_id: &session_id, turn_id: &turn_id };
             let outcome = run_turn(setup, cancel, &reporter, &p.message).await;
@@ -425,12 +422,9 @@ struct TurnSetup<'a> {
 /// turn that cannot start (a peer down, a provider misconfigured) ends as
 /// failed with the reason, stored like any other outcome.
 async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &ConnectionReporter, message: &str) -> TurnOutcome {
-    let connect = |peer: ComponentId| async move {
-        IpcClient::connect(peer, ClientOptions::new(ComponentId::AgentLoop.into())).await.map(|(client, _events)| client).map_err(|e| format!("connecting to {peer}: {e}"))
-    };
     let prepared = async {
         let thinker = thinker::build(setup.config, &setup.route, setup.keys.clone())?;
-        let peers = Peers { fs_engine: connect(ComponentId::FsEngine).await?, wasm_daemon: connect(ComponentId::WasmDaemon).await? };
+        let peers = Peers { fs_engine: tools::connect(ComponentId::FsEngine).await?, wasm_daemon: tools::connect(ComponentId::WasmDaemon).await? };
         let mut all = tools::built_in();
         match tools::wasm_tools(&peers.wasm_daemon).await {
             Ok(found) => all.extend(found),

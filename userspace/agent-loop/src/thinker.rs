@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use clawos_api::security_agent::{self, SecretGet};
-use clawos_ipc::client::{ClientOptions, IpcClient};
 use clawos_ipc::ComponentId;
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
@@ -32,9 +31,7 @@ impl KeySource for VaultKeys {
     fn key(&self, secret_id: &str) -> BoxFuture<'_, Result<Zeroizing<String>, String>> {
         let secret_id = secret_id.to_owned();
         async move {
-            let (client, _events) = IpcClient::connect(ComponentId::SecurityAgent, ClientOptions::new(ComponentId::AgentLoop.into()))
-                .await
-                .map_err(|e| format!("connecting to security-agent: {e}"))?;
+            let client = crate::tools::connect(ComponentId::SecurityAgent).await?;
             let answer = security_agent::Client::new(&client).secret_get(&SecretGet { secret_id: secret_id.clone(), version: None }).await;
             client.goodbye().await;
             let answer = answer.map_err(|e| format!("vault secret {secret_id}: {e}"))?;

@@ -99,6 +99,12 @@ pub struct CallResult {
     pub is_error: bool,
 }
 
+/// A connection to `peer` as agent-loop.
+pub async fn connect(peer: clawos_ipc::ComponentId) -> Result<IpcClient, String> {
+    let options = clawos_ipc::client::ClientOptions::new(clawos_ipc::ComponentId::AgentLoop.into());
+    IpcClient::connect(peer, options).await.map(|(client, _events)| client).map_err(|e| format!("connecting to {peer}: {e}"))
+}
+
 /// Runs a turn's tool calls.
 pub trait Runner: Send + Sync {
     /// Runs `name` with `arguments`. Every failure (refusal, tool error,
