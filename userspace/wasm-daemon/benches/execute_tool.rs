@@ -31,7 +31,7 @@ impl Drop for Daemon {
 
 fn params() -> Object {
     let serde_json::Value::Object(params) = serde_json::json!({
-        "tool_name": "text-stats", "arguments": {"text": "one two three"}, "agent_id": "bench-agent"
+        "tool_name": "text-stats", "arguments": {"text": "one two three"}, "agent": "bench-agent"
     }) else {
         unreachable!()
     };
