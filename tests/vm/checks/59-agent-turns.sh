@@ -43,6 +43,16 @@ text_reply() { # TEXT PROMPT_TOKENS COMPLETION_TOKENS
          '{status: 200, events: [$a, $b, $u, "[DONE]"]}'
 }
 
+# start_provider UNIT PORT SCRIPT: the scripted provider as a transient unit
+# on the guest's loopback, its requests logged to /run/clawos-test/UNIT.jsonl.
+start_provider() {
+  vm_push "${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-scripted-provider" "$SCRIPTED" &&
+    vm_push <(echo "$3") "/run/clawos-test/$1.json" &&
+    vm_ssh "systemd-run --unit $1 --property=Type=exec $SCRIPTED --script /run/clawos-test/$1.json \
+              --listen 127.0.0.1:$2 --requests-log /run/clawos-test/$1.jsonl >/dev/null &&
+            for _ in \$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$2) 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
+}
+
 start_scripted_provider() {
   local script
   script=$(jq -cn --argjson r1 "$(tool_call_reply call-1 text-stats '{"text": "one two three"}')" \
@@ -50,11 +60,7 @@ start_scripted_provider() {
                   --argjson r3 "$(tool_call_reply call-3 memory_search '{"query": "storm forecast"}')" \
                   --argjson r4 "$(text_reply "The text has three words; saved." 1000000 20)" \
                   '{replies: [$r1, $r2, $r3, $r4]}') || return 1
-  vm_push "${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-scripted-provider" "$SCRIPTED" &&
-    vm_push <(echo "$script") /run/clawos-test/scripted.json &&
-    vm_ssh "systemd-run --unit clawos-test-scripted --property=Type=exec $SCRIPTED --script /run/clawos-test/scripted.json \
-              --listen 127.0.0.1:$SCRIPTED_PORT --requests-log /run/clawos-test/requests.jsonl >/dev/null &&
-            for _ in \$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$SCRIPTED_PORT) 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
+  start_provider clawos-test-scripted "$SCRIPTED_PORT" "$script"
 }
 
 create_scripted_agent() {
@@ -84,13 +90,15 @@ scripted_agent_ready() { start_scripted_provider && create_scripted_agent; }
 check "agent turns: a scripted provider runs on the guest's loopback and an agent is configured for it" scripted_agent_ready
 
 check "agent turns: one turn calls a WASM tool, writes a file and searches memory, then answers" vm_ssh '
+  (timeout 120 clawctl events --name agent.step --name provider.request --name tool.invoked --name tool.completed > /run/clawos-test/agent-events.jsonl &)
+  sleep 1
   out=$(clawctl chat --agent vm-scripted -m "Count the words of \"one two three\", save it, and recall the forecast." --json) || { echo "$out"; exit 1; }
   echo "$out" | jq -e ".status == \"done\" and .steps == 4 and .tool_calls == 3 and .answer == \"The text has three words; saved.\"
                       and .input_tokens >= 1000000 and .output_tokens >= 20 and .cost_usd > 0.5" >/dev/null || { echo "$out"; exit 1; }
   test "$(cat /clawfs/agents/vm-scripted/notes/answer.md)" = "three words"'
 
 check "agent turns: each tool result went back to the model in the next request" vm_ssh '
-  log=/run/clawos-test/requests.jsonl
+  log=/run/clawos-test/clawos-test-scripted.jsonl
   test "$(wc -l < $log)" -eq 4 || { cat $log; exit 1; }
   # The request after each call carries its result as a tool message.
   sed -n 2p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"call-1\")][0].content | fromjson | .words == 3" >/dev/null &&
@@ -103,6 +111,15 @@ check "agent turns: the transcript, the audit log and the tool-call records show
   session=$(clawctl session list vm-scripted | cut -d" " -f1)
   clawctl session show vm-scripted "$session" --json | jq -e "[.entries[].role] == [\"user\", \"assistant\", \"tool\", \"assistant\", \"tool\", \"assistant\", \"tool\", \"assistant\"]" >/dev/null || exit 1
   grep -q "agent=vm-scripted operation=write path=/clawfs/agents/vm-scripted/notes/answer.md bytes=11 caller=agent-loop$" /var/log/clawos/clawfs-audit.log'
+
+# clawser 5.11: the turn is visible on the router stream, step by step.
+check "agent turns: clawctl events shows the turn: a provider request per step, each tool invoked and completed, the steps" vm_ssh '
+  events=/run/clawos-test/agent-events.jsonl
+  mine="select(.message_type == \"event\" and .sender == \"agent-loop\" and .payload.event_data.agent == \"vm-scripted\") | .payload"
+  jq -se "[.[] | $mine | select(.event_name == \"provider.request\")] | length == 4" $events >/dev/null &&
+  jq -se "[.[] | $mine | select(.event_name == \"tool.invoked\") | .event_data.tool_name] == [\"text-stats\", \"file_write\", \"memory_search\"]" $events >/dev/null &&
+  jq -se "[.[] | $mine | select(.event_name == \"tool.completed\") | .event_data | .ok and .duration_ms >= 0] == [true, true, true]" $events >/dev/null &&
+  jq -se "[.[] | $mine | select(.event_name == \"agent.step\")] | length >= 4" $events >/dev/null || { cat $events; exit 1; }'
 
 check_tool_call_records() {
   local db; db=$(mktemp -d)
@@ -118,12 +135,46 @@ PY
 }
 check "agent turns: tool_calls in the agent's database records the three calls with their session" check_tool_call_records
 
+# Interactive chat: Ctrl-C (SIGINT) while an answer streams cancels that
+# turn, not the session; the next line is answered in the same session.
+# Job control (set -m) keeps SIGINT deliverable to a background job.
+check_interactive_chat() {
+  local slow script
+  slow=$(jq -cn --arg c "$(chunk '{"role": "assistant", "content": "tick "}')" '{status: 200, event_delay_ms: 1000, events: [range(60) | $c]}') &&
+    script=$(jq -cn --argjson r1 "$slow" --argjson r2 "$(text_reply "Second answer." 10 5)" '{replies: [$r1, $r2]}') &&
+    start_provider clawos-test-chat 18081 "$script" || return 1
+  vm_ssh '
+    set -em
+    cd /run/clawos-test
+    sed -e "s/18080/18081/" scripted.toml > chat.toml
+    clawctl agent create vm-chat --config chat.toml >/dev/null
+    mkfifo chat.in
+    clawctl chat --agent vm-chat < chat.in > chat.out 2> chat.err &
+    pid=$!
+    exec 3> chat.in
+    echo "first question" >&3
+    for _ in $(seq 150); do grep -q tick chat.out && break; sleep 0.2; done
+    kill -INT $pid
+    for _ in $(seq 50); do grep -q "cancelled by the operator" chat.err && break; sleep 0.2; done
+    echo "second question" >&3
+    exec 3>&-
+    wait $pid || { echo "clawctl chat exited $?"; cat chat.err; exit 1; }
+    grep -q "Second answer." chat.out && grep -q "cancelled by the operator" chat.err || { cat chat.out chat.err; exit 1; }
+    # The cancelled turn streamed far less than its 60 chunks.
+    test "$(grep -o tick chat.out | wc -l)" -lt 30
+    test "$(clawctl session list vm-chat | wc -l)" -eq 1
+    test "$(wc -l < clawos-test-chat.jsonl)" -eq 2
+    sed -n 2p clawos-test-chat.jsonl | jq -e "[.body.messages[] | select(.role == \"user\") | .content] == [\"first question\", \"second question\"]" >/dev/null ||
+      { cat clawos-test-chat.jsonl; exit 1; }'
+}
+check "agent turns: in clawctl chat, Ctrl-C cancels the streaming turn and the next line is answered in the same session" check_interactive_chat
+
 check "agent turns: the day's cost limit stops the next turn before its request, naming the limit" vm_ssh '
   out=$(clawctl chat --agent vm-scripted -m "again" --json); echo "$out" | jq -e ".status == \"limit\" and (.message | test(\"cost per day\")) and .steps == 0" >/dev/null || { echo "$out"; exit 1; }
-  test "$(wc -l < /run/clawos-test/requests.jsonl)" -eq 4'
+  test "$(wc -l < /run/clawos-test/clawos-test-scripted.jsonl)" -eq 4'
 
 check "agent turns: agent-loop's journal records the turn and never a tool's arguments" vm_ssh '
   journalctl -b -u clawos-agent-loop -o cat | grep -q "turn ended" &&
   ! journalctl -b -u clawos-agent-loop -o cat | grep -q "one two three"'
 
-vm_ssh 'systemctl stop clawos-test-scripted; clawctl agent rm vm-scripted; clawctl workspace delete vm-agent-memory' >/dev/null 2>&1 || true
+vm_ssh 'systemctl stop clawos-test-scripted clawos-test-chat; clawctl agent rm vm-scripted; clawctl agent rm vm-chat; clawctl workspace delete vm-agent-memory' >/dev/null 2>&1 || true

@@ -166,6 +166,13 @@ async fn a_slow_stream_hits_the_idle_timeout_and_cancellation_stops_it() {
     let (answer, _) = ask(&provider(&server, "openai", "idle_timeout_ms = 200")).await;
     assert!(matches!(answer, Err(ProviderError::Idle { idle_ms: 200, .. })), "{answer:?}");
 
+    // Comments while the model thinks are data on the wire: not idle.
+    let mut thinking = openai::text(["kept ", "alive"], None).event_delay_ms(150);
+    thinking.events.splice(0..0, std::iter::repeat_n(clawos_scripted_provider::Event::raw(": keep-alive\n\n"), 6));
+    let server = Server::start(Script::new().reply(thinking)).await.unwrap();
+    let (answer, _) = ask(&provider(&server, "openai", "idle_timeout_ms = 400")).await;
+    assert_eq!(answer.map(|answer| answer.text), Ok("kept alive".to_owned()));
+
     let server = Server::start(Script::new().reply(openai::text(["a", "b", "c"], None).event_delay_ms(5_000))).await.unwrap();
     let provider = provider(&server, "openai", "");
     let cancel = CancellationToken::new();

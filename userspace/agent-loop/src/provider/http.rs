@@ -1,15 +1,18 @@
 //! What both protocols share on the wire: one POST whose answer is a
 //! server-sent event stream, the key fetched for that request only, HTTP
 //! errors with their `Retry-After`, and reading events under an idle
-//! timeout and the turn's cancellation.
+//! timeout and the turn's cancellation. The idle timer counts bytes, not
+//! events: a provider that sends SSE comments (`: keep-alive`) while its
+//! model thinks is not idle, though the parser drops the comments.
 //!
 //! Owns: turning transport failures into [`ProviderError`]s and keeping
 //! the key out of every one of them ([`redact`]). Must not own: what the
 //! events mean (`openai`, `anthropic`).
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eventsource_stream::{Event, Eventsource as _};
 use futures::future::BoxFuture;
@@ -23,8 +26,21 @@ use super::{Capabilities, ChatRequest, ChatResponse, KeySource, Provider, Provid
 /// Longest part of an error body quoted in an error.
 const QUOTED_CHARS: usize = 300;
 
-/// The events of one answer.
-pub(super) type Events = Pin<Box<dyn Stream<Item = Result<Event, eventsource_stream::EventStreamError<reqwest::Error>>> + Send>>;
+/// The events of one answer, and when its bytes last arrived.
+pub(super) struct Events {
+    stream: Pin<Box<dyn Stream<Item = Result<Event, eventsource_stream::EventStreamError<reqwest::Error>>> + Send>>,
+    /// When the answer's headers arrived.
+    opened: Instant,
+    /// When bytes last arrived, in milliseconds after `opened`.
+    last_bytes_ms: Arc<AtomicU64>,
+}
+
+impl Events {
+    /// When the stream turns idle if nothing more arrives.
+    fn idle_at(&self, idle: Duration) -> Instant {
+        self.opened + Duration::from_millis(self.last_bytes_ms.load(Ordering::Relaxed)) + idle
+    }
+}
 
 /// One provider's connection settings, shared by its requests.
 pub(super) struct Wire {
@@ -134,20 +150,32 @@ impl Wire {
             };
             return Err(ProviderError::Status { provider: self.name.clone(), status: status.as_u16(), message: error_message(&body, key), retry_after_ms });
         }
-        Ok(Box::pin(response.bytes_stream().eventsource()))
+        let (opened, last_bytes_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));
+        let seen = Arc::clone(&last_bytes_ms);
+        let bytes = response.bytes_stream().inspect(move |_| seen.store(opened.elapsed().as_millis() as u64, Ordering::Relaxed));
+        Ok(Events { stream: Box::pin(bytes.eventsource()), opened, last_bytes_ms })
     }
 
-    /// The next event, `None` at the end of the stream.
+    /// The next event, `None` at the end of the stream; idle when no byte
+    /// arrived for the idle timeout.
     pub async fn next_event(&self, events: &mut Events, cancel: &CancellationToken) -> Result<Option<Event>, ProviderError> {
         let idle = self.config.idle_timeout();
-        tokio::select! {
-            next = tokio::time::timeout(idle, events.next()) => match next {
-                Err(_) => Err(ProviderError::Idle { provider: self.name.clone(), idle_ms: idle.as_millis() as u64 }),
-                Ok(None) => Ok(None),
-                Ok(Some(Ok(event))) => Ok(Some(event)),
-                Ok(Some(Err(e))) => Err(self.interrupted(&e.to_string())),
-            },
-            () = cancel.cancelled() => Err(ProviderError::Cancelled),
+        loop {
+            let idle_at = events.idle_at(idle);
+            tokio::select! {
+                // `next` is cancel-safe: an event is never lost to the timer.
+                next = events.stream.next() => return match next {
+                    None => Ok(None),
+                    Some(Ok(event)) => Ok(Some(event)),
+                    Some(Err(e)) => Err(self.interrupted(&e.to_string())),
+                },
+                () = tokio::time::sleep_until(idle_at.into()) => {
+                    if events.idle_at(idle) <= Instant::now() {
+                        return Err(ProviderError::Idle { provider: self.name.clone(), idle_ms: idle.as_millis() as u64 });
+                    }
+                }
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+            }
         }
     }
 
