@@ -10,45 +10,23 @@ use std::process::ExitCode;
 
 use clawos_scripted_provider::{Script, Server};
 
-const USAGE: &str = "usage: clawos-scripted-provider --script FILE [--listen ADDR (default 127.0.0.1:0)] [--requests-log FILE]";
-
-#[derive(Debug)]
+/// Serves a scripted provider (see the library) on loopback until killed.
+#[derive(Debug, clap::Parser)]
+#[command(name = "clawos-scripted-provider")]
 struct Args {
+    /// The script: the replies, in the order they are served.
+    #[arg(long, value_name = "FILE")]
     script: PathBuf,
+    /// The address and port to listen on (port 0: any free one).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     listen: SocketAddr,
+    /// Where each request is logged as a JSON line.
+    #[arg(long, value_name = "FILE")]
     requests_log: Option<PathBuf>,
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let (mut script, mut listen, mut requests_log) = (None, SocketAddr::from(([127, 0, 0, 1], 0)), None);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        match arg.as_str() {
-            "--script" => script = Some(PathBuf::from(value("--script")?)),
-            "--listen" => {
-                let text = value("--listen")?;
-                listen = text.parse().map_err(|_| format!("--listen {text}: not an address and port"))?;
-            }
-            "--requests-log" => requests_log = Some(PathBuf::from(value("--requests-log")?)),
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument `{other}`")),
-        }
-    }
-    Ok(Args { script: script.ok_or("--script is required")?, listen, requests_log })
-}
-
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("clawos-scripted-provider: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = <Args as clap::Parser>::parse();
     let script = match Script::from_file(&args.script) {
         Ok(script) => script,
         Err(e) => {
@@ -83,10 +61,12 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
 
     fn args(list: &[&str]) -> Result<Args, String> {
-        parse(list.iter().map(|s| s.to_string()))
+        Args::try_parse_from(std::iter::once("clawos-scripted-provider").chain(list.iter().copied())).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -97,7 +77,7 @@ mod tests {
         assert_eq!(parsed.requests_log, Some(PathBuf::from("r.jsonl")));
         assert_eq!(args(&["--script", "s"]).unwrap().listen.port(), 0);
         assert!(args(&[]).unwrap_err().contains("--script"));
-        assert!(args(&["--script"]).unwrap_err().contains("needs a value"));
+        assert!(args(&["--script"]).unwrap_err().contains("value is required"));
         assert!(args(&["--script", "s", "--listen", "nope"]).unwrap_err().contains("nope"));
         assert!(args(&["--bogus"]).unwrap_err().contains("--bogus"));
     }

@@ -44,43 +44,20 @@ use model_server::{DEFAULT_SOCKET, IMAGE_MODEL_DIR};
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
 
-const USAGE: &str = "usage: clawos-model-server [--socket PATH] [--model-dir DIR]
-
-Serves the in-box language model as OpenAI-compatible Chat Completions on a
-Unix socket (specs/agent/local-model.md).
-
-  --socket PATH     where to listen (default /run/clawos-model/api.sock)
-  --model-dir DIR   the directory holding the model's one .gguf file
-                    (default /usr/share/clawos/models/smollm2-135m-instruct)";
-
 /// The socket's mode: its owner and group (the unit's Group=) may connect.
 const SOCKET_MODE: u32 = 0o660;
 
+/// Serves the in-box language model as OpenAI-compatible Chat Completions
+/// on a Unix socket (specs/agent/local-model.md).
+#[derive(clap::Parser)]
+#[command(name = "clawos-model-server", version)]
 struct Options {
+    /// Where to listen.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// The directory holding the model's one .gguf file.
+    #[arg(long, value_name = "DIR", default_value = IMAGE_MODEL_DIR)]
     model_dir: PathBuf,
-}
-
-fn options() -> Result<Options, String> {
-    let mut options = Options { socket: DEFAULT_SOCKET.into(), model_dir: IMAGE_MODEL_DIR.into() };
-    let mut args = std::env::args_os().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().map(PathBuf::from).ok_or_else(|| format!("{name} needs a value"));
-        match arg.to_str() {
-            Some("--socket") => options.socket = value("--socket")?,
-            Some("--model-dir") => options.model_dir = value("--model-dir")?,
-            Some("-h" | "--help") => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            Some("--version") => {
-                println!("clawos-model-server {}", env!("CARGO_PKG_VERSION"));
-                std::process::exit(0);
-            }
-            _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
-        }
-    }
-    Ok(options)
 }
 
 /// tracing to stderr; under systemd that is the journal, which stamps the
@@ -111,13 +88,7 @@ fn bind(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("clawos-model-server: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let options = <Options as clap::Parser>::parse();
     init_logging();
     // Sets an environment variable: before any other thread exists.
     let weights = model_server::engine::choose_weights();
