@@ -8,32 +8,21 @@
 //!
 //! Prints p50, p90 and p99 of the time per step over many turns, each
 //! turn two steps (one tool call, one answer), ten turns per session.
-//!
-//! Then a tool call as a turn makes it (`tools::CallContext`): agent-loop's
-//! IPC call to the real wasm-daemon binary (seccomp filter and all, started
-//! on a temporary configuration), a fresh instance of `text-stats` from
-//! `make tools`, its run, and its record in the agent's `tool_calls`.
-//! wasm-daemon is found beside this binary, so build both with
-//! `make userspace`, then run `$CARGO_TARGET_DIR/release/agent-bench`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use clawos_agent_loop::config::AgentConfig;
 use clawos_agent_loop::provider::{ChatRequest, ChatResponse, FinishReason, ProviderError, ToolCall, ToolSpec, Usage};
 use clawos_agent_loop::store::Store;
-use clawos_agent_loop::tools::{self, CallContext, CallResult, Peers, Runner};
+use clawos_agent_loop::tools::{CallResult, Runner};
 use clawos_agent_loop::turn::{Answered, Reporter, Thinker, Turn};
 use clawos_api::agent_loop::{TurnStatus, TurnStep};
-use clawos_ipc::ComponentId;
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 const TURNS: usize = 500;
-const TOOL_CALLS: usize = 1000;
 
 /// A model that answers at once: a tool call when the last message is the
 /// operator's, else text.
@@ -89,17 +78,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    per_step().await;
-    tool_call().await;
-}
-
-async fn per_step() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let store = Store::open(&dir.path().join("workspace.db")).expect("the agent database");
     // Compaction never triggers: the bench measures the plain step.
@@ -117,6 +97,7 @@ async fn per_step() {
             tools: &InstantTool,
             session_id: &session_id,
             turn_id: &turn_id,
+            persona: "",
             cancel: CancellationToken::new(),
             reporter: &Quiet,
         };
@@ -128,102 +109,11 @@ async fn per_step() {
         per_step.push(elapsed / outcome.steps);
     }
     per_step.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "agent-loop per step ({TURNS} turns of 2 steps, 10 turns per session): p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms",
         ms(percentile(&per_step, 0.5)),
         ms(percentile(&per_step, 0.9)),
         ms(percentile(&per_step, 0.99))
-    );
-}
-
-/// wasm-daemon running on a temporary configuration; killed on drop.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the wasm-daemon built beside this binary, serving the tools of
-/// `make tools`, with this process's UID authenticated as agent-loop (the
-/// only sender the policy allows, as in the image) and the IPC rate limit
-/// lifted for the measurement.
-fn start_wasm_daemon(root: &Path) -> Daemon {
-    let here = std::env::current_exe().expect("this binary's path");
-    let daemon = here.with_file_name("clawos-wasm-daemon");
-    assert!(daemon.exists(), "{} is missing: build the workspace with `make userspace`", daemon.display());
-    let registry: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
-    let registry = registry.canonicalize().unwrap_or_else(|_| panic!("{} is missing: run `make tools`", registry.display()));
-    std::fs::create_dir_all(root.join("clawfs/agents/bench")).expect("the agent's directory");
-    let uid = nix::unistd::getuid();
-    std::fs::write(
-        root.join("ipc-acl.toml"),
-        format!("[identity]\noperator_uids = []\nuids = {{ \"{uid}\" = \"agent-loop\" }}\n\n[[allow]]\nsenders = [\"agent-loop\"]\nrecipients = [\"wasm-daemon\"]\nmethods = [\"*\"]\n"),
-    )
-    .expect("the policy");
-    std::fs::write(
-        root.join("wasm-daemon.toml"),
-        format!(
-            "[ipc]\npolicy_path = \"{acl}\"\nrate_limit = {{ messages_per_second = 0, burst = 0 }}\n\n[component]\nregistry = \"{registry}\"\ntools_dir = \"{tools}\"\ncache_dir = \"{cache}\"\nclawfs_root = \"{clawfs}\"\ncgroups = false\naudit_log = \"{audit_log}\"\n",
-            acl = root.join("ipc-acl.toml").display(),
-            registry = registry.display(),
-            tools = root.join("tools").display(),
-            cache = root.join("cache").display(),
-            clawfs = root.join("clawfs").display(),
-            audit_log = root.join("clawfs-audit.log").display(),
-        ),
-    )
-    .expect("the daemon's configuration");
-    Daemon(Command::new(daemon).env("CLAWOS_CONFIG_DIR", root).env("RUST_LOG", "error").spawn().expect("starting wasm-daemon"))
-}
-
-async fn connect_when_up() -> clawos_ipc::IpcClient {
-    for _ in 0..100 {
-        if let Ok(client) = tools::connect(ComponentId::WasmDaemon).await {
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("wasm-daemon did not come up");
-}
-
-async fn tool_call() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let _daemon = start_wasm_daemon(dir.path());
-    // Only the WASM path is measured: the fs-engine slot holds a second
-    // wasm-daemon connection that no call here uses.
-    let peers = Peers { fs_engine: connect_when_up().await, wasm_daemon: connect_when_up().await };
-    let wasm = tools::wasm_tools(&peers.wasm_daemon).await.expect("tool_list");
-    assert!(wasm.iter().any(|tool| tool.spec.name == "text-stats"), "text-stats is not installed: run `make tools`");
-    let cx = CallContext {
-        peers: &peers,
-        tools: &wasm,
-        agent: "bench",
-        agent_db: &dir.path().join("clawfs/agents/bench/workspace.db"),
-        session_id: "bench",
-        memory_workspace: "default",
-    };
-    let arguments = json!({"text": "one two three"});
-    let mut samples = Vec::with_capacity(TOOL_CALLS);
-    for i in 0..TOOL_CALLS + 100 {
-        let started = Instant::now();
-        let result = cx.call("text-stats", &arguments).await;
-        let elapsed = started.elapsed();
-        assert!(!result.is_error && result.content.contains("\"words\":3"), "{result:?}");
-        // The first hundred warm the compiled-module cache and the database.
-        if i >= 100 {
-            samples.push(elapsed);
-        }
-    }
-    let recorded = agentfs::AgentFs::open(cx.agent_db).and_then(|db| db.tool_calls_in_session("bench")).expect("the agent's tool_calls");
-    assert_eq!(recorded.len(), TOOL_CALLS + 100, "every call is in the agent's tool_calls");
-    samples.sort();
-    println!(
-        "tool call from agent-loop (text-stats: IPC, fresh instance, run, tool_calls record), {TOOL_CALLS} calls: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms",
-        ms(percentile(&samples, 0.5)),
-        ms(percentile(&samples, 0.9)),
-        ms(percentile(&samples, 0.99))
     );
 }

@@ -45,6 +45,18 @@ check "agents: a pause is kept across a restart of agent-loop and refuses turns"
 # prompt"): the default agent's, with every tool it may call described.
 check "agents: the default agent's system prompt with its tools is at most 1,500 tokens" \
   vm_ssh 'clawctl agent show default | jq -e ".system_prompt_tokens <= 1500 and (.tools | length) >= 4"'
+# specs/agent/README.md, "Persona": the brain files a new agent gets are in
+# its prompt; one the operator writes over SSH counts at once, and one over
+# the budget is left out and named.
+check "agents: the brain files are in the system prompt; an operator's file over the budget is left out and named" \
+  vm_ssh 'clawctl agent show default | jq -e ".persona == [\"soul.md\", \"identity.md\", \"user.md\"] and .persona_left_out == []" >/dev/null &&
+    grep -q "I am default," /clawfs/agents/default/identity.md &&
+    clawctl agent create persona-test >/dev/null &&
+    printf "# Short\nAnswer in English.\n" > /clawfs/agents/persona-test/instructions/a.md &&
+    head -c 6000 /dev/zero | tr "\0" x > /clawfs/agents/persona-test/instructions/big.md &&
+    clawctl agent show persona-test | jq -e ".persona[-1] == \"instructions/a.md\" and (.persona_left_out | length == 1 and (.[0] | startswith(\"instructions/big.md: \")))" >/dev/null &&
+    clawctl agent rm persona-test >/dev/null'
+
 check "agents: agent-loop's idle RSS is at most 32 MB" \
   vm_ssh 'test "$(ps -o rss= -p "$(systemctl show -P MainPID clawos-agent-loop)")" -le 32768'
 log "agent-loop idle RSS: $(vm_ssh 'ps -o rss= -p "$(systemctl show -P MainPID clawos-agent-loop)"' 2>/dev/null | tr -d ' ') KiB; default agent's system prompt: $(vm_ssh 'clawctl agent show default | jq .system_prompt_tokens' 2>/dev/null) tokens"

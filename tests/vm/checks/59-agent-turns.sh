@@ -97,13 +97,15 @@ check "agent turns: one turn calls a WASM tool, writes a file and searches memor
                       and .input_tokens >= 1000000 and .output_tokens >= 20 and .cost_usd > 0.5" >/dev/null || { echo "$out"; exit 1; }
   test "$(cat /clawfs/agents/vm-scripted/notes/answer.md)" = "three words"'
 
-check "agent turns: each tool result went back to the model in the next request" vm_ssh '
+check "agent turns: each tool result went back to the model in the next request, after a system prompt with the brain files" vm_ssh '
   log=/run/clawos-test/clawos-test-scripted.jsonl
   test "$(wc -l < $log)" -eq 4 || { cat $log; exit 1; }
   # The request after each call carries its result as a tool message.
   sed -n 2p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"call-1\")][0].content | fromjson | .words == 3" >/dev/null &&
   sed -n 3p $log | jq -e "any(.body.messages[]; .role == \"tool\" and .tool_call_id == \"call-2\")" >/dev/null &&
   sed -n 4p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"call-3\")][0].content | test(\"weather\")" >/dev/null &&
+  # The persona: the brain files of the agent lead the system prompt.
+  sed -n 1p $log | jq -e ".body.messages[0] | .role == \"system\" and (.content | contains(\"## soul.md\") and contains(\"I am vm-scripted,\"))" >/dev/null &&
   # Native tool calling: the tools went as schemas, text-stats among them.
   sed -n 1p $log | jq -e "any(.body.tools[]; .function.name == \"text-stats\" and .function.parameters.type == \"object\")" >/dev/null'
 

@@ -248,12 +248,26 @@ fn default_memory_workspace() -> String {
 }
 
 /// `[persona]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Persona {
     /// Who the agent is and how it answers; a short default when absent.
     #[serde(default)]
     pub prompt: Option<String>,
+    /// Tokens the brain files may take in the system prompt
+    /// (`persona::compile`); what does not fit is left out and named.
+    #[serde(default = "default_persona_budget")]
+    pub budget_tokens: u64,
+}
+
+impl Default for Persona {
+    fn default() -> Self {
+        Persona { prompt: None, budget_tokens: default_persona_budget() }
+    }
+}
+
+fn default_persona_budget() -> u64 {
+    1000
 }
 
 impl Default for AgentConfig {
@@ -336,6 +350,12 @@ max_tokens = 32000
 max_seconds = 300
 # max_cost_per_day_usd = 1.0
 # max_cost_per_month_usd = 20.0
+
+[persona]
+# Tokens for the brain files (soul.md, identity.md, aieos.json, user.md,
+# instructions/*.md) in the system prompt; what does not fit is left out
+# and named by `clawctl agent show`.
+budget_tokens = 1000
 
 # [providers.openai]
 # kind = "openai"

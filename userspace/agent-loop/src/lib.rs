@@ -5,6 +5,7 @@
 //! - `provider`: language models behind one trait (OpenAI-compatible,
 //!   Anthropic, the in-box model), streaming, retries and fallback;
 //! - `config`: an agent's `config.toml`;
+//! - `persona`: its brain files compiled into the system prompt;
 //! - `thinker`: a turn's model, from the config and a route;
 //! - `turn`: the loop of one turn and its limits;
 //! - `compaction`: where a long session is cut;
@@ -13,6 +14,7 @@
 
 pub mod compaction;
 pub mod config;
+pub mod persona;
 pub mod provider;
 pub mod store;
 pub mod thinker;

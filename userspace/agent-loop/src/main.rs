@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use clawos_agent_loop::config::{AgentConfig, Route, DEFAULT_CONFIG};
+use clawos_agent_loop::persona;
 use clawos_agent_loop::provider::KeySource;
 use clawos_agent_loop::store::{self, Store};
 use clawos_agent_loop::thinker::{self, VaultKeys};
@@ -252,6 +253,7 @@ impl agent_loop::Service for Daemon {
     async fn agent_show(&self, _call: &Call, p: AgentName) -> Result<AgentDetails, MethodError> {
         let (info, config, store) = self.info(&p.agent)?;
         let config = config.unwrap_or_default();
+        let persona = persona::compile(&self.agent_dir(&p.agent)?, config.persona.budget_tokens);
         let (day, month) = store::day_and_month_start(store::now_ms());
         let spent = |since| store.spent_since(since).map_err(|e| error(ErrorCode::Eio, e));
         let sessions = store.sessions().map_err(|e| error(ErrorCode::Eio, e))?.len() as u64;
@@ -264,7 +266,7 @@ impl agent_loop::Service for Daemon {
         }
         let specs = turn::allowed_specs(&config, &tools);
         let native = thinker::native_tools(&config, None);
-        let prompt = turn::system_prompt(&p.agent, &config, &specs, native);
+        let prompt = turn::system_prompt(&p.agent, &config, &persona.text, &specs, native);
         let specs_tokens: u64 = if native { specs.iter().map(|s| clawos_agent_loop::provider::estimate_tokens(&serde_json::to_string(s).unwrap_or_default())).sum() } else { 0 };
         Ok(AgentDetails {
             info,
@@ -274,6 +276,8 @@ impl agent_loop::Service for Daemon {
             today: Spend { spent_usd: spent(day)?, limit_usd: config.limits.max_cost_per_day_usd },
             month: Spend { spent_usd: spent(month)?, limit_usd: config.limits.max_cost_per_month_usd },
             sessions,
+            persona: persona.included,
+            persona_left_out: persona.left_out,
         })
     }
 
@@ -439,6 +443,10 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
     // Only the allowed tools can be called, whatever name the model writes.
     let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| setup.config.tools.allows(&tool.spec.name)).collect();
     let specs: Vec<_> = allowed.iter().map(|tool| tool.spec.clone()).collect();
+    let persona = persona::compile(setup.agent_db.parent().unwrap_or(Path::new("/")), setup.config.persona.budget_tokens);
+    if !persona.left_out.is_empty() {
+        tracing::warn!(agent = setup.agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
+    }
     let cx = CallContext {
         peers: &peers,
         tools: &allowed,
@@ -455,6 +463,7 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
         tools: &cx,
         session_id: setup.session_id,
         turn_id: setup.turn_id,
+        persona: &persona.text,
         cancel,
         reporter,
     };

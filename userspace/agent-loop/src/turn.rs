@@ -84,6 +84,9 @@ pub struct Turn<'a> {
     pub session_id: &'a str,
     /// The turn.
     pub turn_id: &'a str,
+    /// The agent's brain files compiled for the system prompt
+    /// (`persona::compile`), read when the turn started.
+    pub persona: &'a str,
     /// Cancelled by `chat_cancel`.
     pub cancel: CancellationToken,
     /// Where progress goes.
@@ -109,11 +112,15 @@ impl From<ProviderError> for Stop {
 /// The system prompt: who the agent is, and for a model without native
 /// tool calling, the tools and how to call them (`specs/agent/README.md`,
 /// "System prompt"). Kept short: a small model drowns in a long one.
-pub fn system_prompt(agent: &str, config: &AgentConfig, tools: &[ToolSpec], native_tools: bool) -> String {
+pub fn system_prompt(agent: &str, config: &AgentConfig, persona: &str, tools: &[ToolSpec], native_tools: bool) -> String {
     let mut prompt = match &config.persona.prompt {
         Some(persona) => persona.trim().to_owned(),
         None => format!("You are {agent}, an AI agent on a ClawOS box, talking with its operator. Answer briefly and truthfully."),
     };
+    if !persona.is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(persona.trim_end());
+    }
     if !tools.is_empty() {
         if native_tools {
             prompt.push_str("\nUse a tool when it helps; file paths are relative to your directory.");
@@ -164,7 +171,7 @@ impl Turn<'_> {
     async fn steps(&self, message: &str, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
         let limits = &self.config.limits;
         let native = self.thinker.native_tools();
-        let system = system_prompt(self.agent, self.config, specs, native);
+        let system = system_prompt(self.agent, self.config, self.persona, specs, native);
         let system_tokens = estimate_tokens(&system);
         let user = ChatMessage::text(Role::User, message);
         self.store.append(self.session_id, &user, false, estimate_tokens(message)).map_err(Stop::Failed)?;

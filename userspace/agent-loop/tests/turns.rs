@@ -95,6 +95,7 @@ async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, nativ
         tools: &tools,
         session_id: "s1",
         turn_id: "t1",
+        persona: "",
         cancel: CancellationToken::new(),
         reporter: &seen,
     };

@@ -133,6 +133,11 @@ pub struct AgentDetails {
     pub month: Spend,
     /// How many sessions it has.
     pub sessions: u64,
+    /// The brain files in its system prompt, in order (`soul.md`, ...).
+    pub persona: Vec<String>,
+    /// The brain files left out of it, each with why (over the
+    /// `[persona] budget_tokens` left, unreadable).
+    pub persona_left_out: Vec<String>,
 }
 
 /// `chat_send` params.

@@ -107,14 +107,28 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
     Ok(report)
 }
 
+/// The brain files a new agent starts with (specs/agent/README.md,
+/// "Persona" and "Memory"), short so a small model's prompt stays short:
+/// markdown its operator reads and edits, and the agent through fs-engine.
+const BRAIN: [(&str, &str); 4] = [
+    (
+        "soul.md",
+        "# Soul\n\nI am honest about what I know and what I did. I act only through my tools and within the limits I was given. I never reveal secrets or try to change these rules.\n",
+    ),
+    ("identity.md", "# Identity\n\nI am {agent}, an AI agent on a ClawOS box.\n"),
+    ("user.md", "# User\n"),
+    ("memory.md", "# Memory\n"),
+];
+
 /// Creates agent `agent`'s directory under `root` with `logs/`, `cache/`,
-/// `workspace.db` (an AgentFS database), `state.json` and `identity.json`,
-/// adding what is missing and leaving what exists alone.
+/// `instructions/`, `workspace.db` (an AgentFS database), `state.json`,
+/// `identity.json` and the brain files, adding what is missing and leaving
+/// what exists alone.
 pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut NamespaceReport) -> Result<()> {
     crate::names::validate_agent_name(agent)?;
     let agent_rel = format!("agents/{agent}");
     ensure_dir(root, &agent_rel, AGENT_DIR_MODE, report)?;
-    for sub in ["logs", "cache"] {
+    for sub in ["logs", "cache", "instructions"] {
         ensure_dir(root, &format!("{agent_rel}/{sub}"), AGENT_DIR_MODE, report)?;
     }
     let dir = root.join(&agent_rel);
@@ -128,8 +142,16 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
     write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), report)?;
     let identity = initial_identity(agent);
     write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), report)?;
+    for (name, text) in BRAIN {
+        let path = dir.join(name);
+        if !path.exists() {
+            fsutil::write_atomic(&path, text.replace("{agent}", agent).as_bytes(), 0o666).map_err(io("write", &path))?;
+            report.created.push(format!("{agent_rel}/{name}"));
+        }
+    }
     if owners == Owners::Apply {
-        for entry in ["", "logs", "cache", DATABASE_FILE, "state.json", "identity.json"] {
+        let brain = BRAIN.iter().map(|(name, _)| *name);
+        for entry in ["", "logs", "cache", "instructions", DATABASE_FILE, "state.json", "identity.json"].into_iter().chain(brain) {
             chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
         }
     }
@@ -266,9 +288,11 @@ mod tests {
         for agent in [FIRST_AGENT] {
             let agent_dir = root.join("agents").join(agent);
             assert_eq!(fs::metadata(&agent_dir).unwrap().mode() & 0o7777, AGENT_DIR_MODE);
-            for sub in ["logs", "cache"] {
+            for sub in ["logs", "cache", "instructions"] {
                 assert!(agent_dir.join(sub).is_dir(), "{agent}/{sub}");
             }
+            assert!(fs::read_to_string(agent_dir.join("identity.md")).unwrap().contains(&format!("I am {agent},")));
+            assert!(fs::read_to_string(agent_dir.join("soul.md")).unwrap().starts_with("# Soul"));
             agentfs::AgentFs::open(agent_dir.join(DATABASE_FILE)).unwrap();
             assert_eq!(fs::metadata(agent_dir.join(DATABASE_FILE)).unwrap().mode() & 0o777, AGENT_DB_MODE);
             let identity: Value = serde_json::from_slice(&fs::read(agent_dir.join("identity.json")).unwrap()).unwrap();
@@ -281,8 +305,10 @@ mod tests {
 
         // A second run keeps everything, including edited files.
         fs::write(root.join("agents/default/state.json"), b"{\"edited\":true}").unwrap();
+        fs::write(root.join("agents/default/soul.md"), b"edited").unwrap();
         assert!(create_namespace(&root, Owners::Keep).unwrap().created.is_empty());
         assert_eq!(fs::read(root.join("agents/default/state.json")).unwrap(), b"{\"edited\":true}");
+        assert_eq!(fs::read(root.join("agents/default/soul.md")).unwrap(), b"edited");
     }
 
     #[test]

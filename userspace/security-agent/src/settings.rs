@@ -82,15 +82,7 @@ pub fn default_component_grants() -> Vec<Grant> {
 /// only, so a rotation cuts off one that held the old value
 /// (specs/vault/README.md, "Who may do what").
 fn operator_grants() -> impl Iterator<Item = Grant> {
-    [
-        Capability::SecretRead,
-        Capability::SecretReadHistory,
-        Capability::SecretWrite,
-        Capability::SecretList,
-        Capability::VaultAdmin,
-    ]
-    .into_iter()
-    .map(|capability| Grant {
+    Capability::ALL.into_iter().map(|capability| Grant {
         identity: OPERATOR_IDENTITY.to_owned(),
         capability,
         secrets: SecretScope::All,

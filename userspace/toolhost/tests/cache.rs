@@ -39,16 +39,21 @@ fn cached_host(cache: &Path, clawfs_root: &Path, cache_key: Option<CacheKey>) ->
     ToolHost::new(config).unwrap()
 }
 
+/// The echo tool installed in one directory and an impostor in another.
+fn echo_and_impostor() -> (tempfile::TempDir, ValidTool, tempfile::TempDir, ValidTool) {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let other = tempfile::tempdir().unwrap();
+    let fake = install(other.path(), &Fixture::Impostor, &[], 16, 5);
+    (dir, echo, other, fake)
+}
+
 /// What an attacker with write access to the data partition does offline:
 /// precompiles their own component with the same wasmtime and settings
 /// (anyone can) and puts the artifact where the real tool's would be.
 #[test]
 fn a_planted_artifact_of_another_component_is_not_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
-
-    let attacker = tempfile::tempdir().unwrap();
-    let fake = install(attacker.path(), &Fixture::Impostor, &[], 16, 5);
+    let (dir, echo, attacker, fake) = echo_and_impostor();
     let attacker_cache = attacker.path().join("cache");
     let attacker_host = cached_host(&attacker_cache, attacker.path(), None);
     assert_eq!(call(&attacker_host, &fake, json!({"x": 1})), json!("planted"), "the impostor works on its own");
@@ -76,10 +81,7 @@ fn a_planted_artifact_of_another_component_is_not_run() {
 /// its code run as any other's.)
 #[test]
 fn an_authenticated_entry_moved_to_another_tools_name_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
-    let other = tempfile::tempdir().unwrap();
-    let fake = install(other.path(), &Fixture::Impostor, &[], 16, 5);
+    let (dir, echo, _other, fake) = echo_and_impostor();
     let cache = dir.path().join("cache");
     let key = CacheKey::random().unwrap();
 

@@ -23,6 +23,10 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability (the operator's grant).
+    pub const ALL: [Capability; 5] =
+        [Capability::SecretRead, Capability::SecretReadHistory, Capability::SecretWrite, Capability::SecretList, Capability::VaultAdmin];
+
     /// The name used in policies and the audit log.
     pub fn as_str(self) -> &'static str {
         match self {

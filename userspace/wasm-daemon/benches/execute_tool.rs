@@ -1,11 +1,15 @@
 //! `execute_tool` through IPC, end to end: the real daemon binary (seccomp
 //! filter and all) started on a temporary configuration, called over its
-//! abstract socket as the operator with a trivial tool (`text-stats` from
-//! `make tools`), each call a fresh instance plus its AgentFS audit insert.
+//! abstract socket as agent-loop (the caller in the image) with a trivial
+//! tool (`text-stats` from `make tools`), each call a fresh instance plus
+//! its record in the agent's `tool_calls`.
 //!
-//! Prints p50/p99 of sequential round trips and calls/s with 8 concurrent
-//! callers (8 connections). The IPC rate limit is lifted for the
-//! measurement (production allows 100 messages/s per connection).
+//! Prints p50/p99 of sequential round trips, the same call as a turn makes
+//! it (agent-loop's `tools::CallContext`: the typed client, the result
+//! turned into the model's text; specs/agent/README.md, "Tools"), and
+//! calls/s with 8 concurrent callers (8 connections). The IPC rate limit is
+//! lifted for the measurement (production allows 100 messages/s per
+//! connection).
 //!
 //! `cargo bench -p clawos-wasm-daemon --bench execute_tool`
 
@@ -14,11 +18,13 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Object, Principal};
+use clawos_agent_loop::tools::{self, CallContext, Peers, Runner as _};
+use clawos_ipc::{ComponentId, IpcClient, Object};
 
 const SEQUENTIAL_CALLS: usize = 2000;
 const CALLERS: usize = 8;
 const CALLS_PER_CALLER: usize = 250;
+const AGENT: &str = "bench-agent";
 
 struct Daemon(Child);
 
@@ -29,10 +35,12 @@ impl Drop for Daemon {
     }
 }
 
+fn arguments() -> serde_json::Value {
+    serde_json::json!({"text": "one two three"})
+}
+
 fn params() -> Object {
-    let serde_json::Value::Object(params) = serde_json::json!({
-        "tool_name": "text-stats", "arguments": {"text": "one two three"}, "agent": "bench-agent"
-    }) else {
+    let serde_json::Value::Object(params) = serde_json::json!({"tool_name": "text-stats", "arguments": arguments(), "agent": AGENT}) else {
         unreachable!()
     };
     params
@@ -40,7 +48,7 @@ fn params() -> Object {
 
 async fn connect() -> IpcClient {
     for _ in 0..100 {
-        if let Ok((client, _events)) = IpcClient::connect(ComponentId::WasmDaemon, ClientOptions::new(Principal::Operator)).await {
+        if let Ok(client) = tools::connect(ComponentId::WasmDaemon).await {
             return client;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -52,16 +60,26 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+fn report(what: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    println!("{what}, {} sequential calls: p50 {:?}  p99 {:?}", samples.len(), percentile(&samples, 0.50), percentile(&samples, 0.99));
+}
+
 fn main() {
-    let registry = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json").canonicalize();
-    let Ok(registry) = registry else {
-        println!("SKIPPED: out/tools/registry.json is missing (run `make tools`)");
-        return;
-    };
+    let registry = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
+    let registry = registry.canonicalize().unwrap_or_else(|_| panic!("{} is missing: run `make tools`", registry.display()));
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("clawfs/agents/bench-agent")).unwrap();
-    std::fs::write(root.join("ipc-acl.toml"), "[identity]\noperator_uids = [0]\n\n[[allow]]\nsenders = [\"operator\"]\nrecipients = [\"*\"]\nmethods = [\"*\"]\n").unwrap();
+    std::fs::create_dir_all(root.join("clawfs/agents").join(AGENT)).unwrap();
+    // This process's UID is agent-loop, the only sender allowed, as in the image.
+    std::fs::write(
+        root.join("ipc-acl.toml"),
+        format!(
+            "[identity]\noperator_uids = []\nuids = {{ \"{uid}\" = \"agent-loop\" }}\n\n[[allow]]\nsenders = [\"agent-loop\"]\nrecipients = [\"wasm-daemon\"]\nmethods = [\"*\"]\n",
+            uid = nix::unistd::getuid()
+        ),
+    )
+    .unwrap();
     std::fs::write(
         root.join("wasm-daemon.toml"),
         format!(
@@ -94,12 +112,24 @@ fn main() {
             client.call("execute_tool", params(), None).await.unwrap();
             samples.push(start.elapsed());
         }
-        samples.sort();
-        println!(
-            "execute_tool round trip (text-stats, fresh instance + audit insert), {SEQUENTIAL_CALLS} sequential calls: p50 {:?}  p99 {:?}",
-            percentile(&samples, 0.50),
-            percentile(&samples, 0.99)
-        );
+        report("execute_tool round trip (text-stats, fresh instance + tool_calls record)", samples);
+
+        // As a turn calls it. The fs-engine slot holds a second wasm-daemon
+        // connection: only WASM tools are called here.
+        let peers = Peers { fs_engine: connect().await, wasm_daemon: connect().await };
+        let wasm = tools::wasm_tools(&peers.wasm_daemon).await.expect("tool_list");
+        let agent_db = root.join("clawfs/agents").join(AGENT).join("workspace.db");
+        let cx = CallContext { peers: &peers, tools: &wasm, agent: AGENT, agent_db: &agent_db, session_id: "bench", memory_workspace: "default" };
+        let mut samples = Vec::with_capacity(SEQUENTIAL_CALLS);
+        for _ in 0..SEQUENTIAL_CALLS {
+            let start = Instant::now();
+            let result = cx.call("text-stats", &arguments()).await;
+            samples.push(start.elapsed());
+            assert!(!result.is_error && result.content.contains("\"words\":3"), "{result:?}");
+        }
+        let recorded = agentfs::AgentFs::open(&agent_db).and_then(|db| db.tool_calls_in_session("bench")).expect("the agent's tool_calls");
+        assert_eq!(recorded.len(), SEQUENTIAL_CALLS, "every call is recorded with its session");
+        report("a tool call from agent-loop (CallContext: IPC, fresh instance, run, tool_calls record)", samples);
 
         let mut clients = Vec::new();
         for _ in 0..CALLERS {

@@ -1,0 +1,216 @@
+//! An agent's persona (`specs/agent/README.md`, "Persona"): its brain
+//! files compiled into the system prompt, within a token budget.
+//!
+//! Owns: which files make the persona, their order, and what a budget
+//! leaves out (named, with the numbers, for `agent_show`). Must not own:
+//! writing them (the agent writes through fs-engine, the operator over
+//! SSH) or judging a change to them (the soul guard's).
+//!
+//! Order is importance: `soul.md` (values and boundaries), `identity.md`
+//! (who the agent is), `aieos.json` (the same as an AIEOS v1.1 document,
+//! when present), `user.md` (who it serves), then `instructions/*.md` by
+//! name. A file that does not fit the tokens left is left out whole (a
+//! cut rule could invert its meaning) and the later ones still get their
+//! chance. A file that cannot be read is left out with the reason; a
+//! missing or blank one is not part of the persona.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::provider::estimate_tokens;
+
+/// The markdown brain files, in order, before `instructions/`.
+pub const BRAIN_FILES: [&str; 3] = ["soul.md", "identity.md", "user.md"];
+/// A persona as an AIEOS v1.1 document.
+pub const AIEOS_FILE: &str = "aieos.json";
+/// Durable rules, one markdown file each.
+pub const INSTRUCTIONS_DIR: &str = "instructions";
+/// Largest file read; a larger one is left out (it could not fit a budget).
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+
+/// The compiled persona.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Persona {
+    /// The text for the system prompt: each file under a `## <file>` heading.
+    pub text: String,
+    /// The files in it, relative to the agent's directory.
+    pub included: Vec<String>,
+    /// The files left out, each with why (`user.md: 812 tokens, 300 left of 1000`).
+    pub left_out: Vec<String>,
+}
+
+/// Compiles the persona of the agent whose directory is `dir` within
+/// `budget` tokens.
+pub fn compile(dir: &Path, budget: u64) -> Persona {
+    let mut persona = Persona::default();
+    let mut left = budget;
+    for (name, read) in sources(dir) {
+        let text = match read {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(why) => {
+                persona.left_out.push(format!("{name}: {why}"));
+                continue;
+            }
+        };
+        let part = format!("## {name}\n{}\n", text.trim());
+        let tokens = estimate_tokens(&part);
+        if tokens > left {
+            persona.left_out.push(format!("{name}: {tokens} tokens, {left} left of {budget}"));
+            continue;
+        }
+        left -= tokens;
+        persona.text.push_str(&part);
+        persona.included.push(name);
+    }
+    persona
+}
+
+/// Each source's name and its text: `None` when missing or blank.
+fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, String>)> {
+    let mut sources: Vec<(String, Result<Option<String>, String>)> = Vec::new();
+    let markdown = |name: &str| (name.to_owned(), read(&dir.join(name)));
+    sources.extend(BRAIN_FILES[..2].iter().map(|name| markdown(name)));
+    sources.push((AIEOS_FILE.into(), read(&dir.join(AIEOS_FILE)).and_then(|text| text.map(|t| aieos(&t)).transpose())));
+    sources.push(markdown(BRAIN_FILES[2]));
+    let mut instructions: Vec<String> = std::fs::read_dir(dir.join(INSTRUCTIONS_DIR))
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    instructions.sort();
+    sources.extend(instructions.iter().map(|name| markdown(&format!("{INSTRUCTIONS_DIR}/{name}"))));
+    sources
+}
+
+fn read(path: &Path) -> Result<Option<String>, String> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    if !metadata.is_file() {
+        return Err("not a file".into());
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(format!("{} bytes, more than {MAX_FILE_BYTES}", metadata.len()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
+    Ok((!text.trim().is_empty()).then_some(text))
+}
+
+/// An AIEOS v1.1 document as lines of text: each section (`names`, `bio`,
+/// `psychology`, `linguistics`, `motivations`, `capabilities`, `history`,
+/// in that order) with its values, nested keys joined by dots. Other
+/// sections (`physicality` is for a UI) are not the model's.
+fn aieos(text: &str) -> Result<String, String> {
+    const SECTIONS: [&str; 7] = ["names", "bio", "psychology", "linguistics", "motivations", "capabilities", "history"];
+    let document: Value = serde_json::from_str(text).map_err(|e| format!("not AIEOS JSON: {e}"))?;
+    let Value::Object(document) = document else { return Err("not AIEOS JSON: not an object".into()) };
+    let mut lines = Vec::new();
+    for section in SECTIONS {
+        if let Some(value) = document.get(section) {
+            flatten(section, value, &mut lines);
+        }
+    }
+    if lines.is_empty() {
+        return Err(format!("not AIEOS JSON: none of {}", SECTIONS.join(", ")));
+    }
+    Ok(lines.join("\n"))
+}
+
+fn flatten(key: &str, value: &Value, lines: &mut Vec<String>) {
+    match value {
+        Value::Null => {}
+        Value::Object(object) => object.iter().for_each(|(inner, value)| flatten(&format!("{key}.{inner}"), value, lines)),
+        Value::Array(items) if items.iter().all(|item| !item.is_object() && !item.is_array()) => {
+            let items: Vec<String> = items.iter().map(scalar).collect();
+            lines.push(format!("{key}: {}", items.join(", ")));
+        }
+        Value::Array(items) => items.iter().enumerate().for_each(|(i, item)| flatten(&format!("{key}.{i}"), item, lines)),
+        scalar_value => lines.push(format!("{key}: {}", scalar(scalar_value))),
+    }
+}
+
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::create_dir_all(dir.join(name).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    #[test]
+    fn files_in_order_under_their_names_and_blank_or_missing_ones_are_not_part() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "user.md", "# User\nLikes short answers.");
+        write(dir.path(), "soul.md", "# Soul\nBe honest.\n");
+        write(dir.path(), "identity.md", "  \n");
+        write(dir.path(), "instructions/b.md", "Rule B.");
+        write(dir.path(), "instructions/a.md", "Rule A.");
+        write(dir.path(), "instructions/notes.txt", "not markdown");
+        let persona = compile(dir.path(), 1000);
+        assert_eq!(persona.included, ["soul.md", "user.md", "instructions/a.md", "instructions/b.md"]);
+        assert_eq!(persona.text, "## soul.md\n# Soul\nBe honest.\n## user.md\n# User\nLikes short answers.\n## instructions/a.md\nRule A.\n## instructions/b.md\nRule B.\n");
+        assert!(persona.left_out.is_empty());
+        assert_eq!(compile(&dir.path().join("none"), 1000), Persona::default());
+    }
+
+    #[test]
+    fn what_does_not_fit_is_left_out_whole_and_named_and_later_files_still_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "soul.md", "Be honest.");
+        write(dir.path(), "identity.md", &"long ".repeat(200));
+        write(dir.path(), "user.md", "Short.");
+        let persona = compile(dir.path(), 40);
+        assert_eq!(persona.included, ["soul.md", "user.md"]);
+        assert_eq!(persona.left_out, ["identity.md: 254 tokens, 34 left of 40"]);
+        assert!(!persona.text.contains("long"));
+        assert!(estimate_tokens(&persona.text) <= 40);
+    }
+
+    #[test]
+    fn an_unreadable_file_is_left_out_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("soul.md"), [0xff, 0xfe, 0x00]).unwrap();
+        std::fs::create_dir(dir.path().join("user.md")).unwrap();
+        std::fs::write(dir.path().join("identity.md"), vec![b'x'; MAX_FILE_BYTES as usize + 1]).unwrap();
+        let persona = compile(dir.path(), 1000);
+        assert_eq!(persona.left_out, ["soul.md: not UTF-8 text", "identity.md: 262145 bytes, more than 262144", "user.md: not a file"]);
+    }
+
+    #[test]
+    fn an_aieos_document_becomes_lines_of_its_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let document = serde_json::json!({
+            "version": "1.1",
+            "names": {"display": "Ada"},
+            "bio": "Born on a ClawOS box.",
+            "psychology": {"ocean": {"openness": 0.9}},
+            "linguistics": {"catchphrases": ["Indeed", "Onward"]},
+            "history": [{"event": "first boot"}, {"year": 2026}],
+            "physicality": {"avatar": "owl"}
+        });
+        write(dir.path(), AIEOS_FILE, &document.to_string());
+        let persona = compile(dir.path(), 1000);
+        assert_eq!(
+            persona.text,
+            "## aieos.json\nnames.display: Ada\nbio: Born on a ClawOS box.\npsychology.ocean.openness: 0.9\nlinguistics.catchphrases: Indeed, Onward\nhistory.0.event: first boot\nhistory.1.year: 2026\n"
+        );
+        write(dir.path(), AIEOS_FILE, "{\"names\": ");
+        assert!(compile(dir.path(), 1000).left_out[0].starts_with("aieos.json: not AIEOS JSON"));
+        write(dir.path(), AIEOS_FILE, "{\"avatar\": 1}");
+        assert!(compile(dir.path(), 1000).left_out[0].contains("none of names"));
+    }
+}
