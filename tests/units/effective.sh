@@ -136,7 +136,7 @@ lint() {
   keys() { grep -hoE '^[A-Za-z]+=' "$@" | sort -u; }
   for svc in "$root"/clawos-*.service; do
     name=$(basename "$svc" .service)
-    if [[ -f $root/$name.socket ]]; then
+    if grep -qs "^ListenStream=@clawos-ipc-" "$root/$name.socket"; then
       # Every daemon (a service with an IPC socket) takes the shared settings...
       [[ $(readlink -f "$root/$name.service.d/10-component.conf") == "$shared" ]] ||
         { echo "lint: $name.service.d/10-component.conf is not a link to $shared"; rc=1; }
@@ -148,10 +148,13 @@ lint() {
       [[ ! -e $root/$name.service.d/10-component.conf ]] || { echo "lint: $name.service is no daemon but takes 10-component.conf"; rc=1; }
     fi
   done
-  # clawos-.socket.d/ applies to every clawos-*.socket: they must all be IPC sockets.
+  # clawos-.socket.d/ applies to every clawos-*.socket: each is a component's
+  # IPC socket, or a path under /run/<name>/ of a unit that is no daemon
+  # (clawos-model: its service takes no 10-component.conf, checked above).
   for s in "$root"/clawos-*.socket; do
     name=$(basename "$s" .socket)
-    grep -qx "ListenStream=@clawos-ipc-${name#clawos-}" "$s" || { echo "lint: $name.socket is not an IPC socket but gets clawos-.socket.d/"; rc=1; }
+    grep -qx "ListenStream=@clawos-ipc-${name#clawos-}" "$s" || grep -qE "^ListenStream=/run/$name/" "$s" ||
+      { echo "lint: $name.socket is neither an IPC socket nor under /run/$name/ but gets clawos-.socket.d/"; rc=1; }
     keys=$(comm -12 <(keys "$s") <(keys "$root"/clawos-.socket.d/*.conf))
     [[ -z $keys ]] || { echo "lint: $name.socket sets what clawos-.socket.d/ sets:" $keys; rc=1; }
   done

@@ -98,6 +98,7 @@ async fn main() {
             session_id: &session_id,
             turn_id: &turn_id,
             persona: "",
+            after_tool: &|| None,
             cancel: CancellationToken::new(),
             reporter: &Quiet,
         };

@@ -6,6 +6,7 @@
 //!   Anthropic, the in-box model), streaming, retries and fallback;
 //! - `config`: an agent's `config.toml`;
 //! - `persona`: its brain files compiled into the system prompt;
+//! - `guard`: the soul guard over `soul.md` and `identity.md`;
 //! - `thinker`: a turn's model, from the config and a route;
 //! - `turn`: the loop of one turn and its limits;
 //! - `compaction`: where a long session is cut;
@@ -14,6 +15,7 @@
 
 pub mod compaction;
 pub mod config;
+pub mod guard;
 pub mod persona;
 pub mod provider;
 pub mod store;

@@ -18,17 +18,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use clawos_agent_loop::config::{AgentConfig, Route, DEFAULT_CONFIG};
-use clawos_agent_loop::persona;
+use clawos_agent_loop::{guard, persona};
 use clawos_agent_loop::provider::KeySource;
 use clawos_agent_loop::store::{self, Store};
 use clawos_agent_loop::thinker::{self, VaultKeys};
 use clawos_agent_loop::tools::{self, CallContext, Peers};
 use clawos_agent_loop::turn::{self, Reporter, Turn};
 use clawos_api::agent_loop::{
-    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, SessionList, SessionRef, SessionSummary, Spend,
+    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, GuardDecision, GuardHold, GuardHolds, SessionList,
+    SessionRef, SessionSummary, Spend,
     Transcript, TranscriptEntry, TurnCancelled, TurnOutcome, TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
 };
-use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef};
+use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef, WriteFile};
 use clawos_api::{Call, Done, NoParams};
 use clawos_ipc::client::IpcClient;
 use clawos_ipc::server::{Connection, MethodError};
@@ -173,14 +174,15 @@ impl Daemon {
             Err(why) => (AgentState::Stopped, Some(why.clone()), None),
             Ok(config) => {
                 let route = config.model.route();
-                let state = if self.is_paused(agent, &store) {
-                    AgentState::Paused
-                } else if running {
-                    AgentState::Running
-                } else {
-                    AgentState::Idle
+                // The soul guard first: a change it cannot review halts too.
+                let (state, error) = match guard::check(&dir, &store) {
+                    Err(why) => (AgentState::Halted, Some(format!("the soul guard cannot review the brain files: {why}"))),
+                    Ok(holds) if !holds.is_empty() => (AgentState::Halted, Some(guard::summary(agent, &holds))),
+                    Ok(_) if self.is_paused(agent, &store) => (AgentState::Paused, None),
+                    Ok(_) if running => (AgentState::Running, None),
+                    Ok(_) => (AgentState::Idle, None),
                 };
-                (state, None, Some(format!("{}/{}", route.provider, route.model)))
+                (state, error, Some(format!("{}/{}", route.provider, route.model)))
             }
         };
         Ok((AgentInfo { agent: agent.to_owned(), state, error, model }, config.ok(), store))
@@ -296,6 +298,49 @@ impl agent_loop::Service for Daemon {
         Ok(self.info(&p.agent)?.0)
     }
 
+    async fn agent_guard(&self, _call: &Call, p: AgentName) -> Result<GuardHolds, MethodError> {
+        let dir = self.agent_dir(&p.agent)?;
+        let store = Self::store(&dir)?;
+        let holds = guard::check(&dir, &store).map_err(|e| error(ErrorCode::Eio, e))?;
+        let holds = holds
+            .into_iter()
+            .map(|hold| {
+                let approved = store.approved(&hold.file)?.unwrap_or_default();
+                Ok(GuardHold { diff: guard::diff(&hold.file, &approved, &hold.content), held_at: rfc3339(hold.held_at_ms), file: hold.file, reason: hold.reason })
+            })
+            .collect::<Result<_, String>>()
+            .map_err(|e| error(ErrorCode::Eio, e))?;
+        Ok(GuardHolds { holds })
+    }
+
+    async fn agent_guard_decide(&self, _call: &Call, p: GuardDecision) -> Result<AgentInfo, MethodError> {
+        let dir = self.agent_dir(&p.agent)?;
+        let store = Self::store(&dir)?;
+        let holds = store.holds().map_err(|e| error(ErrorCode::Eio, e))?;
+        if holds.is_empty() {
+            return Err(error(ErrorCode::Enoent, format!("the soul guard holds no change of agent `{}`", p.agent)));
+        }
+        let fs = if p.approve { None } else { Some(self.connect(ComponentId::FsEngine).await?) };
+        for hold in &holds {
+            match &fs {
+                None => store.release(&hold.file, Some(&hold.content)).map_err(|e| error(ErrorCode::Eio, e))?,
+                Some(fs) => {
+                    // Written back as the agent through fs-engine, so the
+                    // restore is in the ClawFS audit log like the change was.
+                    let approved = store.approved(&hold.file).map_err(|e| error(ErrorCode::Eio, e))?.unwrap_or_default();
+                    let params = WriteFile { path: hold.file.clone(), agent: Some(p.agent.clone()), content: Some(approved), ..WriteFile::default() };
+                    fs_engine::Client::new(fs).write_file(&params).await.map_err(|e| error(ErrorCode::Eio, format!("restoring {}: {e}", hold.file)))?;
+                    store.release(&hold.file, None).map_err(|e| error(ErrorCode::Eio, e))?;
+                }
+            }
+            tracing::warn!(agent = p.agent, file = hold.file, approved = p.approve, "soul guard: the operator decided a held change");
+        }
+        if let Some(fs) = fs {
+            fs.goodbye().await;
+        }
+        Ok(self.info(&p.agent)?.0)
+    }
+
     async fn agent_remove(&self, _call: &Call, p: AgentName) -> Result<Done, MethodError> {
         self.agent_dir(&p.agent)?;
         if lock(&self.turns).running(&p.agent) {
@@ -315,6 +360,7 @@ impl agent_loop::Service for Daemon {
         let config = match (info.state, config) {
             (AgentState::Stopped, _) | (_, None) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is stopped: {}", p.agent, info.error.unwrap_or_default()))),
             (AgentState::Paused, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is paused (clawctl agent resume {})", p.agent, p.agent))),
+            (AgentState::Halted, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is {}", p.agent, info.error.unwrap_or_default()))),
             (_, Some(config)) => config,
         };
         let route = config.route(p.hint.as_deref()).map_err(|e| error(ErrorCode::Eproto, e))?;
@@ -443,7 +489,15 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
     // Only the allowed tools can be called, whatever name the model writes.
     let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| setup.config.tools.allows(&tool.spec.name)).collect();
     let specs: Vec<_> = allowed.iter().map(|tool| tool.spec.clone()).collect();
-    let persona = persona::compile(setup.agent_db.parent().unwrap_or(Path::new("/")), setup.config.persona.budget_tokens);
+    let dir = setup.agent_db.parent().unwrap_or(Path::new("/"));
+    let persona = persona::compile(dir, setup.config.persona.budget_tokens);
+    // A tool call may have rewritten soul.md or identity.md (file_write, a
+    // WASM tool with file access): reviewed before the model sees anything more.
+    let after_tool = || match guard::check(dir, setup.store) {
+        Ok(holds) if holds.is_empty() => None,
+        Ok(holds) => Some(guard::summary(setup.agent, &holds)),
+        Err(why) => Some(format!("the soul guard cannot review the brain files: {why}")),
+    };
     if !persona.left_out.is_empty() {
         tracing::warn!(agent = setup.agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
     }
@@ -464,6 +518,7 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
         session_id: setup.session_id,
         turn_id: setup.turn_id,
         persona: &persona.text,
+        after_tool: &after_tool,
         cancel,
         reporter,
     };

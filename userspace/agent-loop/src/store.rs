@@ -59,6 +59,17 @@ CREATE TABLE IF NOT EXISTS clawos_agent_setting (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS clawos_guard_approved (
+    file TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    approved_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clawos_guard_hold (
+    file TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    held_at_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS clawos_compaction (
     session_id TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
@@ -95,6 +106,19 @@ pub struct SessionRow {
     pub updated_at_ms: i64,
     /// Messages (compacted ones included).
     pub messages: u64,
+}
+
+/// A change to a guarded file waiting for the operator (`guard`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// The file, relative to the agent's directory.
+    pub file: String,
+    /// Its content when it was held.
+    pub content: String,
+    /// Why it was held.
+    pub reason: String,
+    /// When, ms since the epoch.
+    pub held_at_ms: i64,
 }
 
 /// One request's spend.
@@ -335,6 +359,53 @@ impl Store {
             .execute("INSERT OR REPLACE INTO clawos_agent_setting (key, value) VALUES ('paused', ?1)", [if paused { "true" } else { "false" }])
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+
+    /// The approved version of a guarded file, if it has one.
+    pub fn approved(&self, file: &str) -> Result<Option<String>, String> {
+        self.db()
+            .query_row("SELECT content FROM clawos_guard_approved WHERE file = ?1", [file], |row| row.get(0))
+            .optional()
+            .map_err(|e| e.to_string())
+    }
+
+    /// Makes `content` the approved version of `file`.
+    pub fn approve(&self, file: &str, content: &str) -> Result<(), String> {
+        self.db()
+            .execute("INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)", params![file, content, now_ms()])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Holds a change to `file` for the operator.
+    pub fn hold(&self, file: &str, content: &str, reason: &str) -> Result<(), String> {
+        self.db()
+            .execute("INSERT OR REPLACE INTO clawos_guard_hold (file, content, reason, held_at_ms) VALUES (?1, ?2, ?3, ?4)", params![file, content, reason, now_ms()])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The changes held for the operator, by file.
+    pub fn holds(&self) -> Result<Vec<Hold>, String> {
+        let db = self.db();
+        let mut statement = db.prepare("SELECT file, content, reason, held_at_ms FROM clawos_guard_hold ORDER BY file").map_err(|e| e.to_string())?;
+        let rows = statement
+            .query_map([], |row| Ok(Hold { file: row.get(0)?, content: row.get(1)?, reason: row.get(2)?, held_at_ms: row.get(3)? }))
+            .map_err(|e| e.to_string())?;
+        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    }
+
+    /// Ends the hold on `file`; with `approved`, that content becomes the
+    /// approved version in the same transaction.
+    pub fn release(&self, file: &str, approved: Option<&str>) -> Result<(), String> {
+        let mut db = self.db();
+        let tx = db.transaction().map_err(|e| e.to_string())?;
+        if let Some(content) = approved {
+            tx.execute("INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)", params![file, content, now_ms()])
+                .map_err(|e| e.to_string())?;
+        }
+        tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file]).map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())
     }
 
     /// Spend since `since_ms`, US dollars.

@@ -87,6 +87,9 @@ pub struct Turn<'a> {
     /// The agent's brain files compiled for the system prompt
     /// (`persona::compile`), read when the turn started.
     pub persona: &'a str,
+    /// Run after each tool call: why the agent must halt now, if it must
+    /// (the soul guard's review of its brain files, `guard::check`).
+    pub after_tool: &'a (dyn Fn() -> Option<String> + Send + Sync),
     /// Cancelled by `chat_cancel`.
     pub cancel: CancellationToken,
     /// Where progress goes.
@@ -97,6 +100,7 @@ pub struct Turn<'a> {
 enum Stop {
     Limit(String),
     Cancelled,
+    Halted(String),
     Failed(String),
 }
 
@@ -157,6 +161,10 @@ impl Turn<'_> {
             Err(Stop::Cancelled) => {
                 outcome.status = TurnStatus::Cancelled;
                 outcome.message = Some("the turn was cancelled by the operator".into());
+            }
+            Err(Stop::Halted(why)) => {
+                outcome.status = TurnStatus::Halted;
+                outcome.message = Some(format!("the agent is halted: {why}"));
             }
             Err(Stop::Failed(why)) => {
                 outcome.status = TurnStatus::Failed;
@@ -239,11 +247,17 @@ impl Turn<'_> {
             }
 
             // Execute, storing each result as it arrives (the checkpoint).
+            let mut halted = None;
             for call in calls {
-                if outcome.tool_calls >= limits.max_tool_calls {
-                    // The calls not run still get a result, so the stored
-                    // conversation stays valid for the next turn.
-                    let refused = ChatMessage { role: Role::Tool, content: "error: not run: the turn's tool-call limit was reached".into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
+                // The calls not run still get a result, so the stored
+                // conversation stays valid for the next turn.
+                let not_run = match &halted {
+                    Some(_) => Some("error: not run: the agent was halted"),
+                    None if outcome.tool_calls >= limits.max_tool_calls => Some("error: not run: the turn's tool-call limit was reached"),
+                    None => None,
+                };
+                if let Some(why) = not_run {
+                    let refused = ChatMessage { role: Role::Tool, content: why.into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
                     self.store.append(self.session_id, &refused, false, 10).map_err(Stop::Failed)?;
                     continue;
                 }
@@ -263,6 +277,10 @@ impl Turn<'_> {
                 let tokens = estimate_tokens(&content);
                 let message = ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
                 self.store.append(self.session_id, &message, false, tokens).map_err(Stop::Failed)?;
+                halted = (self.after_tool)();
+            }
+            if let Some(why) = halted {
+                return Err(Stop::Halted(why));
             }
             if outcome.tool_calls >= limits.max_tool_calls {
                 return Err(Stop::Limit(format!("tool calls per turn ({})", limits.max_tool_calls)));

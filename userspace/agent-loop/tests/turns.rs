@@ -87,6 +87,8 @@ async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, nativ
     store.ensure_session("s1").unwrap();
     let thinker = thinker::build(&config, &config.model.route(), Arc::new(NoKeys)).unwrap();
     let (tools, seen) = (Tools::default(), Seen::default());
+    // The soul guard's stand-in: a call of `rewrite-soul` halts the agent.
+    let after_tool = || tools.calls.lock().unwrap().iter().any(|(name, _)| name == "rewrite-soul").then(|| "soul.md: held".to_owned());
     let turn = Turn {
         agent: "a",
         config: &config,
@@ -96,6 +98,7 @@ async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, nativ
         session_id: "s1",
         turn_id: "t1",
         persona: "",
+        after_tool: &after_tool,
         cancel: CancellationToken::new(),
         reporter: &seen,
     };
@@ -119,6 +122,20 @@ async fn a_tool_call_goes_to_its_tool_and_its_result_back_to_the_model() {
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
     let events: Vec<String> = seen.events.lock().unwrap().iter().map(|(name, _)| name.clone()).collect();
     assert!(events.contains(&"tool.invoked".into()) && events.contains(&"provider.response".into()), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_halt_after_a_tool_call_ends_the_turn_and_the_calls_after_it_are_not_run() {
+    let calls = [("c1", "rewrite-soul", "{}"), ("c2", "text-stats", r#"{"text": "a"}"#)];
+    let server = Server::start(Script::new().reply(openai::parallel_tool_calls(&calls, 2))).await.unwrap();
+    let (outcome, store, tools, _seen, _dir) = run_turn(&server, "", true).await;
+    assert_eq!((outcome.status, outcome.message.as_deref()), (TurnStatus::Halted, Some("the agent is halted: soul.md: held")), "{outcome:?}");
+    assert_eq!(tools.calls.lock().unwrap().len(), 1, "the call after the halt ran");
+    assert_eq!(server.served(), 1);
+    // Every call has its result, so the session stays valid for the next turn.
+    let results: Vec<String> = store.transcript("s1").unwrap().into_iter().filter(|s| s.message.role == Role::Tool).map(|s| s.message.content).collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1], "error: not run: the agent was halted");
 }
 
 #[tokio::test]

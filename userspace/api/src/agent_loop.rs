@@ -26,6 +26,13 @@ service! {
     /// Re-reads an agent's config and lets it take turns again; a config
     /// error is answered (EPROTO) and the agent stays stopped.
     fn agent_resume(AgentName) -> AgentInfo { timeout_ms: 5000, errors: [Enoent, Eproto, Eio] }
+    /// The changes to an agent's `soul.md` / `identity.md` the soul guard
+    /// holds, each with why and the diff from the approved version.
+    fn agent_guard(AgentName) -> GuardHolds { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// Decides the held changes: approved, they become the approved
+    /// versions; rejected, the approved versions are written back. Either
+    /// way the agent takes turns again.
+    fn agent_guard_decide(GuardDecision) -> AgentInfo { timeout_ms: 10000, errors: [Enoent, Eio] }
     /// Removes an agent, its directory and everything in it.
     fn agent_remove(AgentName) -> Done { timeout_ms: 30000, errors: [Enoent, Eperm, Eio] }
     /// Starts a turn: the operator's message to an agent, in a session (a
@@ -81,6 +88,39 @@ pub enum AgentState {
     Paused,
     /// Its config does not load; `error` says why.
     Stopped,
+    /// The soul guard holds a change to its `soul.md` or `identity.md`
+    /// until the operator decides (`agent_guard`); `error` says which.
+    Halted,
+}
+
+/// `agent_guard` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GuardHolds {
+    /// The held changes, by file; empty when nothing is held.
+    pub holds: Vec<GuardHold>,
+}
+
+/// A change the soul guard holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GuardHold {
+    /// The file, relative to the agent's directory.
+    pub file: String,
+    /// Why it is held.
+    pub reason: String,
+    /// When, RFC 3339 UTC.
+    pub held_at: String,
+    /// Unified diff from the approved version to the held one.
+    pub diff: String,
+}
+
+/// `agent_guard_decide` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardDecision {
+    /// The agent.
+    pub agent: String,
+    /// True approves the held changes, false rejects them.
+    pub approve: bool,
 }
 
 /// One agent as `agent_list` shows it.
@@ -229,6 +269,9 @@ pub enum TurnStatus {
     Cancelled,
     /// The model could not be reached or answered garbage; `message` says why.
     Failed,
+    /// The soul guard halted the agent after a tool call changed its
+    /// `soul.md` or `identity.md`; `message` says which.
+    Halted,
 }
 
 /// `turn_result` result and [`TURN_END`] event data.

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use clawos_api::agent_loop::{
-    self, AgentCreate, AgentName, ChatSend, SessionRef, TurnOutcome, TurnRef, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
+    self, AgentCreate, AgentName, ChatSend, GuardDecision, SessionRef, TurnOutcome, TurnRef, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
 };
 use clawos_ipc::message::Body;
 use clawos_ipc::{ComponentId, IpcClient, Message};
@@ -32,6 +32,20 @@ pub enum AgentCommand {
     Resume(NameArgs),
     /// Remove an agent and everything in its directory.
     Rm(NameArgs),
+    /// The changes to soul.md / identity.md the soul guard holds, with
+    /// their diffs; --approve or --reject decides them.
+    Guard(GuardArgs),
+}
+
+#[derive(Args)]
+pub struct GuardArgs {
+    agent: String,
+    /// Keep the held changes: they become the approved versions.
+    #[arg(long, conflicts_with = "reject")]
+    approve: bool,
+    /// Undo the held changes: the approved versions are written back.
+    #[arg(long)]
+    reject: bool,
 }
 
 #[derive(Args)]
@@ -114,6 +128,21 @@ pub async fn run(command: AgentCommand) -> anyhow::Result<ExitCode> {
         AgentCommand::Show(args) => print_json(&agents.agent_show(&AgentName { agent: args.agent }).await?)?,
         AgentCommand::Pause(args) => print_json(&agents.agent_pause(&AgentName { agent: args.agent }).await?)?,
         AgentCommand::Resume(args) => print_json(&agents.agent_resume(&AgentName { agent: args.agent }).await?)?,
+        AgentCommand::Guard(args) if args.approve || args.reject => {
+            print_json(&agents.agent_guard_decide(&GuardDecision { agent: args.agent, approve: args.approve }).await?)?;
+        }
+        AgentCommand::Guard(args) => {
+            let holds = agents.agent_guard(&AgentName { agent: args.agent.clone() }).await?.holds;
+            if holds.is_empty() {
+                println!("the soul guard holds no change of {}", args.agent);
+            }
+            for hold in &holds {
+                println!("{} held at {}: {}\n{}", hold.file, hold.held_at, hold.reason, hold.diff);
+            }
+            if !holds.is_empty() {
+                println!("decide: clawctl agent guard {0} --approve (keep) or --reject (restore the approved version)", args.agent);
+            }
+        }
         AgentCommand::Rm(args) => {
             agents.agent_remove(&AgentName { agent: args.agent.clone() }).await?;
             println!("removed {}", args.agent);

@@ -266,6 +266,12 @@ pub enum WriteMode {
     Append,
 }
 
+/// The mode of a file written here: the owner writes, the group the
+/// directory admits reads (for an agent's files, agent-loop reads its
+/// brain files, `specs/agent/README.md`, "Persona"). Set explicitly: the
+/// components' umask (0077) would leave 0600.
+pub const FILE_MODE: u32 = 0o640;
+
 /// Writes `data` (at most [`MAX_TRANSFER_BYTES`]); returns the file's new size.
 pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
     if data.len() > MAX_TRANSFER_BYTES {
@@ -276,7 +282,8 @@ pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
     }
     match mode {
         WriteMode::Append => {
-            let mut handle = open_no_follow(&file.real, OpenOptions::new().append(true).create(true).mode(0o640))?;
+            let mut handle = open_no_follow(&file.real, OpenOptions::new().append(true).create(true).mode(FILE_MODE))?;
+            handle.set_permissions(fs::Permissions::from_mode(FILE_MODE)).map_err(io("chmod", &file.real))?;
             handle.write_all(data).map_err(io("write", &file.real))?;
             handle.sync_data().map_err(io("fsync", &file.real))?;
             Ok(handle.metadata().map_err(io("stat", &file.real))?.len())
@@ -286,7 +293,8 @@ pub fn write(file: &Resolved, data: &[u8], mode: WriteMode) -> Result<u64> {
                 return Err(Error::Denied { path: file.display.clone(), reason: "is a directory".into() });
             }
             // A failed write (a full disk) leaves the old file as it was.
-            fsutil::write_atomic(&file.real, data, 0o640).map_err(io("write", &file.real))?;
+            fsutil::write_atomic(&file.real, data, FILE_MODE).map_err(io("write", &file.real))?;
+            fs::set_permissions(&file.real, fs::Permissions::from_mode(FILE_MODE)).map_err(io("chmod", &file.real))?;
             Ok(data.len() as u64)
         }
     }

@@ -145,7 +145,8 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
     for (name, text) in BRAIN {
         let path = dir.join(name);
         if !path.exists() {
-            fsutil::write_atomic(&path, text.replace("{agent}", agent).as_bytes(), 0o666).map_err(io("write", &path))?;
+            fsutil::write_atomic(&path, text.replace("{agent}", agent).as_bytes(), crate::files::FILE_MODE).map_err(io("write", &path))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(crate::files::FILE_MODE)).map_err(io("chmod", &path))?;
             report.created.push(format!("{agent_rel}/{name}"));
         }
     }
@@ -292,6 +293,7 @@ mod tests {
                 assert!(agent_dir.join(sub).is_dir(), "{agent}/{sub}");
             }
             assert!(fs::read_to_string(agent_dir.join("identity.md")).unwrap().contains(&format!("I am {agent},")));
+            assert_eq!(fs::metadata(agent_dir.join("soul.md")).unwrap().mode() & 0o777, crate::files::FILE_MODE);
             assert!(fs::read_to_string(agent_dir.join("soul.md")).unwrap().starts_with("# Soul"));
             agentfs::AgentFs::open(agent_dir.join(DATABASE_FILE)).unwrap();
             assert_eq!(fs::metadata(agent_dir.join(DATABASE_FILE)).unwrap().mode() & 0o777, AGENT_DB_MODE);

@@ -16,8 +16,10 @@
 //! subset in `specs/agent/local-model.md`) over HTTP on a Unix socket, so
 //! agent-loop reaches it with the same provider code as any
 //! OpenAI-compatible server, and an operator with `curl --unix-socket`.
-//! It is no IPC component: it has no IPC identity, ACL or heartbeat, and
-//! does not use clawos-runtime.
+//! It is no IPC component: it has no IPC identity, ACL or heartbeat; of
+//! clawos-runtime it uses only the socket systemd passes
+//! (`clawos-model.socket` starts it at the first connection, so the boot
+//! pays nothing for it).
 //!
 //! Owns: loading the model (at the first request, not at start, so boot
 //! time does not pay for it), the tokenizer and ChatML prompt, sampling,
@@ -52,7 +54,7 @@ const SOCKET_MODE: u32 = 0o660;
 #[derive(clap::Parser)]
 #[command(name = "clawos-model-server", version)]
 struct Options {
-    /// Where to listen.
+    /// Where to listen when systemd passed no socket.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The directory holding the model's one .gguf file.
@@ -90,6 +92,8 @@ fn bind(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
 fn main() -> ExitCode {
     let options = <Options as clap::Parser>::parse();
     init_logging();
+    // Before any other thread exists (it clears LISTEN_* from the environment).
+    let activated = clawos_runtime::systemd::activated_listener();
     // Sets an environment variable: before any other thread exists.
     let weights = model_server::engine::choose_weights();
     // One thread serves HTTP; the model runs on tokio's blocking threads
@@ -102,7 +106,12 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let listener = match bind(&options.socket) {
+        let (listener, socket) = match activated {
+            Ok(Some(passed)) => (tokio::net::UnixListener::from_std(passed).map_err(|e| format!("the socket systemd passed: {e}")), "passed by systemd".into()),
+            Ok(None) => (bind(&options.socket), options.socket.display().to_string()),
+            Err(e) => (Err(format!("the socket systemd passed: {e}")), String::new()),
+        };
+        let listener = match listener {
             Ok(listener) => listener,
             Err(failure) => {
                 error!(%failure, "cannot listen");
@@ -110,7 +119,7 @@ fn main() -> ExitCode {
             }
         };
         info!(
-            socket = %options.socket.display(),
+            socket,
             model_dir = %options.model_dir.display(),
             weights = weights.name(),
             "serving; the model loads at the first request"
