@@ -5,7 +5,11 @@ export CLAWOS_CACHE ?= /var/cache/clawos
 # cargo keys its own artifacts by their inputs (fingerprints), so a shared
 # target directory under the cache is safe and survives a fresh clone.
 export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
-export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The image's timestamps (mkosi, image/seal.sh), passed to that step only:
+# exported, it would reach cargo, whose C build scripts (cc: ring, SQLite,
+# usearch, wasmtime) rerun when it changes, so every commit rebuilt them
+# and most of the workspace with them. Nothing cargo builds embeds the time.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 OUT := $(CURDIR)/out
 
 # One step at a time even under `make -j`: each step already uses every core,
@@ -58,14 +62,17 @@ run: image qemu
 test: test-unit test-pg test-ebpf-vm test-vm
 
 # The tools first: tests/built_tools.rs runs every tool make tools builds, the
-# image's (out/tools) and the hostile test tools (out/test-tools); the model
-# and the AgentFS SDK too: with them named here, the tests that use them fail
-# instead of skipping when they are missing.
+# image's (out/tools) and the hostile test tools (out/test-tools); the models
+# and the AgentFS SDK too. CLAWOS_TEST_REQUIRE_ALL makes every test whose
+# need is missing (these, swtpm, FUSE, root, a tmpfs mount, the kernel's
+# BTF) fail instead of skipping (tests/require); the summary counts what ran.
 test-unit: deps tools models agentfs-sdk
+	set -o pipefail; CLAWOS_TEST_REQUIRE_ALL=1 \
 	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 \
 	CLAWOS_SMOLLM2_DIR=$(OUT)/models/smollm2-135m-instruct \
-	PYTHONPATH=$(OUT)/agentfs-sdk CLAWOS_REQUIRE_AGENTFS_SDK=1 \
-	cargo test --release --locked --workspace
+	PYTHONPATH=$(OUT)/agentfs-sdk \
+	cargo test --release --locked --workspace 2>&1 | tee $(OUT)/test-unit.log
+	bash scripts/test-summary.sh $(OUT)/test-unit.log
 
 # migrate-pg-to-sqlite against a throwaway PostgreSQL 15 + pgvector server.
 test-pg: deps

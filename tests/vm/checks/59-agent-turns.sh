@@ -23,6 +23,7 @@ check "agent turns: the in-box model answers a chat, within the agent's max_toke
   echo "$out" | jq -e ".status == \"done\" and (.answer | length) > 0 and .output_tokens <= 12 and .output_tokens > 0" >/dev/null || { echo "$out"; exit 1; }
   clawctl agent rm vm-local >/dev/null'
 log "in-box model: first answer of 12 tokens at most, model load included: $(vm_ssh 'cat /run/clawos-test-local.ms' 2>/dev/null || echo '?') ms"
+log "in-box model in the VM: $(vm_ssh 'journalctl -u clawos-model -o cat | grep -E "model loaded|answered" | tail -n 2 | tr "\n" " "' 2>/dev/null)"
 
 SCRIPTED_PORT=18080
 SCRIPTED=/run/clawos-test/clawos-scripted-provider

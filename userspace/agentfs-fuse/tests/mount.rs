@@ -202,7 +202,7 @@ fn sigterm_unmounts_with_every_write_committed() {
 fn files_belong_to_the_user_who_creates_them() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        let _ = writeln!(std::io::stderr(), "SKIPPED files_belong_to_the_user_who_creates_them: needs root to switch users");
+        clawos_test_require::missing("files_belong_to_the_user_who_creates_them", "needs root to switch users");
         return;
     }
     let Some(mut mnt) = Mounted::start_shared("files_belong_to_the_user_who_creates_them") else { return };

@@ -1,7 +1,7 @@
 //! Interoperability with the reference AgentFS SDK (PyPI `agentfs-sdk`
 //! 0.6.4): a workspace written here is read by the SDK and the other way
-//! round. `make test` installs the SDK (scripts/agentfs-sdk.sh) and sets
-//! CLAWOS_REQUIRE_AGENTFS_SDK=1, which makes a missing SDK a failure; a bare
+//! round. `make test` installs the SDK (scripts/agentfs-sdk.sh) and requires
+//! it (`clawos_test_require`): a missing SDK is a failure there; a bare
 //! `cargo test` without it skips these tests, saying so.
 
 mod common;
@@ -21,9 +21,7 @@ fn sdk_available() -> bool {
         .status()
         .is_ok_and(|status| status.success());
     if !found {
-        let message = "SKIPPED: python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk";
-        assert!(std::env::var_os("CLAWOS_REQUIRE_AGENTFS_SDK").is_none(), "{message}");
-        eprintln!("{message}");
+        clawos_test_require::missing("the AgentFS SDK interoperability tests", "python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk");
     }
     found
 }

@@ -20,7 +20,7 @@ fn model_dir() -> Option<PathBuf> {
         None => (PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/all-minilm-l6-v2"), false),
     };
     if !required && !dir.join("model.safetensors").exists() {
-        eprintln!("SKIPPED: no model in {} (run `make models`)", dir.display());
+        clawos_test_require::missing("the MiniLM tests", &format!("no model in {} (run `make models`)", dir.display()));
         return None;
     }
     Some(dir)

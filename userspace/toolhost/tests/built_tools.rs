@@ -37,7 +37,7 @@ fn tools() -> Option<Tools> {
     for dir in [out.join("tools"), out.join("test-tools")] {
         let registry_path = dir.join("registry.json");
         if !registry_path.exists() {
-            println!("SKIPPED: {} is missing (run `make tools`)", registry_path.display());
+            clawos_test_require::missing("the built tools' tests", &format!("{} is missing (run `make tools`)", registry_path.display()));
             return None;
         }
         let registry = Registry::load(&registry_path).expect("registry.json from tools.sh is valid");

@@ -94,16 +94,23 @@ fn an_authenticated_entry_moved_to_another_tools_name_is_refused() {
     assert_eq!(call(&host, &echo, json!({"x": 1})), json!({"x": 1}));
 }
 
-/// A daemon's own entries, read back by a host with another key (the next
-/// boot's), are recompiled; with the same key they are loaded as they are.
-#[test]
-fn entries_are_reused_under_the_same_key_only() {
+/// The echo tool loaded once by a host with a fresh key: its directory,
+/// the tool, the cache, the key and the cache entry it wrote.
+fn echo_cached() -> (tempfile::TempDir, ValidTool, PathBuf, CacheKey, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
     let cache = dir.path().join("cache");
     let key = CacheKey::random().unwrap();
     cached_host(&cache, dir.path(), Some(key.clone())).load(&echo).unwrap();
     let entry = only_artifact(&cache);
+    (dir, echo, cache, key, entry)
+}
+
+/// A daemon's own entries, read back by a host with another key (the next
+/// boot's), are recompiled; with the same key they are loaded as they are.
+#[test]
+fn entries_are_reused_under_the_same_key_only() {
+    let (dir, echo, cache, key, entry) = echo_cached();
     assert_eq!(std::fs::metadata(&entry).unwrap().mode() & 0o777, 0o600);
     let written = std::fs::metadata(&entry).unwrap().ino();
 
@@ -119,12 +126,7 @@ fn entries_are_reused_under_the_same_key_only() {
 /// FIFO that would block a plain open, a symlink) is recompiled over.
 #[test]
 fn anything_else_at_the_cache_path_is_recompiled_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
-    let cache = dir.path().join("cache");
-    let key = CacheKey::random().unwrap();
-    cached_host(&cache, dir.path(), Some(key.clone())).load(&echo).unwrap();
-    let entry = only_artifact(&cache);
+    let (dir, echo, cache, key, entry) = echo_cached();
     let good = std::fs::read(&entry).unwrap();
 
     for what in ["garbage", "no MAC", "truncated", "shorter than a MAC", "a FIFO", "a symlink"] {

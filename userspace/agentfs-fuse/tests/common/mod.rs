@@ -3,7 +3,6 @@
 
 use std::ffi::CString;
 use std::fs::OpenOptions;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -20,8 +19,8 @@ pub struct Mounted {
     _dir: tempfile::TempDir,
 }
 
-/// Why FUSE cannot be used here, if it cannot: the tests then print a
-/// SKIPPED line that escapes cargo's output capture and return.
+/// Why FUSE cannot be used here, if it cannot: the tests then fail under
+/// `make test` or print a SKIPPED line and return (`clawos_test_require`).
 fn fuse_unusable() -> Option<String> {
     if let Err(err) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
         return Some(format!("/dev/fuse cannot be opened: {err}"));
@@ -44,8 +43,8 @@ pub fn is_mounted(path: &Path) -> bool {
 }
 
 impl Mounted {
-    /// Mounts a fresh workspace, over `base` if given; `None` (after printing
-    /// SKIPPED) when this machine cannot mount FUSE filesystems.
+    /// Mounts a fresh workspace, over `base` if given; `None` (after
+    /// `clawos_test_require::missing`) when this machine cannot mount FUSE.
     pub fn start(test: &str, base: Option<&Path>) -> Option<Mounted> {
         Mounted::start_with(test, base, false)
     }
@@ -58,9 +57,7 @@ impl Mounted {
 
     fn start_with(test: &str, base: Option<&Path>, shared: bool) -> Option<Mounted> {
         if let Some(reason) = fuse_unusable() {
-            // Written to the stderr handle directly: cargo test captures only
-            // the print macros, and a skip must not look like a pass.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+            clawos_test_require::missing(test, &reason);
             return None;
         }
         let dir = tempfile::tempdir().expect("temp dir");

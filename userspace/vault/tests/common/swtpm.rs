@@ -35,7 +35,7 @@ impl Swtpm {
     /// when the swtpm binary is not installed.
     pub fn start(state_dir: &Path) -> Option<Self> {
         if Command::new("swtpm").arg("--version").output().is_err() {
-            eprintln!("\n!!!! SKIPPED: swtpm is not installed; the TPM tests did not run !!!!\n");
+            clawos_test_require::missing("the TPM tests", "swtpm is not installed");
             return None;
         }
         std::fs::create_dir_all(state_dir).unwrap();

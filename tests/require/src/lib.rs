@@ -1,0 +1,22 @@
+//! What a test does when something it needs is not on this machine (swtpm,
+//! FUSE, root, a tmpfs mount, the kernel's BTF, the output of `make tools`
+//! or `make models`, the AgentFS SDK).
+//!
+//! Under `make test` (`make test-unit` sets [`REQUIRE_ALL`]) the test fails,
+//! naming what is missing: a run on a machine that lacks it is red, never
+//! green for tests that did not run. In a developer's plain `cargo test` it
+//! prints `SKIPPED <test>: <reason>` straight to stderr (cargo captures only
+//! the print macros, and a skip must not look like a pass) and the caller
+//! returns; `scripts/test-summary.sh` counts those lines.
+
+use std::io::Write as _;
+
+/// The environment variable under which every need is required.
+pub const REQUIRE_ALL: &str = "CLAWOS_TEST_REQUIRE_ALL";
+
+/// `test` cannot run here because of `reason`: panics when [`REQUIRE_ALL`]
+/// is set, else prints the SKIPPED line. The caller returns after it.
+pub fn missing(test: &str, reason: &str) {
+    assert!(std::env::var_os(REQUIRE_ALL).is_none(), "{test}: {reason} (required under make test, {REQUIRE_ALL}=1)");
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+}
