@@ -17,9 +17,9 @@
 //! agent nor its tools can write (ClawFS keeps `workspace.db` read-only to
 //! them, `clawfs::files`).
 
-use std::path::Path;
-
 use std::collections::HashSet;
+use std::path::Path;
+use std::sync::LazyLock;
 
 use regex::Regex;
 use similar::{ChangeTag, TextDiff};
@@ -89,7 +89,9 @@ pub fn summary(agent: &str, holds: &[Hold]) -> String {
 
 /// Why a change to a guarded file must wait for the operator, if it must.
 pub fn review(approved: &str, current: &str) -> Option<String> {
-    let suspicious: Vec<Regex> = SUSPICIOUS.iter().map(|pattern| Regex::new(&format!("(?i){pattern}")).expect("the patterns compile")).collect();
+    static PATTERNS: LazyLock<Vec<Regex>> =
+        LazyLock::new(|| SUSPICIOUS.iter().map(|pattern| Regex::new(&format!("(?i){pattern}")).expect("the patterns compile")).collect());
+    let suspicious = &*PATTERNS;
     // What the approved text already says is no news: a reworded line that
     // keeps "I never reveal secrets" adds no match.
     let known: HashSet<String> = suspicious.iter().flat_map(|re| re.find_iter(approved).map(|m| m.as_str().to_lowercase())).collect();

@@ -20,10 +20,10 @@ use serde_json::Value;
 
 use crate::provider::estimate_tokens;
 
-/// The markdown brain files, in order, before `instructions/`.
-pub const BRAIN_FILES: [&str; 3] = ["soul.md", "identity.md", "user.md"];
 /// A persona as an AIEOS v1.1 document.
 pub const AIEOS_FILE: &str = "aieos.json";
+/// The brain files in order of importance, before `instructions/`.
+pub const BRAIN_FILES: [&str; 4] = ["soul.md", "identity.md", AIEOS_FILE, "user.md"];
 /// Durable rules, one markdown file each.
 pub const INSTRUCTIONS_DIR: &str = "instructions";
 /// Largest file read; a larger one is left out (it could not fit a budget).
@@ -69,11 +69,14 @@ pub fn compile(dir: &Path, budget: u64) -> Persona {
 
 /// Each source's name and its text: `None` when missing or blank.
 fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, String>)> {
-    let mut sources: Vec<(String, Result<Option<String>, String>)> = Vec::new();
     let markdown = |name: &str| (name.to_owned(), read(&dir.join(name)));
-    sources.extend(BRAIN_FILES[..2].iter().map(|name| markdown(name)));
-    sources.push((AIEOS_FILE.into(), read(&dir.join(AIEOS_FILE)).and_then(|text| text.map(|t| aieos(&t)).transpose())));
-    sources.push(markdown(BRAIN_FILES[2]));
+    let mut sources: Vec<_> = BRAIN_FILES
+        .iter()
+        .map(|&name| match name {
+            AIEOS_FILE => (name.to_owned(), read(&dir.join(name)).and_then(|text| text.map(|t| aieos(&t)).transpose())),
+            markdown_file => markdown(markdown_file),
+        })
+        .collect();
     let mut instructions: Vec<String> = std::fs::read_dir(dir.join(INSTRUCTIONS_DIR))
         .into_iter()
         .flatten()

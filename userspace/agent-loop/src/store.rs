@@ -80,6 +80,9 @@ CREATE TABLE IF NOT EXISTS clawos_compaction (
 );
 ";
 
+/// Records the approved version of a guarded file (`?1` file, `?2` content, `?3` now).
+const APPROVE: &str = "INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)";
+
 /// A stored message: what the prompt is rebuilt from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
@@ -371,10 +374,7 @@ impl Store {
 
     /// Makes `content` the approved version of `file`.
     pub fn approve(&self, file: &str, content: &str) -> Result<(), String> {
-        self.db()
-            .execute("INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)", params![file, content, now_ms()])
-            .map(drop)
-            .map_err(|e| e.to_string())
+        self.db().execute(APPROVE, params![file, content, now_ms()]).map(drop).map_err(|e| e.to_string())
     }
 
     /// Holds a change to `file` for the operator.
@@ -401,8 +401,7 @@ impl Store {
         let mut db = self.db();
         let tx = db.transaction().map_err(|e| e.to_string())?;
         if let Some(content) = approved {
-            tx.execute("INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)", params![file, content, now_ms()])
-                .map_err(|e| e.to_string())?;
+            tx.execute(APPROVE, params![file, content, now_ms()]).map_err(|e| e.to_string())?;
         }
         tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file]).map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())
