@@ -53,7 +53,7 @@ pub fn chunk_markdown(path: &str, text: &str) -> Vec<Chunk> {
 }
 
 /// `(level, title)` of an ATX heading (`# Title` .. `###### Title`).
-fn heading(line: &str) -> Option<(usize, &str)> {
+pub(crate) fn heading(line: &str) -> Option<(usize, &str)> {
     let level = line.bytes().take_while(|&b| b == b'#').count();
     let rest = &line[level..];
     let is_heading = (1..=6).contains(&level) && (rest.is_empty() || rest.starts_with(' '));

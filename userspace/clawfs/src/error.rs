@@ -131,6 +131,14 @@ pub enum Error {
         /// The snapshot file asked for.
         file: String,
     },
+    /// The agent has no memory entry with that ID.
+    #[error("agent `{agent}` has no memory entry `{id}`")]
+    NoSuchMemory {
+        /// The agent.
+        agent: String,
+        /// The entry ID asked for.
+        id: String,
+    },
     /// A snapshot the AgentFS checker finds inconsistent: never kept, never restored.
     #[error("snapshot {path} is inconsistent, refused: {report}")]
     InconsistentSnapshot {

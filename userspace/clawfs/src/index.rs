@@ -543,6 +543,14 @@ impl MemoryIndex {
         self.apply_to_hnsw(stale_keys, &added_vectors)
     }
 
+    /// The paths of every document in the index, sorted.
+    pub fn documents(&self) -> Result<Vec<String>> {
+        let db_path = self.dir.join(DATABASE_FILE);
+        let mut statement = self.connection.prepare("SELECT DISTINCT path FROM clawfs_chunks ORDER BY path").map_err(sqlite(&db_path))?;
+        let rows = statement.query_map([], |row| row.get(0)).map_err(sqlite(&db_path))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))
+    }
+
     /// Removes every chunk of document `path`; returns how many.
     pub fn remove_document(&mut self, path: &str) -> Result<usize> {
         let keys: Vec<u64> = self.chunk_ids_of(path)?.into_values().collect();

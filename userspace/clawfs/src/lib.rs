@@ -21,6 +21,9 @@
 //!   offline default, [`OpenAiEmbedder`] calls an embeddings service, and
 //!   [`CachedEmbedder`] keeps either from embedding a text twice (the real
 //!   in-process model is `clawos-minilm`, which implements the trait).
+//! - [`memory`] is an agent's memory: entries in the agent's Markdown
+//!   files, recalled through a [`MemoryIndex`] of those files in the
+//!   agent's `workspace.db`, rebuilt from the files alone when asked.
 //! - [`files`] reads and writes plain files under `/clawfs` for an agent or
 //!   the operator, with the access rule RULE-001; its path rules (no `..`,
 //!   never through a symlink) serve the tool host too.
@@ -40,6 +43,7 @@ mod error;
 pub mod files;
 mod identity;
 mod index;
+pub mod memory;
 pub mod names;
 pub mod namespace;
 pub mod search;

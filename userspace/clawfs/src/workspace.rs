@@ -246,6 +246,27 @@ impl Clawfs {
         MemoryIndex::open(&self.workspace_dir(name)?, &metadata, embedder)
     }
 
+    /// Opens the memory index of agent `agent`: its `workspace.db` holds
+    /// the search tables beside its AgentFS ones and `workspace.hnsw` sits
+    /// beside it (`specs/agent/README.md`, "Memory"). It has no
+    /// `metadata.json`: the instance's dimension and the default HNSW
+    /// parameters hold, and `workspace_id` in its search hits is
+    /// `agents/<agent>`.
+    pub fn open_agent_memory(&self, agent: &str, embedder: Option<Arc<dyn Embedder>>) -> Result<MemoryIndex> {
+        let dir = crate::namespace::agent_dir(&self.config.root, agent)?;
+        let now = now_rfc3339();
+        let metadata = WorkspaceMetadata {
+            workspace_id: format!("agents/{agent}"),
+            created_at: now.clone(),
+            updated_at: now,
+            vector_dimension: self.config.vector_dimension,
+            hnsw_params: HnswParams::default(),
+            owner: agent.to_owned(),
+            encryption_enabled: false,
+        };
+        MemoryIndex::open(&dir, &metadata, embedder)
+    }
+
     /// Re-embeds every chunk of workspace `name` with `embedder` (whose
     /// dimension becomes the workspace's) and rebuilds its HNSW index. This
     /// is the one way a workspace's dimension changes.

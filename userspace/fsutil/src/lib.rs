@@ -16,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use time::{civil_from_days, now_rfc3339, rfc3339, today};
+pub use time::{civil_from_days, days_from_date, now_rfc3339, rfc3339, today};
 
 /// Lowercase hexadecimal of `bytes`, two digits a byte. The string is
 /// allocated once at its final size, so the hex of a key (the vault's

@@ -29,6 +29,27 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year_of_era + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// Days since 1970-01-01 of `YYYY-MM-DD` (the inverse of
+/// [`civil_from_days`]); `None` when it is not such a date.
+pub fn days_from_date(date: &str) -> Option<i64> {
+    let bytes = date.as_bytes();
+    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' || !date.bytes().enumerate().all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit()) {
+        return None;
+    }
+    let (year, month, day): (i64, i64, i64) = (date[..4].parse().ok()?, date[5..7].parse().ok()?, date[8..].parse().ok()?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let year_of_march = if month <= 2 { year - 1 } else { year };
+    let era = year_of_march.div_euclid(400);
+    let year_of_era = year_of_march - era * 400;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    // 2026-02-31 is no date: it would come back as March.
+    (civil_from_days(days) == (year, month, day)).then_some(days)
+}
+
 /// `seconds` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn rfc3339(seconds: u64) -> String {
     let second_of_day = seconds % 86_400;
@@ -48,6 +69,17 @@ mod tests {
         assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(super::rfc3339(1_708_778_096), "2024-02-24T12:34:56Z");
         assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn dates_round_trip_and_non_dates_are_refused() {
+        for days in [0, 11_016, 19_777, 20_416, -1] {
+            let (y, m, d) = super::civil_from_days(days);
+            assert_eq!(super::days_from_date(&format!("{y:04}-{m:02}-{d:02}")), Some(days));
+        }
+        for bad in ["2026-02-31", "2026-13-01", "2026-1-01", "20260101xx", "abcd-ef-gh"] {
+            assert_eq!(super::days_from_date(bad), None, "{bad}");
+        }
     }
 
     #[test]
