@@ -211,7 +211,8 @@ fn default_summary_input() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct ToolsConfig {
     /// Tool names the agent may call: built-in (`file_read`, `file_write`,
-    /// `file_list`, `memory_search`) and installed WASM tools; `"*"` for
+    /// `file_list`, `memory_store`, `memory_recall`, `memory_forget`,
+    /// `memory_search`) and installed WASM tools; `"*"` for
     /// all. Default all.
     #[serde(default = "default_allow")]
     pub allow: Vec<String>,

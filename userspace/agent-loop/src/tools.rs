@@ -1,6 +1,7 @@
 //! The tools a model may call (`specs/agent/README.md`, "Tools"): the
-//! agent's files and memory search through fs-engine, and every installed
-//! WASM tool through wasm-daemon's `execute_tool`.
+//! agent's files, its memory (store, recall, forget) and a workspace's
+//! memory search through fs-engine, and every installed WASM tool through
+//! wasm-daemon's `execute_tool`.
 //!
 //! Owns: describing tools to the model (name, description, the JSON Schema
 //! of their arguments) and carrying a call to the component that runs it.
@@ -14,7 +15,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use clawos_api::fs_engine::{self, FilePath, MemorySearch, ReadFile, WriteFile};
+use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
 use clawos_api::wasm_daemon::{self, ExecuteTool, ToolRef};
 use clawos_ipc::IpcClient;
 use serde_json::{json, Value};
@@ -40,7 +41,7 @@ pub struct Tool {
 }
 
 /// The built-in tools: the agent's own files (paths relative to its
-/// directory, RULE-001) and memory search.
+/// directory, RULE-001), its memory, and a workspace's memory search.
 pub fn built_in() -> Vec<Tool> {
     let tool = |name: &str, description: &str, parameters: Value| Tool {
         spec: ToolSpec { name: name.into(), description: description.into(), parameters },
@@ -55,6 +56,17 @@ pub fn built_in() -> Vec<Tool> {
             json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}}, "required": ["path", "content"]}),
         ),
         tool("file_list", "List a directory of yours.", json!({"type": "object", "properties": {"path": path}})),
+        tool(
+            "memory_store",
+            "Remember something for later sessions. category: core (lasting facts, the default), daily (what happened today) or a name of your own.",
+            json!({"type": "object", "properties": {"content": {"type": "string"}, "category": {"type": "string"}}, "required": ["content"]}),
+        ),
+        tool(
+            "memory_recall",
+            "Recall what you remembered (and your files say) about a query.",
+            json!({"type": "object", "properties": {"query": {"type": "string"}, "category": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
+        ),
+        tool("memory_forget", "Forget a memory by its id.", json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]})),
         tool(
             "memory_search",
             "Search memory for passages about a query.",
@@ -186,16 +198,16 @@ fn text_arg<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, String> {
 
 async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Value, memory_workspace: &str) -> Result<Value, String> {
     let fs = fs_engine::Client::new(fs);
-    let agent = Some(agent.to_owned());
+    let as_agent = Some(agent.to_owned());
     match name {
         "file_read" => {
-            let file = fs.read_file(&ReadFile { path: text_arg(arguments, "path")?.into(), agent, offset: 0, length: None }).await.map_err(|e| e.to_string())?;
+            let file = fs.read_file(&ReadFile { path: text_arg(arguments, "path")?.into(), offset: 0, length: None, agent: as_agent }).await.map_err(|e| e.to_string())?;
             Ok(Value::String(file.content.unwrap_or_else(|| "(binary file)".into())))
         }
         "file_write" => {
             let params = WriteFile {
                 path: text_arg(arguments, "path")?.into(),
-                agent,
+                agent: as_agent,
                 content: Some(text_arg(arguments, "content")?.into()),
                 create_dirs: true,
                 ..WriteFile::default()
@@ -205,8 +217,25 @@ async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Valu
         }
         "file_list" => {
             let path = arguments.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
-            let listing = fs.list_dir(&FilePath { path, agent }).await.map_err(|e| e.to_string())?;
+            let listing = fs.list_dir(&FilePath { path, agent: as_agent }).await.map_err(|e| e.to_string())?;
             Ok(json!(listing.entries.iter().map(|entry| entry.name.clone()).collect::<Vec<_>>()))
+        }
+        "memory_store" => {
+            let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
+            let params = MemoryStore { agent: agent.into(), content: text_arg(arguments, "content")?.into(), category };
+            let entry = fs.memory_store(&params).await.map_err(|e| e.to_string())?;
+            Ok(json!({"id": entry.id, "category": entry.category, "path": entry.path}))
+        }
+        "memory_recall" => {
+            let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
+            let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
+            let params = MemoryRecall { agent: agent.into(), query: text_arg(arguments, "query")?.into(), category, limit };
+            let recall = fs.memory_recall(&params).await.map_err(|e| e.to_string())?;
+            Ok(json!(recall.results.iter().map(|hit| json!({"id": hit.id, "path": hit.path, "content": hit.content, "score": hit.score})).collect::<Vec<_>>()))
+        }
+        "memory_forget" => {
+            let entry = fs.memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() }).await.map_err(|e| e.to_string())?;
+            Ok(json!({"forgot": entry.id, "path": entry.path}))
         }
         "memory_search" => {
             let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));

@@ -129,15 +129,28 @@ pub fn system_prompt(agent: &str, config: &AgentConfig, persona: &str, tools: &[
         if native_tools {
             prompt.push_str("\nUse a tool when it helps; file paths are relative to your directory.");
         } else {
-            prompt.push_str("\nTo use a tool, reply with only <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. Tools:");
-            for tool in tools {
-                let arguments = tool.parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "));
-                prompt.push_str(&format!("\n- {}({}): {}", tool.name, arguments.unwrap_or_default(), tool.description));
-            }
+            prompt.push_str(&text_calls_hint(tools));
         }
     }
     prompt
 }
+
+/// How a model without native tool calling calls `tools`: one line each.
+fn text_calls_hint(tools: &[ToolSpec]) -> String {
+    let mut hint = String::from("\nTo use a tool, reply with only <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. Tools:");
+    for tool in tools {
+        let arguments = tool.parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "));
+        hint.push_str(&format!("\n- {}({}): {}", tool.name, arguments.unwrap_or_default(), tool.description));
+    }
+    hint
+}
+
+/// What the model is told in the silent turn before a compaction.
+const FLUSH_PROMPT: &str = "The conversation below is about to be replaced by a short summary. \
+Store with memory_store anything in it you must still know in later sessions: facts about the operator, decisions, names, open tasks. \
+Store nothing you already stored. Do not answer in text.";
+/// Most `memory_store` calls the silent turn runs.
+const MAX_FLUSH_CALLS: usize = 5;
 
 impl Turn<'_> {
     /// Runs the turn for `message` to its outcome (stored, and returned).
@@ -192,7 +205,7 @@ impl Turn<'_> {
                 return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
             }
             self.check_spend()?;
-            let context = self.context(system_tokens).await?;
+            let context = self.context(system_tokens, specs).await?;
             let mut messages = vec![ChatMessage::text(Role::System, system.clone())];
             messages.extend(context.into_iter().map(|stored| stored.message));
             let request = ChatRequest {
@@ -305,7 +318,7 @@ impl Turn<'_> {
 
     /// The session's context for the next request, compacted first when
     /// it passes its share of the context window.
-    async fn context(&self, system_tokens: u64) -> Result<Vec<store::Stored>, Stop> {
+    async fn context(&self, system_tokens: u64, specs: &[ToolSpec]) -> Result<Vec<store::Stored>, Stop> {
         let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
         let window = self.thinker.context_window().saturating_sub(u64::from(self.config.model.max_tokens));
         let threshold = (window as f64 * self.config.session.compact_at) as u64;
@@ -315,6 +328,9 @@ impl Turn<'_> {
             return Ok(context);
         }
         let split = compaction::split_point(&context, self.config.session.keep_recent);
+        if split > 0 {
+            self.flush_memory(&context[..split], specs).await;
+        }
         let summary = if split > 0 { self.summarize(&context[..split]).await } else { None };
         if let Some(summary) = summary {
             let summary_tokens = estimate_tokens(&summary);
@@ -340,6 +356,47 @@ impl Turn<'_> {
         self.store.compact(self.session_id, context[split - 1].seq, &notice, estimate_tokens(&notice), before, after, true).map_err(Stop::Failed)?;
         self.reporter.text(&format!("{notice}\n"));
         self.store.context(self.session_id).map_err(Stop::Failed)
+    }
+
+    /// The silent turn before a compaction (`specs/agent/README.md`,
+    /// "Memory"): the model sees what is about to be summarized away and
+    /// may keep what matters with `memory_store`. Its text reaches no one
+    /// and is not stored; its calls run and are recorded like any other.
+    /// Without `memory_store` among the agent's tools there is none. A
+    /// failure costs only the flush: the compaction goes on.
+    async fn flush_memory(&self, prefix: &[store::Stored], specs: &[ToolSpec]) {
+        let Some(spec) = specs.iter().find(|spec| spec.name == "memory_store") else { return };
+        let native = self.thinker.native_tools();
+        let mut system = FLUSH_PROMPT.to_owned();
+        if !native {
+            system.push_str(&text_calls_hint(std::slice::from_ref(spec)));
+        }
+        let request = ChatRequest {
+            model: self.thinker.model().to_owned(),
+            messages: vec![
+                ChatMessage::text(Role::System, system),
+                ChatMessage::text(Role::User, compaction::summarizer_input(prefix, self.config.session.summary_input_tokens)),
+            ],
+            tools: if native { vec![spec.clone()] } else { Vec::new() },
+            max_tokens: self.config.model.max_tokens.min(400),
+            temperature: Some(0.0),
+        };
+        let (response, answered) = match self.thinker.think(&request, &|_| {}, &self.cancel).await {
+            Ok(answer) => answer,
+            Err(error) => return tracing::warn!(agent = self.agent, "the memory flush before compaction failed: {error}"),
+        };
+        let spend = SpendRow { turn_id: self.turn_id, provider: &answered.provider, model: &answered.model, usage: response.usage, cost_usd: answered.cost_usd };
+        if let Err(error) = self.store.spend(&spend) {
+            tracing::error!(agent = self.agent, "recording the memory flush's spend: {error}");
+        }
+        let calls = if response.tool_calls.is_empty() && !native { crate::provider::text_calls::parse(&response.text, &["memory_store"]).1 } else { response.tool_calls };
+        let mut stored = 0;
+        for call in calls.iter().filter(|call| call.name == "memory_store").take(MAX_FLUSH_CALLS) {
+            if !self.tools.call(&call.name, &call.arguments).await.is_error {
+                stored += 1;
+            }
+        }
+        self.reporter.publish("memory.flushed", json!({"agent": self.agent, "session_id": self.session_id, "turn_id": self.turn_id, "stored": stored}));
     }
 
     /// A summary of `prefix` from the model, with a bounded input; `None`

@@ -41,6 +41,7 @@ impl Runner for Tools {
         let result = match name {
             "text-stats" => CallResult { content: json!({"words": 3}).to_string(), is_error: false },
             "huge" => CallResult { content: "x".repeat(100), is_error: false },
+            "memory_store" => CallResult { content: json!({"id": "m0123456789ab"}).to_string(), is_error: false },
             other => CallResult { content: format!("error: there is no tool `{other}`"), is_error: true },
         };
         async move { result }.boxed()
@@ -65,7 +66,7 @@ impl Reporter for Seen {
 }
 
 fn specs() -> Vec<ToolSpec> {
-    ["text-stats", "huge"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
+    ["text-stats", "huge", "memory_store"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
 }
 
 type Ran = (clawos_api::agent_loop::TurnOutcome, Store, Tools, Seen, tempfile::TempDir);
@@ -79,7 +80,7 @@ async fn run_turn(server: &Server, extra: &str, native: bool) -> Ran {
 async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool) -> Ran {
     let text = format!(
         "[model]\nprovider = \"scripted\"\nmodel = \"m\"\nmax_retries = 0\n{extra}\n[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\n\
-         [providers.scripted.models.m]\nnative_tools = {native}\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n",
+         [providers.scripted.models.m]\nnative_tools = {native}\ncontext_window = 1000\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n",
         server.api_url()
     );
     let config = AgentConfig::parse(&text).unwrap();
@@ -209,4 +210,36 @@ async fn a_provider_that_fails_ends_the_turn_with_its_reason() {
     assert_eq!(outcome.status, TurnStatus::Failed);
     assert!(outcome.message.unwrap().contains("malformed answer"));
     assert!(seen.events.lock().unwrap().iter().any(|(name, _)| name == "provider.error"));
+}
+
+#[tokio::test]
+async fn before_a_compaction_the_model_gets_a_silent_turn_to_store_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+    store.ensure_session("s1").unwrap();
+    for n in 0..10 {
+        let role = if n % 2 == 0 { Role::User } else { Role::Assistant };
+        store.append("s1", &clawos_agent_loop::provider::ChatMessage::text(role, format!("old message {n}: the boiler code is 4471")), false, 60).unwrap();
+    }
+    drop(store);
+    let script = Script::new()
+        .reply(openai::tool_call("f1", "memory_store", r#"{"content": "The boiler code is 4471."}"#, 5))
+        .reply(openai::text(["A summary."], Some((10, 3))))
+        .reply(openai::text(["Done."], Some((10, 1))));
+    let server = Server::start(script).await.unwrap();
+    let (outcome, store, tools, seen, _dir) = run_turn_in(dir, &server, "[session]\nkeep_recent = 2\n[limits]\nmax_steps = 3", true).await;
+    assert_eq!(outcome.status, TurnStatus::Done, "{outcome:?}");
+    let flush = &server.requests()[0].body;
+    assert!(flush["messages"][0]["content"].as_str().unwrap().contains("about to be replaced"), "{flush}");
+    assert_eq!(flush["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(flush["tools"][0]["function"]["name"], "memory_store");
+    assert!(flush["messages"][1]["content"].as_str().unwrap().contains("boiler code"));
+    assert_eq!(tools.calls.lock().unwrap()[0], ("memory_store".to_owned(), json!({"content": "The boiler code is 4471."})));
+    let flushed: Vec<Value> = seen.events.lock().unwrap().iter().filter(|(name, _)| name == "memory.flushed").map(|(_, data)| data.clone()).collect();
+    assert_eq!(flushed.len(), 1);
+    assert_eq!(flushed[0]["stored"], 1);
+    // Nothing of the silent turn reaches the operator or the transcript.
+    assert_eq!(*seen.text.lock().unwrap(), "Done.");
+    let transcript = store.transcript("s1").unwrap();
+    assert!(transcript.iter().all(|stored| stored.message.tool_calls.iter().all(|call| call.id != "f1") && stored.message.tool_call_id.as_deref() != Some("f1")));
 }

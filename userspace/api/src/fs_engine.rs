@@ -3,6 +3,7 @@
 //! their hybrid memory search, snapshots, and agents' identity files.
 
 /// The ClawFS data types these methods carry, so clients need not name `clawfs`.
+pub use clawfs::memory::{Hygiene, MemoryEntry, Recall, RecallHit, Reindexed};
 pub use clawfs::{DirEntry, EntryKind, Fusion, Identity, IndexReport, LegReport, SearchHit, SearchResponse, Snapshot, WorkspaceMetadata};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,23 @@ service! {
     fn memory_remove(MemoryRemove) -> MemoryRemoved { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Hybrid (keyword + vector) search of a workspace's memory.
     fn memory_search(MemorySearch) -> SearchResponse { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// Stores a memory of an agent: a new entry in its category's file,
+    /// indexed before the answer.
+    fn memory_store(MemoryStore) -> MemoryEntry { timeout_ms: 30000, errors: [Eperm, Eio] }
+    /// Hybrid search of an agent's memory files.
+    fn memory_recall(MemoryRecall) -> Recall { timeout_ms: 30000, errors: [Eperm, Eio] }
+    /// One memory entry of an agent.
+    fn memory_get(MemoryId) -> MemoryEntry { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    /// An agent's newest memory entries, newest first.
+    fn memory_list(MemoryList) -> MemoryEntries { timeout_ms: 5000, errors: [Eperm, Eio] }
+    /// Removes a memory entry from its file and from the index.
+    fn memory_forget(MemoryId) -> MemoryEntry { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// How many memory entries an agent has.
+    fn memory_count(MemoryCount) -> MemoryCounted { timeout_ms: 5000, errors: [Eperm, Eio] }
+    /// Rebuilds an agent's memory index from its files alone.
+    fn memory_reindex(AgentRef) -> Reindexed { timeout_ms: 300000, errors: [Eperm, Eio] }
+    /// Archives an agent's old daily logs and purges old archives.
+    fn memory_hygiene(MemoryHygiene) -> Hygiene { timeout_ms: 30000, errors: [Eperm, Eio] }
     /// Takes today's snapshot of a workspace database.
     fn snapshot_create(WorkspaceRef) -> Snapshot { timeout_ms: 30000, errors: [Enoent, Eio] }
     /// A workspace's snapshots, oldest first.
@@ -323,4 +341,106 @@ pub struct AgentDirCreate {
 pub struct AgentDirCreated {
     /// The agent's directory as ClawFS names it.
     pub path: String,
+}
+
+/// `memory_store` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryStore {
+    /// The agent.
+    pub agent: String,
+    /// The text (at most 8 KiB).
+    pub content: String,
+    /// `core` (default), `daily`, `conversation` or a custom name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+}
+
+/// `memory_recall` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryRecall {
+    /// The agent.
+    pub agent: String,
+    /// What to look for, in words.
+    pub query: String,
+    /// Only entries of this category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// How many results. Default 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `memory_get` and `memory_forget` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryId {
+    /// The agent.
+    pub agent: String,
+    /// The entry's ID.
+    pub id: String,
+}
+
+/// `memory_list` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryList {
+    /// The agent.
+    pub agent: String,
+    /// Only entries of this category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// How many. Default 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `memory_list` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoryEntries {
+    /// Newest first.
+    pub entries: Vec<MemoryEntry>,
+}
+
+/// `memory_count` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryCount {
+    /// The agent.
+    pub agent: String,
+    /// Only entries of this category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+}
+
+/// `memory_count` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemoryCounted {
+    /// Entries.
+    pub count: usize,
+}
+
+/// `memory_hygiene` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryHygiene {
+    /// The agent.
+    pub agent: String,
+    /// Daily logs older than this many days leave recall for `archive/logs/`. Default 30.
+    #[serde(default = "default_archive_after_days")]
+    pub archive_after_days: u32,
+    /// Archived logs older than this many days are deleted. Default 365.
+    #[serde(default = "default_purge_after_days")]
+    pub purge_after_days: u32,
+}
+
+/// Days before hygiene archives a daily log.
+pub fn default_archive_after_days() -> u32 {
+    30
+}
+
+/// Days before hygiene deletes an archived log.
+pub fn default_purge_after_days() -> u32 {
+    365
 }

@@ -58,7 +58,8 @@ enum Command {
     /// ClawFS user workspaces: create, list, delete.
     #[command(subcommand)]
     Workspace(workspace::WorkspaceCommand),
-    /// Workspace memory: index Markdown files, hybrid search.
+    /// An agent's memory (store, recall, forget, ...) and a workspace's
+    /// memory index (index, search).
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
     /// Agents' identity files: show, record a task, backups, restore.

@@ -1,12 +1,15 @@
-//! `clawctl memory`: index Markdown files into a workspace's memory and
-//! run hybrid searches on it, through fs-engine.
+//! `clawctl memory`: an agent's memory (store, recall, get, list, forget,
+//! count, reindex, hygiene: specs/agent/README.md, "Memory"), and a user
+//! workspace's memory index (index, search), through fs-engine.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use clawos_api::fs_engine::{Fusion, LegReport, MemoryIndex, MemorySearch};
+use clawos_api::fs_engine::{
+    AgentRef, Fusion, LegReport, MemoryCount, MemoryEntry, MemoryHygiene, MemoryId, MemoryIndex, MemoryList, MemoryRecall, MemorySearch, MemoryStore,
+};
 
 use crate::ipc::{connect_fs_engine, fs_engine};
 
@@ -16,6 +19,107 @@ pub enum MemoryCommand {
     Index(IndexArgs),
     /// Hybrid keyword + vector search.
     Search(SearchArgs),
+    /// Store a memory of an agent (a new entry in its Markdown files).
+    Store(StoreArgs),
+    /// Hybrid search of an agent's memory files.
+    Recall(RecallArgs),
+    /// One memory entry.
+    Get(IdArgs),
+    /// The newest memory entries, newest first.
+    List(ListArgs),
+    /// Remove a memory entry from its file and the index.
+    Forget(IdArgs),
+    /// How many memory entries an agent has.
+    Count(ListArgs),
+    /// Rebuild an agent's memory index from its files alone.
+    Reindex(AgentArgs),
+    /// Archive daily logs older than --archive-after-days, delete archives
+    /// older than --purge-after-days.
+    Hygiene(HygieneArgs),
+}
+
+#[derive(Args)]
+pub struct AgentArgs {
+    /// The agent.
+    #[arg(long, short, default_value = "default")]
+    agent: String,
+    /// Print fs-engine's answer as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct StoreArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// core (default), daily, conversation or a name of your own.
+    #[arg(long, short)]
+    category: Option<String>,
+    /// The text.
+    #[arg(required = true)]
+    content: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct RecallArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Only entries of this category.
+    #[arg(long, short)]
+    category: Option<String>,
+    /// How many results.
+    #[arg(long, default_value_t = 5)]
+    limit: usize,
+    /// What to look for.
+    #[arg(required = true)]
+    query: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct IdArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// The entry's ID (`m` and 12 hex digits).
+    id: String,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Only entries of this category.
+    #[arg(long, short)]
+    category: Option<String>,
+    /// How many (list only).
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+#[derive(Args)]
+pub struct HygieneArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    #[arg(long, default_value_t = clawos_api::fs_engine::default_archive_after_days())]
+    archive_after_days: u32,
+    #[arg(long, default_value_t = clawos_api::fs_engine::default_purge_after_days())]
+    purge_after_days: u32,
+}
+
+/// Prints `answer` as JSON when asked, else as `human` says.
+fn show<T: serde::Serialize>(json: bool, answer: &T, human: impl FnOnce(&T)) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_value(answer)?);
+    } else {
+        human(answer);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_entry(entry: &MemoryEntry) {
+    println!("{}  {}  {}  {}", entry.id, entry.at, entry.category, entry.path);
+    for line in entry.content.lines() {
+        println!("    {line}");
+    }
 }
 
 #[derive(Args)]
@@ -74,8 +178,54 @@ pub async fn run(command: MemoryCommand) -> anyhow::Result<ExitCode> {
             }
         }
         MemoryCommand::Search(args) => return search(args).await,
+        command => return agent_memory(command).await,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The commands on an agent's memory.
+async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
+    let client = connect_fs_engine().await?;
+    let fs = fs_engine(&client);
+    match command {
+        MemoryCommand::Store(StoreArgs { agent, category, content }) => {
+            let params = MemoryStore { agent: agent.agent, content: content.join(" "), category };
+            show(agent.json, &fs.memory_store(&params).await?, |entry| println!("stored {} in {}", entry.id, entry.path))
+        }
+        MemoryCommand::Recall(RecallArgs { agent, category, limit, query }) => {
+            let params = MemoryRecall { agent: agent.agent, query: query.join(" "), category, limit: Some(limit) };
+            show(agent.json, &fs.memory_recall(&params).await?, |recall| {
+                println!("keyword leg: {}", leg(&recall.keyword));
+                println!("vector leg:  {}", leg(&recall.vector));
+                for (rank, hit) in recall.results.iter().enumerate() {
+                    let first_line = hit.content.lines().next().unwrap_or("");
+                    println!("{:>2}. {:.3}  {} {}  {}", rank + 1, hit.score, hit.id.as_deref().unwrap_or("-"), hit.path, first_line);
+                }
+            })
+        }
+        MemoryCommand::Get(IdArgs { agent, id }) => show(agent.json, &fs.memory_get(&MemoryId { agent: agent.agent, id }).await?, print_entry),
+        MemoryCommand::Forget(IdArgs { agent, id }) => {
+            show(agent.json, &fs.memory_forget(&MemoryId { agent: agent.agent, id }).await?, |entry| println!("forgot {} from {}", entry.id, entry.path))
+        }
+        MemoryCommand::List(ListArgs { agent, category, limit }) => {
+            let answer = fs.memory_list(&MemoryList { agent: agent.agent, category, limit: Some(limit) }).await?;
+            show(agent.json, &answer, |answer| answer.entries.iter().for_each(print_entry))
+        }
+        MemoryCommand::Count(ListArgs { agent, category, .. }) => {
+            show(agent.json, &fs.memory_count(&MemoryCount { agent: agent.agent, category }).await?, |answer| println!("{}", answer.count))
+        }
+        MemoryCommand::Reindex(agent) => show(agent.json, &fs.memory_reindex(&AgentRef { agent: agent.agent }).await?, |report| {
+            println!("{} files, {} chunks, {} vectors", report.files, report.chunks, report.vectors)
+        }),
+        MemoryCommand::Hygiene(HygieneArgs { agent, archive_after_days, purge_after_days }) => {
+            let params = MemoryHygiene { agent: agent.agent, archive_after_days, purge_after_days };
+            show(agent.json, &fs.memory_hygiene(&params).await?, |report| {
+                println!("archived: {}", report.archived.join(", "));
+                println!("purged: {}", report.purged.join(", "));
+            })
+        }
+        MemoryCommand::Index(_) | MemoryCommand::Search(_) => unreachable!("workspace commands are run by `run`"),
+    }
 }
 
 /// `clawctl memory search` and its short form `clawctl search`.

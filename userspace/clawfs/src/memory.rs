@@ -88,7 +88,7 @@ impl Category {
 
     /// The file its entries stored on `date` (`YYYY-MM-DD`) go to, relative
     /// to the agent's directory.
-    fn file(&self, date: &str) -> String {
+    pub fn file(&self, date: &str) -> String {
         match self {
             Category::Core => "memory.md".to_owned(),
             Category::Daily => format!("logs/{date}.md"),

@@ -14,6 +14,7 @@
 
 mod embedder;
 mod files;
+mod watch;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,10 +22,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clawfs::{Clawfs, Config, Embedder, IndexReport, Owners, SearchRequest, SearchResponse, Snapshot, WorkspaceMetadata};
+use clawfs::memory::{AgentMemory, Category, Hygiene, MemoryEntry, Recall, Reindexed};
 use clawos_api::fs_engine::{
     self, AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups, IdentityRecordTask,
-    IdentityRestore, MemoryIndex, MemoryRemove, MemoryRemoved, MemorySearch, ReadFile, SnapshotList, SnapshotPrune,
-    SnapshotRestore, SnapshotsPruned, WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
+    IdentityRestore, MemoryCount, MemoryCounted, MemoryEntries, MemoryHygiene as MemoryHygieneParams, MemoryId, MemoryIndex, MemoryList,
+    MemoryRecall, MemoryRemove, MemoryRemoved, MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore,
+    SnapshotsPruned, WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
 };
 use clawos_api::{Call, Done, NoParams};
 use clawos_ipc::server::MethodError;
@@ -49,6 +52,13 @@ struct DaemonConfig {
     /// The memory search embedder. Default: the offline hashing embedder.
     #[serde(default)]
     embedder: embedder::EmbedderConfig,
+    /// Agents' daily logs older than this many days are archived by the
+    /// daily hygiene (specs/agent/README.md, "Memory"). Default 30.
+    #[serde(default = "fs_engine::default_archive_after_days")]
+    memory_archive_after_days: u32,
+    /// Archived logs older than this many days are deleted. Default 365.
+    #[serde(default = "fs_engine::default_purge_after_days")]
+    memory_purge_after_days: u32,
 }
 
 fn default_audit_log() -> PathBuf {
@@ -73,6 +83,8 @@ struct State {
     /// The embedder, or why it could not be set up (searches say so).
     embedder: Result<Arc<dyn Embedder>, String>,
     indexes: HashMap<String, clawfs::MemoryIndex>,
+    /// Open memory indexes by agent (in each agent's `workspace.db`).
+    agent_indexes: HashMap<String, clawfs::MemoryIndex>,
     namespace: Namespace,
 }
 
@@ -118,6 +130,20 @@ impl State {
         Ok(response)
     }
 
+    /// Agent `agent`'s memory and its open index. The first open brings
+    /// the index in step with the files, which may have changed while
+    /// fs-engine was not running (`AgentMemory::sync_all`).
+    fn agent_memory<'a>(&'a mut self, agent: &'a str) -> Result<(AgentMemory<'a>, &'a mut clawfs::MemoryIndex), MethodError> {
+        let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
+        if !self.agent_indexes.contains_key(agent) {
+            let mut index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
+            let report = memory.sync_all(&mut index).map_err(method_error)?;
+            tracing::info!(agent, added = report.added, removed = report.removed, unchanged = report.unchanged, "agent memory index opened");
+            self.agent_indexes.insert(agent.to_owned(), index);
+        }
+        Ok((memory, self.agent_indexes.get_mut(agent).expect("inserted above")))
+    }
+
     fn index(&mut self, workspace: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
         if !self.indexes.contains_key(workspace) {
             let index = self.clawfs.open_memory(workspace, self.embedder.clone().ok()).map_err(method_error)?;
@@ -152,6 +178,11 @@ fn record_task(identity: &mut clawfs::Identity, task: &IdentityRecordTask) {
     performance.avg_execution_time_ms = (performance.avg_execution_time_ms * before + task.duration_ms) / history.total_executions;
 }
 
+/// The category a request names, if it names one (EPROTO when it is no category).
+fn category(name: Option<&str>) -> Result<Option<Category>, MethodError> {
+    name.map(Category::parse).transpose().map_err(|e| MethodError::new(ErrorCode::Eproto, e.to_string()))
+}
+
 /// Maps a ClawFS error to the IPC code a caller can act on: EPERM for a
 /// path the access rules refuse, EPROTO for a request that cannot succeed
 /// as asked (bad name, name taken), ENOENT for a missing workspace or file,
@@ -162,6 +193,7 @@ pub(crate) fn method_error(error: clawfs::Error) -> MethodError {
         clawfs::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => ErrorCode::Enoent,
         clawfs::Error::Name(_) | clawfs::Error::Config(_) | clawfs::Error::WorkspaceExists(_) => ErrorCode::Eproto,
         clawfs::Error::NoSuchWorkspace(_)
+        | clawfs::Error::NoSuchMemory { .. }
         | clawfs::Error::NoSuchIdentityBackup { .. }
         | clawfs::Error::NoSuchSnapshot { .. } => ErrorCode::Enoent,
         _ => ErrorCode::Eio,
@@ -188,7 +220,7 @@ impl Daemon {
             tracing::error!("{reason}; file and memory requests will be refused");
         }
         let root_exists = config.clawfs_root.is_dir();
-        let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace: Namespace::NotTried };
+        let mut state = State { clawfs, embedder, indexes: HashMap::new(), agent_indexes: HashMap::new(), namespace: Namespace::NotTried };
         if root_exists {
             // A failure here makes the component degraded, not dead: the
             // runtime's own methods still answer and the next request retries.
@@ -201,7 +233,12 @@ impl Daemon {
             tracing::warn!("ClawFS root {} does not exist; ClawFS methods will fail until it does", config.clawfs_root.display());
         }
         let files = Arc::new(files::FileService::new(config.clawfs_root.clone(), audit));
-        Ok(Daemon { state: Arc::new(Mutex::new(state)), files })
+        let state = Arc::new(Mutex::new(state));
+        let hygiene = watch::Hygiene { archive_after_days: config.memory_archive_after_days, purge_after_days: config.memory_purge_after_days };
+        if let Err(error) = watch::start(&config.clawfs_root, state.clone(), hygiene) {
+            tracing::error!("agents' memory files will not be re-indexed when they change: {error}");
+        }
+        Ok(Daemon { state, files })
     }
 
     /// Runs `work` on the blocking pool: SQLite and HNSW calls block.
@@ -228,6 +265,27 @@ impl Daemon {
         };
         let entry = clawfs::audit::Entry { agent: caller.as_str(), operation, path: &target, bytes: None, denied: None, caller: caller.as_str() };
         self.files.record(&entry)
+    }
+
+    /// Audits memory operation `operation` of `caller` on agent `agent`'s
+    /// file `path` (its directory when `None`), then runs `work` on its
+    /// memory on the blocking pool.
+    async fn agent_memory<T: Send + 'static>(
+        &self,
+        call: &Call,
+        operation: &str,
+        agent: String,
+        path: Option<&str>,
+        work: impl FnOnce(AgentMemory<'_>, &mut clawfs::MemoryIndex) -> clawfs::Result<T> + Send + 'static,
+    ) -> Result<T, MethodError> {
+        let target = format!("/clawfs/agents/{agent}{}", path.map(|p| format!("/{p}")).unwrap_or_default());
+        let caller = call.peer();
+        self.files.record(&clawfs::audit::Entry { agent: &agent, operation, path: &target, bytes: None, denied: None, caller: caller.as_str() })?;
+        self.blocking(move |s| {
+            let (memory, index) = s.agent_memory(&agent)?;
+            work(memory, index).map_err(method_error)
+        })
+        .await
     }
 
     /// Runs a file method on the blocking pool (file I/O and fsyncs block).
@@ -301,6 +359,50 @@ impl fs_engine::Service for Daemon {
         self.blocking(move |s| s.search(&p.workspace, &request)).await
     }
 
+    async fn memory_store(&self, call: &Call, p: MemoryStore) -> Result<MemoryEntry, MethodError> {
+        let category = category(p.category.as_deref())?.unwrap_or(Category::Core);
+        let at = fsutil::now_rfc3339();
+        let path = category.file(&at[..10]);
+        self.agent_memory(call, "memory_store", p.agent, Some(&path), move |memory, index| memory.store(index, &category, &p.content, &at)).await
+    }
+
+    async fn memory_recall(&self, call: &Call, p: MemoryRecall) -> Result<Recall, MethodError> {
+        let category = category(p.category.as_deref())?;
+        let limit = p.limit.unwrap_or(5).clamp(1, 50);
+        let recall = self.agent_memory(call, "memory_recall", p.agent, None, move |memory, index| memory.recall(index, &p.query, category.as_ref(), limit)).await?;
+        Ok(recall)
+    }
+
+    async fn memory_get(&self, call: &Call, p: MemoryId) -> Result<MemoryEntry, MethodError> {
+        self.agent_memory(call, "memory_get", p.agent, None, move |memory, _| memory.get(&p.id)).await
+    }
+
+    async fn memory_list(&self, call: &Call, p: MemoryList) -> Result<MemoryEntries, MethodError> {
+        let category = category(p.category.as_deref())?;
+        let limit = p.limit.unwrap_or(20);
+        let entries = self.agent_memory(call, "memory_list", p.agent, None, move |memory, _| memory.list(category.as_ref(), limit)).await?;
+        Ok(MemoryEntries { entries })
+    }
+
+    async fn memory_forget(&self, call: &Call, p: MemoryId) -> Result<MemoryEntry, MethodError> {
+        self.agent_memory(call, "memory_forget", p.agent, None, move |memory, index| memory.forget(index, &p.id)).await
+    }
+
+    async fn memory_count(&self, call: &Call, p: MemoryCount) -> Result<MemoryCounted, MethodError> {
+        let category = category(p.category.as_deref())?;
+        let count = self.agent_memory(call, "memory_count", p.agent, None, move |memory, _| memory.count(category.as_ref())).await?;
+        Ok(MemoryCounted { count })
+    }
+
+    async fn memory_reindex(&self, call: &Call, p: AgentRef) -> Result<Reindexed, MethodError> {
+        self.agent_memory(call, "memory_reindex", p.agent, None, |memory, index| memory.reindex(index)).await
+    }
+
+    async fn memory_hygiene(&self, call: &Call, p: MemoryHygieneParams) -> Result<Hygiene, MethodError> {
+        let today = watch::today();
+        self.agent_memory(call, "memory_hygiene", p.agent, None, move |memory, index| memory.hygiene(index, p.archive_after_days, p.purge_after_days, today)).await
+    }
+
     async fn snapshot_create(&self, _call: &Call, p: WorkspaceRef) -> Result<Snapshot, MethodError> {
         self.blocking(move |s| s.clawfs.create_snapshot(&p.workspace).map_err(method_error)).await
     }
@@ -350,6 +452,9 @@ impl fs_engine::Service for Daemon {
 
     async fn agent_dir_remove(&self, call: &Call, params: AgentRef) -> Result<Done, MethodError> {
         let caller = call.peer();
+        // Close its memory index first so no handle outlives its files.
+        let agent = params.agent.clone();
+        self.blocking(move |s| Ok(s.agent_indexes.remove(&agent))).await?;
         self.files(move |files| files.remove_agent(caller, params)).await?;
         Ok(Done {})
     }
