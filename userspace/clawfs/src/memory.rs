@@ -30,6 +30,10 @@ use crate::search::{LegReport, SearchRequest};
 /// Longest entry, bytes: a memory is a fact or a decision, not a document
 /// (a document is a file the agent writes and the index finds anyway).
 pub const MAX_ENTRY_BYTES: usize = 8 * 1024;
+/// Largest memory file read (and so indexed or appended to): about 40,000
+/// short entries. A category past it takes no more entries until hygiene,
+/// `forget` or the operator trims it.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest custom category name.
 const MAX_CATEGORY_BYTES: usize = 32;
 /// How deep under the agent's directory files are indexed
@@ -110,12 +114,13 @@ impl Category {
         Category::parse(name).ok().filter(|category| !matches!(category, Category::Core | Category::Daily))
     }
 
-    /// The title a new file of this category starts with.
-    fn title(&self, date: &str) -> String {
+    /// The title line a new file of this category starts with, for
+    /// entries stored on `date`.
+    pub fn header(&self, date: &str) -> String {
         match self {
-            Category::Core => "Memory".to_owned(),
-            Category::Daily => date.to_owned(),
-            other => format!("Memory: {}", other.name()),
+            Category::Core => "# Memory\n".to_owned(),
+            Category::Daily => format!("# {date}\n"),
+            other => format!("# Memory: {}\n", other.name()),
         }
     }
 }
@@ -219,17 +224,25 @@ impl<'a> AgentMemory<'a> {
         files::resolve(self.root, Requester::Agent(self.agent), path, access)
     }
 
-    /// The text of `path`, `None` when there is no such file.
+    /// The text of `path` (at most [`MAX_FILE_BYTES`]), `None` when there
+    /// is no such file.
     fn read(&self, path: &str) -> Result<Option<String>> {
         let file = self.resolve(path, Access::Read)?;
-        let read = match files::read(&file, 0, None) {
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            other => other?,
-        };
-        if !read.eof {
-            return Err(Error::Denied { path: file.display, reason: format!("{} bytes is more than memory reads ({} at most)", read.size, files::MAX_TRANSFER_BYTES) });
+        let mut data = Vec::new();
+        loop {
+            let read = match files::read(&file, data.len() as u64, None) {
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                other => other?,
+            };
+            if read.size > MAX_FILE_BYTES {
+                return Err(Error::Denied { path: file.display, reason: format!("{} bytes is more than a memory file may hold ({MAX_FILE_BYTES})", read.size) });
+            }
+            data.extend_from_slice(&read.data);
+            if read.eof || read.data.is_empty() {
+                break;
+            }
         }
-        String::from_utf8(read.data).map(Some).map_err(|_| Error::Denied { path: file.display, reason: "not UTF-8 text".into() })
+        String::from_utf8(data).map(Some).map_err(|_| Error::Denied { path: file.display, reason: "not UTF-8 text".into() })
     }
 
     /// Stores `content` as a new entry of `category` at `at` (RFC 3339 UTC):
@@ -248,11 +261,17 @@ impl<'a> AgentMemory<'a> {
         let id = entry_id(self.agent, at, content);
         let mut text = String::new();
         let file = self.resolve(&path, Access::Write)?;
-        if !fs::symlink_metadata(&file.real).is_ok_and(|m| m.len() > 0) {
-            self.make_parent(&path)?;
-            text.push_str(&format!("# {}\n", category.title(&at[..10])));
+        match fs::symlink_metadata(&file.real).map(|m| m.len()) {
+            Ok(size) if size >= MAX_FILE_BYTES => {
+                return Err(refuse(format!("{path} holds {size} bytes, the most a memory file may ({MAX_FILE_BYTES}); forget entries or store in another category")));
+            }
+            Ok(size) if size > 0 => {}
+            _ => {
+                self.make_parent(&path)?;
+                text.push_str(&category.header(&at[..10]));
+            }
         }
-        text.push_str(&format!("\n## {at} [{id}]\n{}\n", escape(content)));
+        text.push_str(&render_entry(at, &id, content));
         // Appended: an edit the agent or the operator makes to the same
         // file at the same moment is not lost (a rewrite could lose it).
         files::write(&file, text.as_bytes(), WriteMode::Append)?;
@@ -459,10 +478,15 @@ impl<'a> AgentMemory<'a> {
     }
 }
 
+/// Entry `id` stored at `at` with `content` as it is appended to its file.
+pub fn render_entry(at: &str, id: &str, content: &str) -> String {
+    format!("\n## {at} [{id}]\n{}\n", escape(content))
+}
+
 /// A new entry's ID: `m` and 12 hex digits of a hash of who, when and what
 /// (and the clock's nanoseconds, so the same text stored twice in one
 /// second gets two IDs).
-fn entry_id(agent: &str, at: &str, content: &str) -> String {
+pub fn entry_id(agent: &str, at: &str, content: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let digest = Sha256::new().chain_update(agent).chain_update([0]).chain_update(at).chain_update([0]).chain_update(content).chain_update(nanos.to_le_bytes()).finalize();
     format!("m{}", &fsutil::hex(&digest)[..12])
@@ -693,6 +717,20 @@ mod tests {
         fs::create_dir(dir.path().join("agents/default/memory")).unwrap();
         std::os::unix::fs::symlink("/etc/hostname", dir.path().join("agents/default/memory/evil.md")).unwrap();
         assert!(memory.store(&mut index, &Category::parse("evil").unwrap(), "x", AT).is_err());
+    }
+
+    #[test]
+    fn a_memory_file_larger_than_one_transfer_is_read_whole() {
+        let (dir, _index) = setup();
+        let memory = AgentMemory::new(dir.path(), "default").unwrap();
+        let mut text = Category::Core.header("2026-11-25");
+        for n in 0..6000 {
+            text.push_str(&render_entry(AT, &format!("m{n:012x}"), &format!("fact number {n} about the {}", "lighthouse ".repeat(20))));
+        }
+        assert!(text.len() > files::MAX_TRANSFER_BYTES);
+        fs::write(dir.path().join("agents/default/memory.md"), &text).unwrap();
+        assert_eq!(memory.count(Some(&Category::Core)).unwrap(), 6000);
+        assert!(memory.get("m000000001000").unwrap().content.starts_with("fact number 4096 "));
     }
 
     #[test]
