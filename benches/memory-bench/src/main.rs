@@ -73,13 +73,21 @@ const PLACES: [&str; 12] = [
 ];
 const SPOTS: [&str; 8] = ["blue drawer", "top shelf", "metal box", "red crate", "left cabinet", "wooden chest", "green bag", "back corner"];
 
-/// One fact and a question about it in other words.
-fn fact(rng: &mut StdRng) -> (String, String) {
+/// A fact, a question about it in other words, and what an answer to
+/// the question must name (the person and the thing).
+struct Fact {
+    text: String,
+    question: String,
+    person: &'static str,
+    thing: &'static str,
+}
+
+fn fact(rng: &mut StdRng) -> Fact {
     let person = PEOPLE[rng.random_range(0..PEOPLE.len())];
     let (thing, other_words) = THINGS[rng.random_range(0..THINGS.len())];
     let place = PLACES[rng.random_range(0..PLACES.len())];
     let spot = SPOTS[rng.random_range(0..SPOTS.len())];
-    (format!("{person} keeps the {thing} in the {spot} of the {place}."), format!("where does {person} store the {other_words}?"))
+    Fact { text: format!("{person} keeps the {thing} in the {spot} of the {place}."), question: format!("where does {person} store the {other_words}?"), person, thing }
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -105,13 +113,13 @@ fn main() -> anyhow::Result<()> {
     let mut daily: Vec<String> = (0..100).map(|day| Category::Daily.header(&fsutil::rfc3339(1_760_000_000 + day * 86_400)[..10])).collect();
     let mut questions = Vec::new();
     for n in 0..cli.entries {
-        let (text, question) = fact(&mut rng);
+        let fact = fact(&mut rng);
         let at = fsutil::rfc3339(1_760_000_000 + n as u64 * 60);
-        let id = clawfs::memory::entry_id("default", &at, &text);
-        let entry = render_entry(&at, &id, &text);
+        let id = clawfs::memory::entry_id("default", &at, &fact.text);
+        let entry = render_entry(&at, &id, &fact.text);
         if n % 5 < 3 { core.push_str(&entry) } else { daily[n % 100].push_str(&entry) }
         if questions.len() < cli.queries && n % (cli.entries / cli.queries).max(1) == 0 {
-            questions.push((question, id));
+            questions.push((fact, id));
         }
     }
     std::fs::write(agent_dir.join("memory.md"), &core)?;
@@ -134,26 +142,31 @@ fn main() -> anyhow::Result<()> {
     );
 
     let mut recall_times = Vec::new();
-    let mut found = 0;
-    for (question, id) in &questions {
+    let (mut same_entry, mut answered) = (0, 0);
+    for (fact, id) in &questions {
         let started = Instant::now();
-        let recall = memory.recall(&index, question, None, 5)?;
+        let recall = memory.recall(&index, &fact.question, None, 5)?;
         recall_times.push(started.elapsed());
-        found += usize::from(recall.results.iter().any(|hit| hit.id.as_deref() == Some(id.as_str())));
+        same_entry += usize::from(recall.results.iter().any(|hit| hit.id.as_deref() == Some(id.as_str())));
+        answered += usize::from(recall.results.iter().any(|hit| hit.content.contains(fact.person) && hit.content.contains(fact.thing)));
     }
     println!(
-        "recall top-5 over {} entries, query embedded by MiniLM: p50 {}, p95 {} ({} queries); the entry asked about in the top 5: {}/{}",
+        "recall top-5 over {} entries, query embedded by MiniLM: p50 {}, p95 {} ({} queries in other words than the entries)",
         cli.entries,
         ms(percentile(&mut recall_times, 0.5)),
         ms(percentile(&mut recall_times, 0.95)),
         questions.len(),
-        found,
-        questions.len()
+    );
+    // Each person keeps each thing in several places over the entries, so
+    // a question fits several entries; the one it was written from is one.
+    println!(
+        "  a top-5 result names the person and the thing asked about: {answered}/{n}; the entry the question was written from is in the top 5: {same_entry}/{n}",
+        n = questions.len()
     );
 
     let mut store_times = Vec::new();
     for n in 0..cli.stores {
-        let (text, _) = fact(&mut rng);
+        let text = fact(&mut rng).text;
         let started = Instant::now();
         memory.store(&mut index, &Category::Core, &text, &fsutil::rfc3339(1_800_000_000 + n as u64))?;
         store_times.push(started.elapsed());
@@ -173,7 +186,7 @@ fn main() -> anyhow::Result<()> {
     let report = memory.sync(&mut index, "memory.md")?;
     let resync = started.elapsed();
     let recall = memory.recall(&index, "when does the generator get oil?", None, 5)?;
-    anyhow::ensure!(recall.results.iter().any(|hit| hit.content.contains("generator in the barn")), "the operator's paragraph was not found");
+    anyhow::ensure!(recall.results.iter().any(|hit| hit.content.contains("generator in the barn")), "the operator's paragraph was not found: {recall:#?}");
     println!("re-index of memory.md after an edit outside: {} ({} chunk added, {} unchanged); recall then finds it", ms(resync), report.added, report.unchanged);
     Ok(())
 }

@@ -138,6 +138,13 @@ fn rerank_candidates(wanted: usize) -> usize {
     (wanted * 4).max(200)
 }
 
+/// Below this many vectors the candidates come from a scan of every i8
+/// vector of the graph rather than a walk of it: a few milliseconds, and
+/// exact. A graph walk can miss a lone vector among thousands of near
+/// copies (an agent's memory of similar facts and one unlike them: the
+/// memory-bench scenario, where the walk missed it at 10,000).
+const EXACT_BELOW: usize = 20_000;
+
 /// What a (re-)index of documents changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexReport {
@@ -648,7 +655,13 @@ impl MemoryIndex {
     /// by exact cosine similarity over their float32 vectors, best first.
     fn nearest(&self, query: &[f32], count: usize) -> Result<Vec<(u64, f32)>> {
         let (db_path, hnsw_path) = (self.dir.join(DATABASE_FILE), self.dir.join(HNSW_FILE));
-        let matches = self.hnsw.search(&quantize(query), rerank_candidates(count)).map_err(|e| hnsw_error(&hnsw_path, e))?;
+        let query_i8 = quantize(query);
+        let matches = if self.hnsw.size() < EXACT_BELOW {
+            self.hnsw.exact_search(&query_i8, rerank_candidates(count))
+        } else {
+            self.hnsw.search(&query_i8, rerank_candidates(count))
+        }
+        .map_err(|e| hnsw_error(&hnsw_path, e))?;
         let mut statement =
             self.connection.prepare_cached("SELECT embedding FROM clawfs_vectors WHERE key = ?1").map_err(sqlite(&db_path))?;
         let query_norm = dot(query, query).sqrt();
@@ -804,6 +817,24 @@ mod tests {
         other.index_document("notes/long.md", &note(9, 400)).unwrap();
         other.remove_document("notes/5.md").unwrap();
         assert_keyword_scores_are_fts5_bm25(&index, "sealed agents");
+    }
+
+    /// Thousands of copies of a few texts and one unlike them: a walk of
+    /// the graph ends among the copies, the scan below `EXACT_BELOW` finds
+    /// the lone one.
+    #[test]
+    fn a_lone_vector_among_thousands_of_copies_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let clawfs = Clawfs::new(Config { vector_dimension: 128, ..Config::new(dir.path()) }).unwrap();
+        clawfs.create_workspace("notes", "user").unwrap();
+        let embedder = std::sync::Arc::new(crate::HashingEmbedder::new(128));
+        let mut index = clawfs.open_memory("notes", Some(embedder.clone())).unwrap();
+        let mut text: String = (0..10_000).map(|n| format!("## {n}\nPerson{} keeps the drill in the barn.\n", n % 24)).collect();
+        text.push_str("## lone\nThe generator needs new oil every spring.\n");
+        index.index_document("memory.md", &text).unwrap();
+        let query = crate::Embedder::embed(&*embedder, &["generator oil"]).unwrap().remove(0);
+        let best = index.search_by_vector(&query, 1).unwrap();
+        assert_eq!(best[0].heading, "lone", "{best:?}");
     }
 
     #[test]
