@@ -61,8 +61,8 @@ impl Thinker for Instant_ {
 struct InstantTool;
 
 impl Runner for InstantTool {
-    fn call<'a>(&'a self, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, CallResult> {
-        async { CallResult { content: json!({"words": 2}).to_string(), is_error: false } }.boxed()
+    fn call<'a>(&'a self, _action_id: &'a str, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, CallResult> {
+        async { CallResult::new(json!({"words": 2}).to_string(), false) }.boxed()
     }
 }
 
@@ -104,7 +104,7 @@ async fn main() {
         };
         store.turn_started(&turn_id, &session_id).expect("the turn row");
         let started = Instant::now();
-        let outcome = turn.run("count the words of a b", &specs).await;
+        let outcome = turn.run(Some("count the words of a b"), &specs).await;
         let elapsed = started.elapsed();
         assert_eq!((outcome.status, outcome.steps), (TurnStatus::Done, 2), "{outcome:?}");
         per_step.push(elapsed / outcome.steps);

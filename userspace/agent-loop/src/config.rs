@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use clawos_api::security_agent::{AgentPolicy, Autonomy, Mode, Permission};
 use serde::Deserialize;
 
 use crate::provider::config::ProviderConfig;
@@ -55,6 +56,12 @@ pub struct AgentConfig {
     /// Who the agent is: the start of its system prompt.
     #[serde(default)]
     pub persona: Persona,
+    /// How much it may do without asking.
+    #[serde(default)]
+    pub autonomy: AutonomyConfig,
+    /// Modes over the autonomy preset's.
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
 }
 
 /// A provider and one of its models.
@@ -271,6 +278,82 @@ fn default_persona_budget() -> u64 {
     1000
 }
 
+/// `[autonomy]` (`specs/agent/README.md`, "Permissions and approvals").
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutonomyConfig {
+    /// `read-only`, `supervised` (default) or `full`.
+    #[serde(default)]
+    pub level: Autonomy,
+    /// Tool calls per agent over the last hour. Default 120.
+    #[serde(default = "default_actions_per_hour")]
+    pub max_actions_per_hour: u32,
+    /// How long an approval may wait. Default 1440 (a day).
+    #[serde(default = "default_approval_expiry")]
+    pub approval_expires_minutes: u32,
+}
+
+impl Default for AutonomyConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every key of [autonomy] has a default")
+    }
+}
+
+fn default_actions_per_hour() -> u32 {
+    120
+}
+
+fn default_approval_expiry() -> u32 {
+    1440
+}
+
+/// `[permissions]`: a mode per permission over the preset's, and
+/// `[permissions.tools]`, the `tool` permission's mode per tool.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionsConfig {
+    /// Reading the agent's files and memory.
+    pub read: Option<Mode>,
+    /// Writing its files.
+    pub file_write: Option<Mode>,
+    /// Storing and forgetting memories.
+    pub memory_write: Option<Mode>,
+    /// Running WASM tools.
+    pub tool: Option<Mode>,
+    /// WASM tools granted network access.
+    pub network: Option<Mode>,
+    /// Scheduling work.
+    pub schedule: Option<Mode>,
+    /// Paid requests.
+    pub spend: Option<Mode>,
+    /// Single tools.
+    #[serde(default)]
+    pub tools: BTreeMap<String, Mode>,
+}
+
+impl AgentConfig {
+    /// The policy `check_policy` decides by.
+    pub fn policy(&self) -> AgentPolicy {
+        let p = &self.permissions;
+        let modes = [
+            (Permission::Read, p.read),
+            (Permission::FileWrite, p.file_write),
+            (Permission::MemoryWrite, p.memory_write),
+            (Permission::Tool, p.tool),
+            (Permission::Network, p.network),
+            (Permission::Schedule, p.schedule),
+            (Permission::Spend, p.spend),
+        ];
+        AgentPolicy {
+            autonomy: self.autonomy.level,
+            permissions: modes.into_iter().filter_map(|(permission, mode)| Some((permission, mode?))).collect(),
+            tools: p.tools.clone(),
+            max_actions_per_hour: self.autonomy.max_actions_per_hour,
+            approval_expires_minutes: self.autonomy.approval_expires_minutes,
+        }
+    }
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
         toml::from_str("").expect("every table has a default")
@@ -385,6 +468,19 @@ mod tests {
         assert!(error.contains("max_step") && error.starts_with("line 2: ") && !error.contains('\n'), "{error}");
         let error = AgentConfig::parse("[model]\nprovider = \"nowhere\"\n").unwrap_err();
         assert!(error.contains("nowhere"), "{error}");
+    }
+
+    #[test]
+    fn the_policy_is_the_preset_and_the_modes_the_operator_wrote() {
+        let policy = AgentConfig::default().policy();
+        assert_eq!((policy.autonomy, policy.permissions.len(), policy.max_actions_per_hour), (Autonomy::Supervised, 0, 120));
+        let text = "[autonomy]\nlevel = \"full\"\n[permissions]\nnetwork = \"require_approval\"\n[permissions.tools]\nweb-fetch = \"deny\"\n";
+        let policy = AgentConfig::parse(text).unwrap().policy();
+        assert_eq!(policy.autonomy, Autonomy::Full);
+        assert_eq!(policy.permissions.get(&Permission::Network), Some(&Mode::RequireApproval));
+        assert_eq!(policy.tools.get("web-fetch"), Some(&Mode::Deny));
+        assert!(AgentConfig::parse("[permissions]\nnetwork = \"maybe\"\n").unwrap_err().contains("maybe"));
+        assert!(AgentConfig::parse("[autonomy]\nlevel = \"reckless\"\n").is_err());
     }
 
     #[test]

@@ -125,6 +125,72 @@ fn new_id(prefix: &str) -> String {
 }
 
 impl Daemon {
+    /// Starts a turn: for `message` (`chat_send`), or without one to go on
+    /// with the calls a `waiting` turn left (`chat_continue`).
+    fn start_turn(&self, call: &Call, agent: String, session_id: Option<String>, message: Option<String>, hint: Option<String>) -> Result<TurnStarted, MethodError> {
+        let (info, config, store) = self.info(&agent)?;
+        let config = match (info.state, config) {
+            (AgentState::Stopped, _) | (_, None) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is stopped: {}", agent, info.error.unwrap_or_default()))),
+            (AgentState::Paused, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is paused (clawctl agent resume {})", agent, agent))),
+            (AgentState::Halted, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is {}", agent, info.error.unwrap_or_default()))),
+            (_, Some(config)) => config,
+        };
+        let route = config.route(hint.as_deref()).map_err(|e| error(ErrorCode::Eproto, e))?;
+        let session_id = match session_id {
+            Some(session) if store.has_session(&session).map_err(|e| error(ErrorCode::Eio, e))? => session,
+            Some(session) => return Err(error(ErrorCode::Enoent, format!("agent `{agent}` has no session `{session}`"))),
+            None => new_id("s-"),
+        };
+        // A call waiting for the operator must be answered before the
+        // session goes on: a new message after a call without its result
+        // is a conversation no model takes.
+        let waiting = turn::pending_calls(&store.context(&session_id).map_err(|e| error(ErrorCode::Eio, e))?);
+        match (&message, waiting) {
+            (Some(_), Some((_, calls))) => {
+                return Err(error(
+                    ErrorCode::Eagain,
+                    format!("session `{session_id}` waits for the operator's answer to {} (clawctl approvals list)", calls[0].name),
+                ))
+            }
+            (None, None) => return Err(error(ErrorCode::Enoent, format!("session `{session_id}` has no call waiting to continue"))),
+            _ => {}
+        }
+        let db = self.agent_dir(&agent)?.join(clawfs::DATABASE_FILE);
+        let turn_id = new_id("t-");
+        let cancel = CancellationToken::new();
+        {
+            let mut turns = lock(&self.turns);
+            if turns.by_id.values().any(|t| t.agent == agent && t.session_id == session_id && t.outcome.is_none()) {
+                return Err(error(ErrorCode::Eagain, format!("session `{session_id}` is running a turn")));
+            }
+            turns.by_id.insert(turn_id.clone(), TurnEntry { agent: agent.clone(), session_id: session_id.clone(), cancel: cancel.clone(), outcome: None });
+        }
+        store.ensure_session(&session_id).map_err(|e| error(ErrorCode::Eio, e))?;
+        store.turn_started(&turn_id, &session_id).map_err(|e| error(ErrorCode::Eio, e))?;
+
+        let (queue, mut events) = mpsc::unbounded_channel::<(&'static str, Object)>();
+        let connection: Connection = call.connection.clone();
+        tokio::spawn(async move {
+            while let Some((name, data)) = events.recv().await {
+                if connection.send(connection.event(name, data)).await.is_err() {
+                    // The operator went away; the turn goes on and its
+                    // outcome stays readable (`turn_result`, the transcript).
+                    break;
+                }
+            }
+        });
+        let started = TurnStarted { agent: agent.clone(), session_id: session_id.clone(), turn_id: turn_id.clone() };
+        let reporter = ConnectionReporter { agent: agent.clone(), turn_id: turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
+        let (turns, kept, keys) = (self.turns.clone(), self.config.kept_turns, self.keys.clone());
+        tokio::spawn(async move {
+            let setup = TurnSetup { agent: &agent, agent_db: &db, config: &config, route, keys, store: &store, session_id: &session_id, turn_id: &turn_id };
+            let outcome = run_turn(setup, cancel, &reporter, message.as_deref()).await;
+            let _ = queue.send((TURN_END, object(serde_json::to_value(&outcome).expect("outcomes serialize"))));
+            lock(&turns).finish(&turn_id, outcome, kept);
+        });
+        Ok(started)
+    }
+
     fn start(runtime: &Runtime) -> Result<Daemon, String> {
         let config: LoopConfig = runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
         let keys: Arc<dyn KeySource> = Arc::new(VaultKeys);
@@ -356,53 +422,11 @@ impl agent_loop::Service for Daemon {
     }
 
     async fn chat_send(&self, call: &Call, p: ChatSend) -> Result<TurnStarted, MethodError> {
-        let (info, config, store) = self.info(&p.agent)?;
-        let config = match (info.state, config) {
-            (AgentState::Stopped, _) | (_, None) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is stopped: {}", p.agent, info.error.unwrap_or_default()))),
-            (AgentState::Paused, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is paused (clawctl agent resume {})", p.agent, p.agent))),
-            (AgentState::Halted, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is {}", p.agent, info.error.unwrap_or_default()))),
-            (_, Some(config)) => config,
-        };
-        let route = config.route(p.hint.as_deref()).map_err(|e| error(ErrorCode::Eproto, e))?;
-        let session_id = match p.session_id {
-            Some(session) if store.has_session(&session).map_err(|e| error(ErrorCode::Eio, e))? => session,
-            Some(session) => return Err(error(ErrorCode::Enoent, format!("agent `{}` has no session `{session}`", p.agent))),
-            None => new_id("s-"),
-        };
-        let db = self.agent_dir(&p.agent)?.join(clawfs::DATABASE_FILE);
-        let turn_id = new_id("t-");
-        let cancel = CancellationToken::new();
-        {
-            let mut turns = lock(&self.turns);
-            if turns.by_id.values().any(|t| t.agent == p.agent && t.session_id == session_id && t.outcome.is_none()) {
-                return Err(error(ErrorCode::Eagain, format!("session `{session_id}` is running a turn")));
-            }
-            turns.by_id.insert(turn_id.clone(), TurnEntry { agent: p.agent.clone(), session_id: session_id.clone(), cancel: cancel.clone(), outcome: None });
-        }
-        store.ensure_session(&session_id).map_err(|e| error(ErrorCode::Eio, e))?;
-        store.turn_started(&turn_id, &session_id).map_err(|e| error(ErrorCode::Eio, e))?;
+        self.start_turn(call, p.agent, p.session_id, Some(p.message), p.hint)
+    }
 
-        let (queue, mut events) = mpsc::unbounded_channel::<(&'static str, Object)>();
-        let connection: Connection = call.connection.clone();
-        tokio::spawn(async move {
-            while let Some((name, data)) = events.recv().await {
-                if connection.send(connection.event(name, data)).await.is_err() {
-                    // The operator went away; the turn goes on and its
-                    // outcome stays readable (`turn_result`, the transcript).
-                    break;
-                }
-            }
-        });
-        let started = TurnStarted { agent: p.agent.clone(), session_id: session_id.clone(), turn_id: turn_id.clone() };
-        let reporter = ConnectionReporter { agent: p.agent.clone(), turn_id: turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
-        let (turns, kept, keys) = (self.turns.clone(), self.config.kept_turns, self.keys.clone());
-        tokio::spawn(async move {
-            let setup = TurnSetup { agent: &p.agent, agent_db: &db, config: &config, route, keys, store: &store, session_id: &session_id, turn_id: &turn_id };
-            let outcome = run_turn(setup, cancel, &reporter, &p.message).await;
-            let _ = queue.send((TURN_END, object(serde_json::to_value(&outcome).expect("outcomes serialize"))));
-            lock(&turns).finish(&turn_id, outcome, kept);
-        });
-        Ok(started)
+    async fn chat_continue(&self, call: &Call, p: SessionRef) -> Result<TurnStarted, MethodError> {
+        self.start_turn(call, p.agent, Some(p.session_id), None, None)
     }
 
     async fn chat_cancel(&self, _call: &Call, p: TurnRef) -> Result<TurnCancelled, MethodError> {
@@ -471,10 +495,14 @@ struct TurnSetup<'a> {
 /// Connects the turn's peers, finds its tools and model, and runs it. A
 /// turn that cannot start (a peer down, a provider misconfigured) ends as
 /// failed with the reason, stored like any other outcome.
-async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &ConnectionReporter, message: &str) -> TurnOutcome {
+async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &ConnectionReporter, message: Option<&str>) -> TurnOutcome {
     let prepared = async {
         let thinker = thinker::build(setup.config, &setup.route, setup.keys.clone())?;
-        let peers = Peers { fs_engine: tools::connect(ComponentId::FsEngine).await?, wasm_daemon: tools::connect(ComponentId::WasmDaemon).await? };
+        let peers = Peers {
+            fs_engine: tools::connect(ComponentId::FsEngine).await?,
+            wasm_daemon: tools::connect(ComponentId::WasmDaemon).await?,
+            security_agent: tools::connect(ComponentId::SecurityAgent).await?,
+        };
         let mut all = tools::built_in();
         match tools::wasm_tools(&peers.wasm_daemon).await {
             Ok(found) => all.extend(found),
@@ -501,6 +529,7 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
     if !persona.left_out.is_empty() {
         tracing::warn!(agent = setup.agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
     }
+    let policy = setup.config.policy();
     let cx = CallContext {
         peers: &peers,
         tools: &allowed,
@@ -508,6 +537,7 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
         agent_db: setup.agent_db,
         session_id: setup.session_id,
         memory_workspace: &setup.config.tools.memory_workspace,
+        policy: &policy,
     };
     let turn = Turn {
         agent: setup.agent,
@@ -526,6 +556,7 @@ async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &Co
     drop(turn);
     peers.fs_engine.goodbye().await;
     peers.wasm_daemon.goodbye().await;
+    peers.security_agent.goodbye().await;
     outcome
 }
 

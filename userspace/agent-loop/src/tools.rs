@@ -4,11 +4,14 @@
 //! wasm-daemon's `execute_tool`.
 //!
 //! Owns: describing tools to the model (name, description, the JSON Schema
-//! of their arguments) and carrying a call to the component that runs it.
-//! Must not own: any permission. A call goes out under the agent's name and
-//! the component that serves it applies its own rules (RULE-001 in
-//! fs-engine, tool grants and the sandbox in wasm-daemon), so nothing a
-//! model writes can widen what the agent may do. WASM calls are recorded in
+//! of their arguments), what each call needs (`Permission`), and carrying
+//! a call to the component that runs it once security-agent's
+//! `check_policy` allows it (`specs/agent/README.md`, "Permissions and
+//! approvals"). Must not own: any permission decision. The policy decides
+//! in security-agent; a call then goes out under the agent's name and the
+//! component that serves it applies its own rules (RULE-001 in fs-engine,
+//! tool grants and the sandbox in wasm-daemon), so nothing a model writes
+//! can widen what the agent may do. WASM calls are recorded in
 //! the agent's `tool_calls` by wasm-daemon; the built-in calls are recorded
 //! here, in the same table, with the session.
 
@@ -16,6 +19,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
+use clawos_api::security_agent::{self, AgentPolicy, CheckPolicy, Decision, Permission};
 use clawos_api::wasm_daemon::{self, ExecuteTool, ToolRef};
 use clawos_ipc::IpcClient;
 use serde_json::{json, Value};
@@ -38,6 +42,8 @@ pub struct Tool {
     pub spec: ToolSpec,
     /// Where it runs.
     pub runs: Runs,
+    /// What a call of it needs.
+    pub needs: Vec<Permission>,
 }
 
 /// The built-in tools: the agent's own files (paths relative to its
@@ -46,6 +52,11 @@ pub fn built_in() -> Vec<Tool> {
     let tool = |name: &str, description: &str, parameters: Value| Tool {
         spec: ToolSpec { name: name.into(), description: description.into(), parameters },
         runs: Runs::BuiltIn,
+        needs: vec![match name {
+            "file_write" => Permission::FileWrite,
+            "memory_store" | "memory_forget" => Permission::MemoryWrite,
+            _ => Permission::Read,
+        }],
     };
     let path = json!({"type": "string", "description": "relative to your directory"});
     vec![
@@ -84,10 +95,16 @@ pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, String> {
     for summary in list.tools {
         let details = daemon.tool_inspect(&ToolRef { tool_name: summary.tool_name.clone() }).await.map_err(|e| format!("wasm-daemon tool_inspect: {e}"))?;
         match details.params_schema {
-            Some(parameters) if details.loadable => tools.push(Tool {
-                spec: ToolSpec { name: summary.tool_name, description: summary.description.unwrap_or_default(), parameters },
-                runs: Runs::Wasm,
-            }),
+            Some(parameters) if details.loadable => {
+                // A tool granted any network access needs `network` too.
+                let capabilities = details.definition.get("capabilities").and_then(Value::as_array);
+                let networked = capabilities.is_some_and(|all| all.iter().any(|c| c.as_str().is_some_and(|c| c.starts_with("network:"))));
+                tools.push(Tool {
+                    spec: ToolSpec { name: summary.tool_name, description: summary.description.unwrap_or_default(), parameters },
+                    runs: Runs::Wasm,
+                    needs: if networked { vec![Permission::Tool, Permission::Network] } else { vec![Permission::Tool] },
+                });
+            }
             _ => tracing::warn!(tool = summary.tool_name, reason = details.load_error.as_deref().unwrap_or("no schema"), "tool left out"),
         }
     }
@@ -100,15 +117,27 @@ pub struct Peers {
     pub fs_engine: IpcClient,
     /// wasm-daemon.
     pub wasm_daemon: IpcClient,
+    /// security-agent, which decides each call (`check_policy`).
+    pub security_agent: IpcClient,
 }
 
 /// What a call gave: the result for the model, and whether it failed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CallResult {
     /// The text the model gets as the tool's result.
     pub content: String,
     /// True when the tool failed (the content says how).
     pub is_error: bool,
+    /// Set when the call did not run because it waits for the operator's
+    /// approval: what the operator is told (the approval and how to answer).
+    pub waiting: Option<String>,
+}
+
+impl CallResult {
+    /// A result the model reads.
+    pub fn new(content: impl Into<String>, is_error: bool) -> Self {
+        CallResult { content: content.into(), is_error, waiting: None }
+    }
 }
 
 /// A connection to `peer` as agent-loop.
@@ -119,9 +148,11 @@ pub async fn connect(peer: clawos_ipc::ComponentId) -> Result<IpcClient, String>
 
 /// Runs a turn's tool calls.
 pub trait Runner: Send + Sync {
-    /// Runs `name` with `arguments`. Every failure (refusal, tool error,
-    /// unknown tool) is a result the model reads, never an error of the turn.
-    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult>;
+    /// Runs `name` with `arguments` as action `action_id` (the same each
+    /// time this call is asked about: `<session>/<message>/<call id>`).
+    /// Every failure (refusal, tool error, unknown tool) is a result the
+    /// model reads, never an error of the turn.
+    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult>;
 }
 
 /// Who a call is made for, and the components that run it.
@@ -138,20 +169,42 @@ pub struct CallContext<'a> {
     pub session_id: &'a str,
     /// The user workspace `memory_search` searches.
     pub memory_workspace: &'a str,
+    /// The agent's policy, sent with each `check_policy`.
+    pub policy: &'a AgentPolicy,
 }
 
 impl Runner for CallContext<'_> {
-    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
-        Box::pin(call(self, name, arguments))
+    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
+        Box::pin(call(self, action_id, name, arguments))
     }
 }
 
-async fn call(cx: &CallContext<'_>, name: &str, arguments: &Value) -> CallResult {
+async fn call(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> CallResult {
     let (agent, session_id) = (cx.agent, cx.session_id);
     let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else {
         let known: Vec<&str> = cx.tools.iter().map(|tool| tool.spec.name.as_str()).collect();
-        return CallResult { content: format!("error: there is no tool `{name}` (tools: {})", known.join(", ")), is_error: true };
+        return CallResult::new(format!("error: there is no tool `{name}` (tools: {})", known.join(", ")), true);
     };
+    let check = CheckPolicy {
+        agent: agent.into(),
+        action_id: action_id.into(),
+        session_id: session_id.into(),
+        tool_name: name.into(),
+        permissions: tool.needs.clone(),
+        arguments: arguments.clone(),
+        policy: cx.policy.clone(),
+    };
+    // Fail closed: a check that cannot be made is a refusal.
+    match security_agent::Client::new(&cx.peers.security_agent).check_policy(&check).await {
+        Ok(decision) if decision.decision == Decision::Allow => {}
+        Ok(decision) if decision.decision == Decision::Pending => {
+            let id = decision.approval_id.unwrap_or_default();
+            let waiting = format!("waiting for the operator: {} for {name} (clawctl approvals approve {id}, or deny {id})", decision.reason);
+            return CallResult { content: String::new(), is_error: false, waiting: Some(waiting) };
+        }
+        Ok(decision) => return CallResult::new(format!("error: not run: {}", decision.reason), true),
+        Err(error) => return CallResult::new(format!("error: not run: the policy check failed: {error}"), true),
+    }
     let outcome = match tool.runs {
         Runs::Wasm => {
             let params = ExecuteTool { tool_name: name.into(), arguments: arguments.clone(), agent: agent.into(), session_id: Some(session_id.into()) };
@@ -170,9 +223,9 @@ async fn call(cx: &CallContext<'_>, name: &str, arguments: &Value) -> CallResult
         }
     };
     match outcome {
-        Ok(Value::String(text)) => CallResult { content: text, is_error: false },
-        Ok(value) => CallResult { content: value.to_string(), is_error: false },
-        Err(error) => CallResult { content: format!("error: {error}"), is_error: true },
+        Ok(Value::String(text)) => CallResult::new(text, false),
+        Ok(value) => CallResult::new(value.to_string(), false),
+        Err(error) => CallResult::new(format!("error: {error}"), true),
     }
 }
 

@@ -101,6 +101,8 @@ enum Stop {
     Limit(String),
     Cancelled,
     Halted(String),
+    /// A call waits for the operator's approval; what they are told.
+    Waiting(String),
     Failed(String),
 }
 
@@ -153,8 +155,10 @@ Store nothing you already stored. Do not answer in text.";
 const MAX_FLUSH_CALLS: usize = 5;
 
 impl Turn<'_> {
-    /// Runs the turn for `message` to its outcome (stored, and returned).
-    pub async fn run(&self, message: &str, specs: &[ToolSpec]) -> TurnOutcome {
+    /// Runs the turn for `message` to its outcome (stored, and returned);
+    /// without a message, the turn continues the session: the calls of its
+    /// last answer that have no result yet run first (`chat_continue`).
+    pub async fn run(&self, message: Option<&str>, specs: &[ToolSpec]) -> TurnOutcome {
         let started = Instant::now();
         let mut outcome = outcome(self.turn_id, self.session_id, TurnStatus::Running, None);
         let limit = Duration::from_secs(self.config.limits.max_seconds);
@@ -179,6 +183,10 @@ impl Turn<'_> {
                 outcome.status = TurnStatus::Halted;
                 outcome.message = Some(format!("the agent is halted: {why}"));
             }
+            Err(Stop::Waiting(what)) => {
+                outcome.status = TurnStatus::Waiting;
+                outcome.message = Some(what);
+            }
             Err(Stop::Failed(why)) => {
                 outcome.status = TurnStatus::Failed;
                 outcome.message = Some(format!("the turn failed: {why}"));
@@ -189,13 +197,23 @@ impl Turn<'_> {
         outcome
     }
 
-    async fn steps(&self, message: &str, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
+    async fn steps(&self, message: Option<&str>, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
         let limits = &self.config.limits;
         let native = self.thinker.native_tools();
         let system = system_prompt(self.agent, self.config, self.persona, specs, native);
         let system_tokens = estimate_tokens(&system);
-        let user = ChatMessage::text(Role::User, message);
-        self.store.append(self.session_id, &user, false, estimate_tokens(message)).map_err(Stop::Failed)?;
+        match message {
+            Some(message) => {
+                let user = ChatMessage::text(Role::User, message);
+                self.store.append(self.session_id, &user, false, estimate_tokens(message)).map_err(Stop::Failed)?;
+            }
+            None => {
+                let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+                if let Some((seq, calls)) = pending_calls(&context) {
+                    self.execute(seq, 0, calls, outcome).await?;
+                }
+            }
+        }
         let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
         loop {
             if outcome.steps >= limits.max_steps {
@@ -250,7 +268,7 @@ impl Turn<'_> {
                 (response.text.clone(), response.tool_calls.clone())
             };
             let assistant = ChatMessage { role: Role::Assistant, content: text.clone(), tool_calls: calls.clone(), tool_call_id: None };
-            self.store.append(self.session_id, &assistant, false, estimate_tokens(&response.text)).map_err(Stop::Failed)?;
+            let seq = self.store.append(self.session_id, &assistant, false, estimate_tokens(&response.text)).map_err(Stop::Failed)?;
             if !outcome.answer.is_empty() && !text.is_empty() {
                 outcome.answer.push('\n');
             }
@@ -259,7 +277,15 @@ impl Turn<'_> {
                 return Ok(());
             }
 
-            // Execute, storing each result as it arrives (the checkpoint).
+            self.execute(seq, step, calls, outcome).await?;
+        }
+    }
+
+    /// Runs `calls` of the answer stored as message `seq`, storing each
+    /// result as it arrives (the checkpoint).
+    async fn execute(&self, seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, outcome: &mut TurnOutcome) -> Result<(), Stop> {
+        let limits = &self.config.limits;
+        {
             let mut halted = None;
             for call in calls {
                 // The calls not run still get a result, so the stored
@@ -279,10 +305,18 @@ impl Turn<'_> {
                 let tool_step = TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Tool, tool_name: Some(call.name.clone()), ok: None, duration_ms: None };
                 self.reporter.step(&tool_step);
                 self.reporter.publish("tool.invoked", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}));
+                let action_id = format!("{}/{seq}/{}", self.session_id, call.id);
                 let result = tokio::select! {
-                    result = self.tools.call(&call.name, &call.arguments) => result,
+                    result = self.tools.call(&action_id, &call.name, &call.arguments) => result,
                     () = self.cancel.cancelled() => return Err(Stop::Cancelled),
                 };
+                if let Some(waiting) = result.waiting {
+                    // No result is stored: this call and the ones after it
+                    // run when the operator has answered (`chat_continue`).
+                    outcome.tool_calls -= 1;
+                    self.reporter.step(&TurnStep { ok: Some(false), duration_ms: Some(began.elapsed().as_millis() as u64), ..tool_step });
+                    return Err(Stop::Waiting(waiting));
+                }
                 let duration_ms = began.elapsed().as_millis() as u64;
                 self.reporter.step(&TurnStep { ok: Some(!result.is_error), duration_ms: Some(duration_ms), ..tool_step });
                 self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
@@ -299,6 +333,7 @@ impl Turn<'_> {
                 return Err(Stop::Limit(format!("tool calls per turn ({})", limits.max_tool_calls)));
             }
         }
+        Ok(())
     }
 
     /// Daily and monthly spend against their limits, before a request.
@@ -392,7 +427,10 @@ impl Turn<'_> {
         let calls = if response.tool_calls.is_empty() && !native { crate::provider::text_calls::parse(&response.text, &["memory_store"]).1 } else { response.tool_calls };
         let mut stored = 0;
         for call in calls.iter().filter(|call| call.name == "memory_store").take(MAX_FLUSH_CALLS) {
-            if !self.tools.call(&call.name, &call.arguments).await.is_error {
+            // Its own action IDs: the flush's answer is not a stored message.
+            let action_id = format!("{}/flush-{}/{}", self.session_id, self.turn_id, call.id);
+            let result = self.tools.call(&action_id, &call.name, &call.arguments).await;
+            if !result.is_error && result.waiting.is_none() {
                 stored += 1;
             }
         }
@@ -430,6 +468,16 @@ impl Turn<'_> {
     }
 }
 
+/// The calls of the session's last answer that have no result yet, with
+/// that answer's message number: what a turn that ended `waiting` (or was
+/// cut off) left to do. `None` when every call has its result.
+pub fn pending_calls(context: &[store::Stored]) -> Option<(i64, Vec<crate::provider::ToolCall>)> {
+    let asked = context.iter().rposition(|stored| stored.message.role == Role::Assistant && !stored.message.tool_calls.is_empty())?;
+    let answered: Vec<&str> = context[asked + 1..].iter().filter_map(|stored| stored.message.tool_call_id.as_deref()).collect();
+    let pending: Vec<_> = context[asked].message.tool_calls.iter().filter(|call| !answered.contains(&call.id.as_str())).cloned().collect();
+    (!pending.is_empty()).then(|| (context[asked].seq, pending))
+}
+
 /// A turn's outcome with nothing done yet.
 pub fn outcome(turn_id: &str, session_id: &str, status: TurnStatus, message: Option<String>) -> TurnOutcome {
     TurnOutcome {
@@ -463,9 +511,11 @@ fn store_outcome(store: &Store, outcome: &TurnOutcome) {
 
 /// The outcome of a turn that could not start (`why`): the operator's
 /// message and the reason are stored, so the transcript shows both.
-pub fn failed_to_start(store: &Store, session_id: &str, turn_id: &str, message: &str, why: &str) -> TurnOutcome {
-    if let Err(error) = store.append(session_id, &ChatMessage::text(Role::User, message), false, estimate_tokens(message)) {
-        tracing::error!(turn = turn_id, "storing the message: {error}");
+pub fn failed_to_start(store: &Store, session_id: &str, turn_id: &str, message: Option<&str>, why: &str) -> TurnOutcome {
+    if let Some(message) = message {
+        if let Err(error) = store.append(session_id, &ChatMessage::text(Role::User, message), false, estimate_tokens(message)) {
+            tracing::error!(turn = turn_id, "storing the message: {error}");
+        }
     }
     let outcome = outcome(turn_id, session_id, TurnStatus::Failed, Some(format!("the turn failed: {why}")));
     store_outcome(store, &outcome);

@@ -33,16 +33,24 @@ impl KeySource for NoKeys {
 #[derive(Default)]
 struct Tools {
     calls: Mutex<Vec<(String, Value)>>,
+    actions: Mutex<Vec<String>>,
+    /// The actions the operator approved (`file_write` waits for it).
+    approved: Mutex<Vec<String>>,
 }
 
 impl Runner for Tools {
-    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value) -> BoxFuture<'a, CallResult> {
+    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> BoxFuture<'a, CallResult> {
         self.calls.lock().unwrap().push((name.to_owned(), arguments.clone()));
+        self.actions.lock().unwrap().push(action_id.to_owned());
+        let approved = self.approved.lock().unwrap().contains(&action_id.to_owned());
         let result = match name {
-            "text-stats" => CallResult { content: json!({"words": 3}).to_string(), is_error: false },
-            "huge" => CallResult { content: "x".repeat(100), is_error: false },
-            "memory_store" => CallResult { content: json!({"id": "m0123456789ab"}).to_string(), is_error: false },
-            other => CallResult { content: format!("error: there is no tool `{other}`"), is_error: true },
+            "text-stats" => CallResult::new(json!({"words": 3}).to_string(), false),
+            "huge" => CallResult::new("x".repeat(100), false),
+            "memory_store" => CallResult::new(json!({"id": "m0123456789ab"}).to_string(), false),
+            // security-agent's stand-in: this tool needs the operator's approval.
+            "file_write" if !approved => CallResult { waiting: Some(format!("waiting for the operator: approve {action_id}")), ..CallResult::default() },
+            "file_write" => CallResult::new("written", false),
+            other => CallResult::new(format!("error: there is no tool `{other}`"), true),
         };
         async move { result }.boxed()
     }
@@ -66,7 +74,7 @@ impl Reporter for Seen {
 }
 
 fn specs() -> Vec<ToolSpec> {
-    ["text-stats", "huge", "memory_store"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
+    ["text-stats", "huge", "memory_store", "file_write"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
 }
 
 type Ran = (clawos_api::agent_loop::TurnOutcome, Store, Tools, Seen, tempfile::TempDir);
@@ -78,6 +86,11 @@ async fn run_turn(server: &Server, extra: &str, native: bool) -> Ran {
 
 /// Runs one turn of the agent whose database is in `dir`.
 async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool) -> Ran {
+    run_with(dir, server, extra, native, Tools::default(), Some("count the words")).await
+}
+
+/// Runs one turn for `message` (a continuation without one) with `tools`.
+async fn run_with(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool, tools: Tools, message: Option<&str>) -> Ran {
     let text = format!(
         "[model]\nprovider = \"scripted\"\nmodel = \"m\"\nmax_retries = 0\n{extra}\n[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\n\
          [providers.scripted.models.m]\nnative_tools = {native}\ncontext_window = 1000\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n",
@@ -87,7 +100,7 @@ async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, nativ
     let store = Store::open(&dir.path().join("workspace.db")).unwrap();
     store.ensure_session("s1").unwrap();
     let thinker = thinker::build(&config, &config.model.route(), Arc::new(NoKeys)).unwrap();
-    let (tools, seen) = (Tools::default(), Seen::default());
+    let seen = Seen::default();
     // The soul guard's stand-in: a call of `rewrite-soul` halts the agent.
     let after_tool = || tools.calls.lock().unwrap().iter().any(|(name, _)| name == "rewrite-soul").then(|| "soul.md: held".to_owned());
     let turn = Turn {
@@ -103,7 +116,7 @@ async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, nativ
         cancel: CancellationToken::new(),
         reporter: &seen,
     };
-    let outcome = turn.run("count the words", &specs()).await;
+    let outcome = turn.run(message, &specs()).await;
     (outcome, store, tools, seen, dir)
 }
 
@@ -242,4 +255,33 @@ async fn before_a_compaction_the_model_gets_a_silent_turn_to_store_memories() {
     assert_eq!(*seen.text.lock().unwrap(), "Done.");
     let transcript = store.transcript("s1").unwrap();
     assert!(transcript.iter().all(|stored| stored.message.tool_calls.iter().all(|call| call.id != "f1") && stored.message.tool_call_id.as_deref() != Some("f1")));
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_approval_ends_the_turn_and_the_continuation_runs_it_once_then_answers() {
+    let script = Script::new()
+        .reply(openai::tool_call("c1", "file_write", r#"{"path": "a.md", "content": "x"}"#, 3))
+        .reply(openai::text(["Written."], Some((20, 2))));
+    let server = Server::start(script).await.unwrap();
+    let (waiting, store, tools, seen, dir) = run_turn(&server, "", true).await;
+    assert_eq!(waiting.status, TurnStatus::Waiting, "{waiting:?}");
+    assert!(waiting.message.as_deref().unwrap().contains("approve s1/"), "{waiting:?}");
+    assert_eq!((waiting.tool_calls, server.served()), (0, 1));
+    assert!(!seen.text.lock().unwrap().contains("Written"));
+    // The call has no result yet: the transcript ends with the model's call.
+    let roles: Vec<Role> = store.context("s1").unwrap().into_iter().map(|s| s.message.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant]);
+    let action = tools.actions.lock().unwrap()[0].clone();
+    drop(store);
+
+    // The operator approves; the session continues without a new message.
+    tools.approved.lock().unwrap().push(action.clone());
+    let (done, store, tools, _seen, _dir) = run_with(dir, &server, "", true, tools, None).await;
+    assert_eq!((done.status, done.answer.as_str(), done.tool_calls), (TurnStatus::Done, "Written.", 1), "{done:?}");
+    assert_eq!(*tools.actions.lock().unwrap(), [action.clone(), action], "the same action both times");
+    let second = &server.requests()[1].body;
+    let result = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!((result["tool_call_id"].as_str(), result["content"].as_str()), (Some("c1"), Some("written")));
+    let roles: Vec<Role> = store.context("s1").unwrap().into_iter().map(|s| s.message.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
 }

@@ -41,6 +41,10 @@ service! {
     fn chat_send(ChatSend) -> TurnStarted { timeout_ms: 5000, errors: [Enoent, Eperm, Eagain, Eio] }
     /// Cancels a running turn (the session stays).
     fn chat_cancel(TurnRef) -> TurnCancelled { timeout_ms: 5000, errors: [Enoent] }
+    /// Continues a session whose turn ended `waiting` for an approval, once
+    /// the operator answered it: the answered calls run (or are refused) and
+    /// the model goes on; the turn reports like `chat_send`'s.
+    fn chat_continue(SessionRef) -> TurnStarted { timeout_ms: 5000, errors: [Enoent, Eperm, Eagain, Eio] }
     /// A turn's outcome: running, or how it ended.
     fn turn_result(TurnRef) -> TurnOutcome { timeout_ms: 5000, errors: [Enoent] }
     /// An agent's sessions, newest first.
@@ -272,6 +276,9 @@ pub enum TurnStatus {
     /// The soul guard halted the agent after a tool call changed its
     /// `soul.md` or `identity.md`; `message` says which.
     Halted,
+    /// A tool call waits for the operator's approval; `message` names the
+    /// approval and how to answer it (`chat_continue` goes on after).
+    Waiting,
 }
 
 /// `turn_result` result and [`TURN_END`] event data.

@@ -34,6 +34,190 @@ service! {
     fn secret_history(SecretName) -> SecretHistory { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Removes a secret and all its versions.
     fn secret_remove(SecretName) -> SecretRemoved { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Whether an agent may take an action now (`specs/agent/README.md`,
+    /// "Permissions and approvals"): allow, deny, or pending an approval.
+    fn check_policy(CheckPolicy) -> PolicyDecision { timeout_ms: 1000, errors: [Eio] }
+    /// The approvals waiting (or all, newest first).
+    fn approval_list(ApprovalFilter) -> ApprovalList { timeout_ms: 5000, errors: [Eio] }
+    /// Approves or denies a waiting approval.
+    fn approval_decide(ApprovalDecide) -> Approval { timeout_ms: 5000, errors: [Enoent, Eperm, Eio] }
+}
+
+/// What an action needs (`specs/agent/README.md`, "Permissions and approvals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// Reading the agent's files and memory.
+    Read,
+    /// Writing the agent's files.
+    FileWrite,
+    /// Storing or forgetting memories.
+    MemoryWrite,
+    /// Running a WASM tool.
+    Tool,
+    /// A WASM tool that may reach the network.
+    Network,
+    /// Scheduling work (the scheduler's).
+    Schedule,
+    /// Spending money (paid requests).
+    Spend,
+}
+
+/// How a policy treats a permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Allowed without asking.
+    AutoGrant,
+    /// Each action waits for the operator.
+    RequireApproval,
+    /// Never allowed.
+    Deny,
+}
+
+/// The preset a policy starts from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Autonomy {
+    /// Reads and thinks; changes nothing.
+    ReadOnly,
+    /// Remembers freely; every other change waits for the operator.
+    #[default]
+    Supervised,
+    /// Acts within its permissions without asking.
+    Full,
+}
+
+/// An agent's policy as its `config.toml` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPolicy {
+    /// The preset.
+    pub autonomy: Autonomy,
+    /// Modes over the preset's.
+    #[serde(default)]
+    pub permissions: std::collections::BTreeMap<Permission, Mode>,
+    /// The `tool` permission's mode for single tools.
+    #[serde(default)]
+    pub tools: std::collections::BTreeMap<String, Mode>,
+    /// Allowed actions per agent over the last hour.
+    pub max_actions_per_hour: u32,
+    /// How long an approval may wait.
+    pub approval_expires_minutes: u32,
+}
+
+/// `check_policy` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckPolicy {
+    /// The agent.
+    pub agent: String,
+    /// The action, the same each time it is asked about:
+    /// `<session>/<message>/<call id>`.
+    pub action_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The tool it calls.
+    pub tool_name: String,
+    /// What it needs.
+    pub permissions: Vec<Permission>,
+    /// The tool's arguments, shown to the operator with an approval (never logged).
+    pub arguments: serde_json::Value,
+    /// The agent's policy.
+    pub policy: AgentPolicy,
+}
+
+/// What `check_policy` decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Go ahead.
+    Allow,
+    /// Do not; `reason` says why.
+    Deny,
+    /// Wait for the operator (`approval_id`).
+    Pending,
+}
+
+/// `check_policy` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PolicyDecision {
+    /// The decision.
+    pub decision: Decision,
+    /// Why.
+    pub reason: String,
+    /// The approval it rests on or waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+}
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    /// Waiting for the operator.
+    Pending,
+    /// Approved, not yet used.
+    Approved,
+    /// Denied.
+    Denied,
+    /// Not answered in time.
+    Expired,
+    /// Approved and the action allowed.
+    Used,
+}
+
+/// One approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Approval {
+    /// Its ID (`a` and 10 hex digits).
+    pub id: String,
+    /// The agent.
+    pub agent: String,
+    /// The action (see [`CheckPolicy`]).
+    pub action_id: String,
+    /// The session the action belongs to.
+    pub session_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// What the action needs.
+    pub permissions: Vec<Permission>,
+    /// The tool's arguments.
+    pub arguments: serde_json::Value,
+    /// Why it needs approval.
+    pub reason: String,
+    /// Where it stands.
+    pub state: ApprovalState,
+    /// When it was asked for, RFC 3339.
+    pub created_at: String,
+    /// When it expires unanswered, RFC 3339.
+    pub expires_at: String,
+}
+
+/// `approval_list` params.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalFilter {
+    /// Every approval, not only the waiting ones.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// `approval_list` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ApprovalList {
+    /// Newest first.
+    pub approvals: Vec<Approval>,
+}
+
+/// `approval_decide` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalDecide {
+    /// The approval.
+    pub id: String,
+    /// Approve (true) or deny (false).
+    pub approve: bool,
 }
 
 /// How a new vault's master key is protected.

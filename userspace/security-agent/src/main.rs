@@ -20,31 +20,62 @@
 //!
 //! Owns: the vault's IPC methods (`clawos_api::security_agent`, documented
 //! in specs/vault/README.md) and the vault access policy (`[component.vault]`
-//! of `/etc/clawos/security-agent.toml`, see [`settings`]). The runtime
-//! provides `ping`, `health_check` and `get_metrics`.
+//! of `/etc/clawos/security-agent.toml`, see [`settings`]); and each agent
+//! action's permission decision, `check_policy`, with the approvals queue
+//! (`policy`, specs/agent/README.md, "Permissions and approvals"), here so
+//! the decision and its record live in one place, beside the vault, where
+//! no agent or tool can write. The runtime provides `ping`, `health_check`
+//! and `get_metrics`.
 //!
-//! Does not own (yet): `check_policy`, the agent runtime's per-action
-//! permission decision, which lands here with the agent loop so the decision
-//! and its audit live in one place; until then no ACL rule grants it.
+//! A crash of the policy half costs the turns that ask meanwhile a failed
+//! check, which agent-loop treats as a denial (fail closed); decisions and
+//! approvals are committed before they are answered.
 
+mod policy;
 mod settings;
 mod vault_service;
 
+use std::sync::{Arc, Mutex};
+
 use clawos_api::security_agent::{
-    self, SecretGet, SecretHistory, SecretList, SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultInit,
-    VaultInitialized, VaultRecover, VaultStatus, VaultUnlock,
+    self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, CheckPolicy, Decision, PolicyDecision, SecretGet, SecretHistory, SecretList,
+    SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultInit, VaultInitialized, VaultRecover, VaultStatus, VaultUnlock,
 };
 use clawos_api::{Call, NoParams};
 use clawos_ipc::server::MethodError;
-use clawos_ipc::{ComponentId, Object, Request};
-use clawos_runtime::Component;
+use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
+use clawos_runtime::{Component, Runtime};
+use serde_json::json;
 
 use crate::settings::VaultSettings;
 use crate::vault_service::VaultService;
 
-/// The component's own state: the vault it hosts.
+/// The component's own state: the vault it hosts and the policy database.
 struct Daemon {
     vault: VaultService,
+    /// The policy database, or why it cannot be opened (every check then
+    /// fails, which agent-loop treats as a denial).
+    policy: Arc<Mutex<Result<policy::Policy, String>>>,
+    runtime: Runtime,
+}
+
+impl Daemon {
+    /// Runs `work` on the policy database on the blocking pool (SQLite
+    /// calls block).
+    async fn policy<T: Send + 'static>(&self, work: impl FnOnce(&mut policy::Policy) -> Result<T, MethodError> + Send + 'static) -> Result<T, MethodError> {
+        let policy = self.policy.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = policy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let db = guard.as_mut().map_err(|reason| MethodError::new(ErrorCode::Eio, reason.clone()))?;
+            work(db)
+        })
+        .await
+        .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
+    }
+}
+
+fn eio(reason: String) -> MethodError {
+    MethodError::new(ErrorCode::Eio, reason)
 }
 
 impl security_agent::Service for Daemon {
@@ -94,6 +125,46 @@ impl security_agent::Service for Daemon {
     async fn secret_remove(&self, call: &Call, params: SecretName) -> Result<SecretRemoved, MethodError> {
         self.vault.run(call.peer(), "secret_remove", move |host, caller| host.remove(caller, params)).await
     }
+
+    async fn check_policy(&self, _call: &Call, params: CheckPolicy) -> Result<PolicyDecision, MethodError> {
+        let (agent, tool, action) = (params.agent.clone(), params.tool_name.clone(), params.action_id.clone());
+        let decision = self.policy(move |db| db.check(&params, policy::now()).map_err(eio)).await?;
+        // The journal has the decision, never the arguments.
+        tracing::info!(agent, tool, action, decision = ?decision.decision, reason = decision.reason, "policy decision");
+        let data = json!({"agent": agent, "tool_name": tool, "action_id": action, "reason": decision.reason, "approval_id": decision.approval_id});
+        match decision.decision {
+            Decision::Deny => self.runtime.publish("policy_violation", object(data)),
+            Decision::Pending => self.runtime.publish("approval.requested", object(data)),
+            Decision::Allow => {}
+        }
+        Ok(decision)
+    }
+
+    async fn approval_list(&self, _call: &Call, params: ApprovalFilter) -> Result<ApprovalList, MethodError> {
+        let approvals = self.policy(move |db| db.list(params.all, policy::now()).map_err(eio)).await?;
+        Ok(ApprovalList { approvals })
+    }
+
+    async fn approval_decide(&self, _call: &Call, params: ApprovalDecide) -> Result<Approval, MethodError> {
+        let id = params.id.clone();
+        let approval = self
+            .policy(move |db| match db.decide(&params.id, params.approve, policy::now()).map_err(eio)? {
+                None => Err(MethodError::new(ErrorCode::Enoent, format!("no approval `{}`", params.id))),
+                Some(decided) => decided.map_err(|reason| MethodError::new(ErrorCode::Eperm, reason)),
+            })
+            .await?;
+        tracing::info!(approval = id, agent = approval.agent, tool = approval.tool_name, state = ?approval.state, "approval decided by the operator");
+        let data = json!({"agent": approval.agent, "approval_id": id, "tool_name": approval.tool_name, "state": approval.state});
+        self.runtime.publish("approval.decided", object(data));
+        Ok(approval)
+    }
+}
+
+fn object(value: serde_json::Value) -> Object {
+    match value {
+        serde_json::Value::Object(map) => map,
+        _ => Object::new(),
+    }
 }
 
 impl Component for Daemon {
@@ -109,6 +180,10 @@ impl Component for Daemon {
 fn main() -> std::process::ExitCode {
     clawos_runtime::main(ComponentId::SecurityAgent, env!("CARGO_PKG_VERSION"), |runtime| {
         let settings = VaultSettings::from_component_table(&runtime.config().component)?;
-        Ok(Daemon { vault: VaultService::start(settings)? })
+        let policy = policy::Policy::open(&settings.config.vault_dir);
+        if let Err(reason) = &policy {
+            tracing::error!("agents' actions will be refused: {reason}");
+        }
+        Ok(Daemon { vault: VaultService::start(settings)?, policy: Arc::new(Mutex::new(policy)), runtime: runtime.clone() })
     })
 }

@@ -5,8 +5,10 @@
 //! its record in the agent's `tool_calls`.
 //!
 //! Prints p50/p99 of sequential round trips, the same call as a turn makes
-//! it (agent-loop's `tools::CallContext`: the typed client, the result
-//! turned into the model's text; specs/agent/README.md, "Tools"), and
+//! it (agent-loop's `tools::CallContext`: security-agent's `check_policy`
+//! first, from the real security-agent binary `make userspace` built beside
+//! this bench, then the typed client, the result turned into the model's
+//! text; specs/agent/README.md, "Tools"), and
 //! calls/s with 8 concurrent callers (8 connections). The IPC rate limit is
 //! lifted for the measurement (production allows 100 messages/s per
 //! connection).
@@ -18,6 +20,7 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clawos_agent_loop::config::AgentConfig;
 use clawos_agent_loop::tools::{self, CallContext, Peers, Runner as _};
 use clawos_ipc::{ComponentId, IpcClient, Object};
 
@@ -47,8 +50,12 @@ fn params() -> Object {
 }
 
 async fn connect() -> IpcClient {
+    connect_to(ComponentId::WasmDaemon).await
+}
+
+async fn connect_to(component: ComponentId) -> IpcClient {
     for _ in 0..100 {
-        if let Ok(client) = tools::connect(ComponentId::WasmDaemon).await {
+        if let Ok(client) = tools::connect(component).await {
             return client;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -75,7 +82,7 @@ fn main() {
     std::fs::write(
         root.join("ipc-acl.toml"),
         format!(
-            "[identity]\noperator_uids = []\nuids = {{ \"{uid}\" = \"agent-loop\" }}\n\n[[allow]]\nsenders = [\"agent-loop\"]\nrecipients = [\"wasm-daemon\"]\nmethods = [\"*\"]\n",
+            "[identity]\noperator_uids = []\nuids = {{ \"{uid}\" = \"agent-loop\" }}\n\n[[allow]]\nsenders = [\"agent-loop\"]\nrecipients = [\"wasm-daemon\", \"security-agent\"]\nmethods = [\"*\"]\n",
             uid = nix::unistd::getuid()
         ),
     )
@@ -100,6 +107,22 @@ fn main() {
             .spawn()
             .expect("starting the daemon"),
     );
+    // The policy half of security-agent; its vault stays unopened (no TPM
+    // here), which leaves check_policy working.
+    std::fs::create_dir_all(root.join("vault")).unwrap();
+    std::fs::write(
+        root.join("security-agent.toml"),
+        format!(
+            "[ipc]\npolicy_path = \"{acl}\"\nrate_limit = {{ messages_per_second = 0, burst = 0 }}\n\n[component.vault]\nvault_dir = \"{vault}\"\naudit_log = \"{vault}/audit.log\"\nkeyring = \"process\"\n",
+            acl = root.join("ipc-acl.toml").display(),
+            vault = root.join("vault").display(),
+        ),
+    )
+    .unwrap();
+    let security_agent = std::env::current_exe().unwrap().parent().and_then(Path::parent).unwrap().join("clawos-security-agent");
+    assert!(security_agent.exists(), "{} is missing: run `make userspace`", security_agent.display());
+    let _security_agent =
+        Daemon(Command::new(&security_agent).env("CLAWOS_CONFIG_DIR", root).env("RUST_LOG", "error").spawn().expect("starting security-agent"));
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let client = connect().await;
@@ -115,21 +138,24 @@ fn main() {
         report("execute_tool round trip (text-stats, fresh instance + tool_calls record)", samples);
 
         // As a turn calls it. The fs-engine slot holds a second wasm-daemon
-        // connection: only WASM tools are called here.
-        let peers = Peers { fs_engine: connect().await, wasm_daemon: connect().await };
+        // connection: only WASM tools are called here. The agent may act
+        // freely, more often than the default hourly cap.
+        let peers = Peers { fs_engine: connect().await, wasm_daemon: connect().await, security_agent: connect_to(ComponentId::SecurityAgent).await };
         let wasm = tools::wasm_tools(&peers.wasm_daemon).await.expect("tool_list");
         let agent_db = root.join("clawfs/agents").join(AGENT).join("workspace.db");
-        let cx = CallContext { peers: &peers, tools: &wasm, agent: AGENT, agent_db: &agent_db, session_id: "bench", memory_workspace: "default" };
+        let config = AgentConfig::parse("[autonomy]\nlevel = \"full\"\nmax_actions_per_hour = 1000000\n").unwrap();
+        let policy = config.policy();
+        let cx = CallContext { peers: &peers, tools: &wasm, agent: AGENT, agent_db: &agent_db, session_id: "bench", memory_workspace: "default", policy: &policy };
         let mut samples = Vec::with_capacity(SEQUENTIAL_CALLS);
-        for _ in 0..SEQUENTIAL_CALLS {
+        for n in 0..SEQUENTIAL_CALLS {
             let start = Instant::now();
-            let result = cx.call("text-stats", &arguments()).await;
+            let result = cx.call(&format!("bench/1/c{n}"), "text-stats", &arguments()).await;
             samples.push(start.elapsed());
             assert!(!result.is_error && result.content.contains("\"words\":3"), "{result:?}");
         }
         let recorded = agentfs::AgentFs::open(&agent_db).and_then(|db| db.tool_calls_in_session("bench")).expect("the agent's tool_calls");
         assert_eq!(recorded.len(), SEQUENTIAL_CALLS, "every call is recorded with its session");
-        report("a tool call from agent-loop (CallContext: IPC, fresh instance, run, tool_calls record)", samples);
+        report("a tool call from agent-loop (CallContext: check_policy, IPC, fresh instance, run, tool_calls record)", samples);
 
         let mut clients = Vec::new();
         for _ in 0..CALLERS {

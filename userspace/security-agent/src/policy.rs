@@ -1,0 +1,376 @@
+//! `check_policy` and the approvals queue (`specs/agent/README.md`,
+//! "Permissions and approvals"): whether an agent may take an action, decided
+//! and recorded in one place.
+//!
+//! Owns: the autonomy presets and how a policy's modes combine, the
+//! hourly action cap, the approvals (pending, approved, denied, expired,
+//! used) and the record of every decision, in `policy.db` beside the vault
+//! (`/clawfs/vault`, which only this component can open: an agent or a tool
+//! cannot approve its own action by writing a file).
+//!
+//! Must not own: what an action is or which permissions it needs (agent-loop
+//! says, from the tool it is about to call), the agent's configuration (the
+//! operator's `config.toml`, parsed by agent-loop and sent with each check),
+//! or running the action.
+//!
+//! A crash costs nothing decided: every decision is committed before it is
+//! answered, and an approval is consumed in the same transaction that
+//! answers `allow` for it, so an approved action runs at most once.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clawos_api::security_agent::{AgentPolicy, Approval, ApprovalState, Autonomy, CheckPolicy, Decision, Mode, Permission, PolicyDecision};
+use rusqlite::{params, Connection, OptionalExtension};
+use sha2::{Digest, Sha256};
+
+/// The policy database's file name in the vault directory.
+pub const POLICY_DB: &str = "policy.db";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    action_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    permissions TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    decided_at INTEGER,
+    UNIQUE (agent, action_id)
+);
+CREATE TABLE IF NOT EXISTS actions (agent TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS actions_by_agent ON actions (agent, at);
+CREATE TABLE IF NOT EXISTS decisions (
+    at INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    action_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
+";
+
+/// Seconds since the epoch.
+pub fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The mode a preset gives a permission.
+pub fn preset(autonomy: Autonomy, permission: Permission) -> Mode {
+    match (autonomy, permission) {
+        (_, Permission::Read) => Mode::AutoGrant,
+        (Autonomy::ReadOnly, _) => Mode::Deny,
+        (Autonomy::Supervised, Permission::MemoryWrite) => Mode::AutoGrant,
+        (Autonomy::Supervised, _) => Mode::RequireApproval,
+        (Autonomy::Full, _) => Mode::AutoGrant,
+    }
+}
+
+/// The strictest mode among the permissions an action needs: the policy's
+/// own mode for each (its preset's when it sets none), a tool's own mode
+/// replacing that of `tool`. An action that names no permission needs
+/// nothing beyond reading.
+pub fn mode(policy: &AgentPolicy, tool_name: &str, needs: &[Permission]) -> (Mode, Permission) {
+    needs
+        .iter()
+        .map(|permission| {
+            let own = match permission {
+                Permission::Tool => policy.tools.get(tool_name).or_else(|| policy.permissions.get(permission)),
+                other => policy.permissions.get(other),
+            };
+            (own.copied().unwrap_or_else(|| preset(policy.autonomy, *permission)), *permission)
+        })
+        .max_by_key(|(mode, _)| match mode {
+            Mode::AutoGrant => 0,
+            Mode::RequireApproval => 1,
+            Mode::Deny => 2,
+        })
+        .unwrap_or((Mode::AutoGrant, Permission::Read))
+}
+
+/// The policy database.
+pub struct Policy {
+    connection: Connection,
+}
+
+fn sql(error: rusqlite::Error) -> String {
+    format!("policy database: {error}")
+}
+
+fn state_name(state: ApprovalState) -> &'static str {
+    match state {
+        ApprovalState::Pending => "pending",
+        ApprovalState::Approved => "approved",
+        ApprovalState::Denied => "denied",
+        ApprovalState::Expired => "expired",
+        ApprovalState::Used => "used",
+    }
+}
+
+fn state_of(name: &str) -> ApprovalState {
+    match name {
+        "approved" => ApprovalState::Approved,
+        "denied" => ApprovalState::Denied,
+        "expired" => ApprovalState::Expired,
+        "used" => ApprovalState::Used,
+        _ => ApprovalState::Pending,
+    }
+}
+
+const APPROVAL_COLUMNS: &str = "id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at";
+
+fn approval(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
+    Ok(Approval {
+        id: row.get(0)?,
+        agent: row.get(1)?,
+        action_id: row.get(2)?,
+        session_id: row.get(3)?,
+        tool_name: row.get(4)?,
+        permissions: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
+        arguments: serde_json::from_str(&row.get::<_, String>(6)?).unwrap_or_default(),
+        reason: row.get(7)?,
+        state: state_of(&row.get::<_, String>(8)?),
+        created_at: fsutil::rfc3339(row.get::<_, i64>(9)?.max(0) as u64),
+        expires_at: fsutil::rfc3339(row.get::<_, i64>(10)?.max(0) as u64),
+    })
+}
+
+impl Policy {
+    /// Opens (creating) the policy database in `dir`.
+    pub fn open(dir: &Path) -> Result<Policy, String> {
+        let path = dir.join(POLICY_DB);
+        let connection = Connection::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
+        connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").map_err(sql)?;
+        connection.execute_batch(SCHEMA).map_err(sql)?;
+        Ok(Policy { connection })
+    }
+
+    /// Decides `check` at time `now` (seconds), recording the decision.
+    pub fn check(&mut self, check: &CheckPolicy, now: i64) -> Result<PolicyDecision, String> {
+        let transaction = self.connection.transaction().map_err(sql)?;
+        expire(&transaction, now)?;
+        let (mode, strictest) = mode(&check.policy, &check.tool_name, &check.permissions);
+        let existing: Option<(String, String, String)> = transaction
+            .query_row("SELECT id, state, reason FROM approvals WHERE agent = ?1 AND action_id = ?2", params![check.agent, check.action_id], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()
+            .map_err(sql)?;
+        let permission = permission_name(strictest);
+        let decision = match (mode, existing) {
+            (Mode::Deny, _) => deny(format!("the agent's policy denies {permission}")),
+            (_, Some((id, state, _))) if state == "approved" => {
+                transaction.execute("UPDATE approvals SET state = 'used' WHERE id = ?1", [&id]).map_err(sql)?;
+                within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision { decision: Decision::Allow, reason: format!("approved by the operator ({id})"), approval_id: Some(id) })
+            }
+            (_, Some((id, state, _))) if state == "denied" => PolicyDecision { decision: Decision::Deny, reason: format!("the operator denied it ({id})"), approval_id: Some(id) },
+            (_, Some((id, state, _))) if state == "expired" => PolicyDecision { decision: Decision::Deny, reason: format!("its approval expired unanswered ({id})"), approval_id: Some(id) },
+            (_, Some((id, state, _))) if state == "used" => PolicyDecision { decision: Decision::Deny, reason: format!("its approval was already used ({id})"), approval_id: Some(id) },
+            (_, Some((id, _, reason))) => PolicyDecision { decision: Decision::Pending, reason, approval_id: Some(id) },
+            (Mode::RequireApproval, None) => {
+                let reason = format!("{permission} needs the operator's approval");
+                let id = approval_id(&check.agent, &check.action_id, now);
+                let expires_at = now + check.policy.approval_expires_minutes as i64 * 60;
+                transaction
+                    .execute(
+                        "INSERT INTO approvals (id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+                        params![
+                            id,
+                            check.agent,
+                            check.action_id,
+                            check.session_id,
+                            check.tool_name,
+                            serde_json::to_string(&check.permissions).expect("permissions serialize"),
+                            check.arguments.to_string(),
+                            reason,
+                            now,
+                            expires_at
+                        ],
+                    )
+                    .map_err(sql)?;
+                PolicyDecision { decision: Decision::Pending, reason, approval_id: Some(id) }
+            }
+            (Mode::AutoGrant, None) => within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision { decision: Decision::Allow, reason: format!("{permission} is granted"), approval_id: None }),
+        };
+        transaction
+            .execute(
+                "INSERT INTO decisions (at, agent, action_id, tool_name, decision, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![now, check.agent, check.action_id, check.tool_name, decision_name(decision.decision), decision.reason],
+            )
+            .map_err(sql)?;
+        transaction.commit().map_err(sql)?;
+        Ok(decision)
+    }
+
+    /// The approvals, newest first; only `pending` ones unless `all`.
+    pub fn list(&mut self, all: bool, now: i64) -> Result<Vec<Approval>, String> {
+        let transaction = self.connection.transaction().map_err(sql)?;
+        expire(&transaction, now)?;
+        let filter = if all { "" } else { "WHERE state = 'pending'" };
+        let approvals = transaction
+            .prepare(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals {filter} ORDER BY created_at DESC, id"))
+            .map_err(sql)?
+            .query_map([], approval)
+            .map_err(sql)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sql)?;
+        transaction.commit().map_err(sql)?;
+        Ok(approvals)
+    }
+
+    /// Approves or denies pending approval `id`. `Ok(None)` when there is
+    /// no such approval; `Err` names the state of one already decided.
+    pub fn decide(&mut self, id: &str, approve: bool, now: i64) -> Result<Option<Result<Approval, String>>, String> {
+        let transaction = self.connection.transaction().map_err(sql)?;
+        expire(&transaction, now)?;
+        let Some(current) = transaction.query_row(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"), [id], approval).optional().map_err(sql)? else {
+            return Ok(None);
+        };
+        if current.state != ApprovalState::Pending {
+            return Ok(Some(Err(format!("approval {id} is {} already", state_name(current.state)))));
+        }
+        let state = if approve { ApprovalState::Approved } else { ApprovalState::Denied };
+        transaction.execute("UPDATE approvals SET state = ?1, decided_at = ?2 WHERE id = ?3", params![state_name(state), now, id]).map_err(sql)?;
+        transaction.commit().map_err(sql)?;
+        Ok(Some(Ok(Approval { state, ..current })))
+    }
+}
+
+/// Pending approvals past their time become `expired`.
+fn expire(transaction: &rusqlite::Transaction<'_>, now: i64) -> Result<(), String> {
+    transaction.execute("UPDATE approvals SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?1", [now]).map(drop).map_err(sql)
+}
+
+/// Counts an allowed action against the hourly cap: `Some(deny)` when the
+/// agent already took `max_actions_per_hour` in the last hour, else the
+/// action is recorded and `None` returned.
+fn within_cap(transaction: &rusqlite::Transaction<'_>, check: &CheckPolicy, now: i64) -> Result<Option<PolicyDecision>, String> {
+    transaction.execute("DELETE FROM actions WHERE at <= ?1", [now - 3600]).map_err(sql)?;
+    let taken: u32 = transaction.query_row("SELECT count(*) FROM actions WHERE agent = ?1", [&check.agent], |row| row.get(0)).map_err(sql)?;
+    if taken >= check.policy.max_actions_per_hour {
+        return Ok(Some(deny(format!("limit reached: actions per hour ({})", check.policy.max_actions_per_hour))));
+    }
+    transaction.execute("INSERT INTO actions (agent, at) VALUES (?1, ?2)", params![check.agent, now]).map_err(sql)?;
+    Ok(None)
+}
+
+fn deny(reason: String) -> PolicyDecision {
+    PolicyDecision { decision: Decision::Deny, reason, approval_id: None }
+}
+
+fn decision_name(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Allow => "allow",
+        Decision::Deny => "deny",
+        Decision::Pending => "pending",
+    }
+}
+
+/// How a permission is written in a policy and in reasons.
+pub fn permission_name(permission: Permission) -> String {
+    serde_json::to_value(permission).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// `a` and 10 hex digits of a hash of the agent, the action and the time.
+fn approval_id(agent: &str, action_id: &str, now: i64) -> String {
+    let digest = Sha256::new().chain_update(agent).chain_update([0]).chain_update(action_id).chain_update(now.to_le_bytes()).finalize();
+    format!("a{}", &fsutil::hex(&digest)[..10])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn policy(autonomy: Autonomy) -> AgentPolicy {
+        AgentPolicy { autonomy, permissions: BTreeMap::new(), tools: BTreeMap::new(), max_actions_per_hour: 3, approval_expires_minutes: 10 }
+    }
+
+    fn check(action: &str, needs: &[Permission], autonomy: Autonomy) -> CheckPolicy {
+        CheckPolicy {
+            agent: "a".into(),
+            action_id: action.into(),
+            session_id: "s".into(),
+            tool_name: "file_write".into(),
+            permissions: needs.to_vec(),
+            arguments: serde_json::json!({"path": "x.md"}),
+            policy: policy(autonomy),
+        }
+    }
+
+    #[test]
+    fn presets_and_overrides_combine_to_the_strictest() {
+        let mut supervised = policy(Autonomy::Supervised);
+        assert_eq!(mode(&supervised, "t", &[Permission::Read]).0, Mode::AutoGrant);
+        assert_eq!(mode(&supervised, "t", &[Permission::MemoryWrite]).0, Mode::AutoGrant);
+        assert_eq!(mode(&supervised, "t", &[Permission::FileWrite]).0, Mode::RequireApproval);
+        assert_eq!(mode(&policy(Autonomy::ReadOnly), "t", &[Permission::MemoryWrite]).0, Mode::Deny);
+        assert_eq!(mode(&policy(Autonomy::Full), "t", &[Permission::Tool, Permission::Network]).0, Mode::AutoGrant);
+        supervised.tools.insert("t".into(), Mode::AutoGrant);
+        assert_eq!(mode(&supervised, "t", &[Permission::Tool]).0, Mode::AutoGrant);
+        // The tool is trusted, its network use is not.
+        assert_eq!(mode(&supervised, "t", &[Permission::Tool, Permission::Network]), (Mode::RequireApproval, Permission::Network));
+        supervised.permissions.insert(Permission::Network, Mode::Deny);
+        assert_eq!(mode(&supervised, "t", &[Permission::Tool, Permission::Network]).0, Mode::Deny);
+    }
+
+    #[test]
+    fn an_approval_waits_is_answered_and_is_used_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Policy::open(dir.path()).unwrap();
+        let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
+        let first = db.check(&write, 100).unwrap();
+        assert_eq!(first.decision, Decision::Pending);
+        let id = first.approval_id.clone().unwrap();
+        // Asking again while it waits is the same approval.
+        assert_eq!(db.check(&write, 101).unwrap().approval_id, Some(id.clone()));
+        assert_eq!(db.list(false, 102).unwrap().len(), 1);
+        // It survives a reopen (a restart, a reboot).
+        drop(db);
+        let mut db = Policy::open(dir.path()).unwrap();
+        assert_eq!(db.decide(&id, true, 103).unwrap().unwrap().unwrap().state, ApprovalState::Approved);
+        assert!(db.decide(&id, false, 104).unwrap().unwrap().is_err(), "decided once");
+        assert_eq!(db.check(&write, 105).unwrap().decision, Decision::Allow);
+        // Used: the same action is not allowed twice on one approval.
+        assert_eq!(db.check(&write, 106).unwrap().decision, Decision::Deny);
+        assert!(db.decide("a0000000000", true, 107).unwrap().is_none());
+    }
+
+    #[test]
+    fn denied_and_expired_approvals_deny_the_action() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Policy::open(dir.path()).unwrap();
+        let denied = check("s/1/c1", &[Permission::Tool], Autonomy::Supervised);
+        let id = db.check(&denied, 100).unwrap().approval_id.unwrap();
+        db.decide(&id, false, 101).unwrap().unwrap().unwrap();
+        assert!(db.check(&denied, 102).unwrap().reason.contains("denied"));
+        let late = check("s/1/c2", &[Permission::Tool], Autonomy::Supervised);
+        let id = db.check(&late, 100).unwrap().approval_id.unwrap();
+        let decision = db.check(&late, 100 + 10 * 60).unwrap();
+        assert_eq!((decision.decision, decision.reason.contains("expired")), (Decision::Deny, true));
+        assert!(db.decide(&id, true, 100 + 11 * 60).unwrap().unwrap().is_err(), "an expired approval cannot be approved");
+    }
+
+    #[test]
+    fn the_hourly_cap_and_a_denied_permission_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Policy::open(dir.path()).unwrap();
+        for n in 0..3 {
+            assert_eq!(db.check(&check(&format!("s/{n}"), &[Permission::FileWrite], Autonomy::Full), 1000 + n).unwrap().decision, Decision::Allow);
+        }
+        let capped = db.check(&check("s/4", &[Permission::FileWrite], Autonomy::Full), 1010).unwrap();
+        assert!(capped.reason.contains("actions per hour (3)"), "{capped:?}");
+        assert_eq!(db.check(&check("s/5", &[Permission::FileWrite], Autonomy::Full), 1000 + 3601).unwrap().decision, Decision::Allow);
+        let read_only = db.check(&check("s/6", &[Permission::FileWrite], Autonomy::ReadOnly), 5000).unwrap();
+        assert_eq!((read_only.decision, read_only.reason.as_str()), (Decision::Deny, "the agent's policy denies file_write"));
+        let decisions: i64 = db.connection.query_row("SELECT count(*) FROM decisions", [], |row| row.get(0)).unwrap();
+        assert_eq!(decisions, 6);
+    }
+}
