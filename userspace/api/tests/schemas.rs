@@ -114,7 +114,7 @@ fn the_shipped_acl_grants_only_methods_that_exist() {
 fn an_acl_rule_for_a_method_nobody_serves_is_refused() {
     let policy = |rule: &str| AccessPolicy::parse(&format!("[[allow]]\n{rule}"), "test policy").unwrap();
     for (rule, named) in [
-        ("senders = [\"agent-loop\"]\nrecipients = [\"security-agent\"]\nmethods = [\"check_policy\"]", "`check_policy` is not a method of `security-agent`"),
+        ("senders = [\"agent-loop\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"check_policy\"]", "`check_policy` is not a method of `ebpf-agent`"),
         ("senders = [\"*\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"subscribe_events\"]", "`subscribe_events` is not a method of `ebpf-agent`"),
         ("senders = [\"*\"]\nrecipients = [\"*\"]\nmethods = [\"route_message\"]", "`route_message` is not a method of any component"),
         // Both recipients must serve it: fs-engine does, wasm-daemon does not.

@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use clawos_api::agent_loop::{
-    self, AgentCreate, AgentName, ChatSend, GuardDecision, SessionRef, TurnOutcome, TurnRef, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
+    self, AgentCreate, AgentName, ChatSend, GuardDecision, SessionRef, TurnOutcome, TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP,
+    TURN_TEXT,
 };
 use clawos_ipc::message::Body;
 use clawos_ipc::{ComponentId, IpcClient, Message};
@@ -179,6 +180,25 @@ pub async fn session(command: SessionCommand) -> anyhow::Result<ExitCode> {
 /// tool steps on stderr, the outcome at the end.
 async fn turn(client: &IpcClient, events: &mut Receiver<Message>, send: ChatSend, json: bool) -> anyhow::Result<TurnOutcome> {
     let started = agent_loop::Client::new(client).chat_send(&send).await?;
+    follow(client, events, started, json).await
+}
+
+/// Continues `session` of `agent` after an approval was answered
+/// (`chat_continue`), printed like `clawctl chat`.
+pub async fn continue_session(agent: &str, session_id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let (client, mut events) = connect().await?;
+    let params = SessionRef { agent: agent.to_owned(), session_id: session_id.to_owned() };
+    let started = agent_loop::Client::new(&client).chat_continue(&params).await?;
+    let outcome = follow(&client, &mut events, started, json).await?;
+    if json {
+        print_json(&outcome)?;
+        return Ok(if outcome.status == TurnStatus::Done { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
+    Ok(report(&outcome))
+}
+
+/// Prints the turn `started` from its events until it ends.
+async fn follow(client: &IpcClient, events: &mut Receiver<Message>, started: TurnStarted, json: bool) -> anyhow::Result<TurnOutcome> {
     let mut stdout = std::io::stdout();
     let mut cancelled = false;
     loop {

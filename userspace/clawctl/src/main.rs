@@ -6,6 +6,7 @@
 //! which open workspace databases directly. One module per subcommand.
 
 mod agent;
+mod approvals;
 mod events;
 mod fs;
 mod identity;
@@ -55,6 +56,9 @@ enum Command {
     /// The eBPF enforcement policy: show, reload.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// The agents' actions waiting for your approval: list, approve, deny.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// ClawFS user workspaces: create, list, delete.
     #[command(subcommand)]
     Workspace(workspace::WorkspaceCommand),
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
             Command::Memory(command) => memory::run(command).await,
             Command::Identity(command) => identity::run(command).await,
             Command::Policy(command) => policy::run(command).await,
+            Command::Approvals(command) => approvals::run(command).await,
             Command::Tool(command) => tool::run(command).await,
             // check and mount block (a mount serves until unmounted); nothing else runs here.
             Command::Fs(command) => fs::run(command).await,
