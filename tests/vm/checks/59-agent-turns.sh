@@ -76,6 +76,8 @@ model = \"scripted-1\"
 max_retries = 0
 [limits]
 max_cost_per_day_usd = 0.5
+[autonomy]
+level = \"full\"
 [tools]
 memory_workspace = \"vm-agent-memory\"
 [providers.scripted]
