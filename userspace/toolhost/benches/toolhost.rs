@@ -2,7 +2,7 @@
 //! precompiled cache (MAC verified) and, for an image tool when `out/tools`
 //! is built, a cache entry under another key (recompiled), instantiating a cached tool in the pooling allocator,
 //! a whole call (fresh instance + run) of a trivial tool with and without
-//! its audit insert, with the WAT fixtures the integration tests use; and
+//! its tool-call record, with the WAT fixtures the integration tests use; and
 //! what epoch interruption (the per-call deadline) costs a CPU-bound loop,
 //! against the same loop compiled without it, in the same run.
 
@@ -39,8 +39,8 @@ fn bench(c: &mut Criterion) {
     let request = CallRequest { agent_id: "bench", params: &params, timeout: None };
     c.bench_function("call trivial tool (fresh instance)", |b| b.iter(|| host.call(&echo, &request).unwrap()));
 
-    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
-    c.bench_function("call trivial tool + audit insert", |b| b.iter(|| host.call_recorded(&echo, &request, None, &audit).unwrap()));
+    let records = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
+    c.bench_function("call trivial tool + tool-call record", |b| b.iter(|| host.call_recorded(&echo, &request, None, &records).unwrap()));
 }
 
 /// The same loads, and a miss under another key, for the largest of the image's tools in `out/tools`

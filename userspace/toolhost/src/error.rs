@@ -1,5 +1,5 @@
 //! The errors a tool call can end with. Each limit has its own variant so
-//! callers (and the audit trail) can tell a slow tool from a greedy one.
+//! callers (and the tool-call records) can tell a slow tool from a greedy one.
 
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub enum CallError {
 
 impl CallError {
     /// A short stable name for the error's kind, for IPC error payloads and
-    /// the audit trail.
+    /// the tool-call records.
     pub fn kind(&self) -> &'static str {
         match self {
             CallError::UnknownTool(_) => "unknown_tool",

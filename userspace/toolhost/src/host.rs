@@ -197,7 +197,7 @@ fn read_cache_entry(path: &Path) -> std::io::Result<Vec<u8>> {
 /// Who is calling and with what.
 #[derive(Debug, Clone)]
 pub struct CallRequest<'a> {
-    /// The calling agent; its kv state and audit trail are used.
+    /// The calling agent; its kv state and tool-call records are used.
     pub agent_id: &'a str,
     pub params: &'a serde_json::Value,
     /// The caller's own deadline; the tool's `timeout_seconds` caps it.

@@ -12,7 +12,7 @@
 //! - Capabilities: a component importing an interface none of its
 //!   capabilities grants is refused before it runs; a path or host outside its
 //!   grants aborts the call with [`CallError::CapabilityDenied`].
-//! - [`audit`]: every call recorded in the agent's AgentFS `tool_calls`;
+//! - [`records`]: every call recorded in the agent's AgentFS `tool_calls`;
 //!   every file a tool writes in the ClawFS audit log (`clawfs::audit`,
 //!   [`HostConfig::audit_log`]), as fs-engine records its own.
 //! - [`cgroup`]: per-tool cgroup v2 CPU and pids limits for the calling thread.
@@ -23,7 +23,7 @@
 //!
 //! Design, limits and threat model: `specs/toolhost/README.md`.
 
-pub mod audit;
+pub mod records;
 pub mod cgroup;
 pub mod definition;
 mod error;

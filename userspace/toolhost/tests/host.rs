@@ -1,5 +1,5 @@
 //! The host running real components: success, every limit, capability
-//! denials, hash refusal, audit rows, and the host staying healthy after each.
+//! denials, hash refusal, tool-call records, and the host staying healthy after each.
 
 mod common;
 
@@ -328,17 +328,17 @@ fn precompiled_cache_is_reused_across_hosts() {
 fn every_call_is_audited() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
-    let audit = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
+    let records = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
     let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
     let trap = install(dir.path(), &Fixture::Trap, &[], 16, 5);
     let (echo_params, trap_params) = (json!({"x": 1}), json!({}));
     let request = |params| CallRequest { agent_id: "wasm-agent", params, timeout: None };
-    let ok = host.call_recorded(&echo, &request(&echo_params), Some("session-1"), &audit).unwrap();
+    let ok = host.call_recorded(&echo, &request(&echo_params), Some("session-1"), &records).unwrap();
     assert!(ok.outcome.is_ok());
-    let failed = host.call_recorded(&trap, &request(&trap_params), Some("session-1"), &audit).unwrap();
+    let failed = host.call_recorded(&trap, &request(&trap_params), Some("session-1"), &records).unwrap();
     assert!(failed.outcome.is_err());
 
-    let rows = audit.lock().unwrap().tool_calls_in_session("session-1").unwrap();
+    let rows = records.lock().unwrap().tool_calls_in_session("session-1").unwrap();
     assert_eq!(rows.len(), 2);
     let echo_row = rows.iter().find(|r| r.id == ok.call_id).unwrap();
     assert_eq!(echo_row.name, "echo");

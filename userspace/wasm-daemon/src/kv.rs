@@ -1,5 +1,5 @@
 //! The `state:kv` store of tools, kept in the calling agent's AgentFS
-//! `kv_store` (the same `workspace.db` as its audit trail), so it survives
+//! `kv_store` (the same `workspace.db` as its tool-call records), so it survives
 //! daemon restarts and travels with the agent's workspace. Keys are
 //! namespaced `clawos.tool/<tool>/<key>`; values are bytes, stored as a
 //! base64 JSON string because AgentFS values are JSON.
@@ -10,22 +10,22 @@ use std::sync::Arc;
 use base64::Engine as _;
 use clawos_toolhost::{KvBackend, KvError};
 
-use crate::audits::Audits;
+use crate::agent_dbs::AgentDbs;
 
 pub struct AgentFsKv {
     clawfs_root: PathBuf,
-    audits: Arc<Audits>,
+    agent_dbs: Arc<AgentDbs>,
 }
 
 impl AgentFsKv {
-    pub fn new(clawfs_root: PathBuf, audits: Arc<Audits>) -> AgentFsKv {
-        AgentFsKv { clawfs_root, audits }
+    pub fn new(clawfs_root: PathBuf, agent_dbs: Arc<AgentDbs>) -> AgentFsKv {
+        AgentFsKv { clawfs_root, agent_dbs }
     }
 
     fn db(&self, agent_id: &str) -> Result<Arc<std::sync::Mutex<agentfs::AgentFs>>, KvError> {
         let unavailable = |reason| KvError::Unavailable { agent_id: agent_id.to_owned(), reason };
         let workspace = crate::agent_database(&self.clawfs_root, agent_id).map_err(|e| unavailable(e.message))?;
-        self.audits.get(&workspace).map_err(|e| unavailable(e.message))
+        self.agent_dbs.get(&workspace).map_err(|e| unavailable(e.message))
     }
 }
 

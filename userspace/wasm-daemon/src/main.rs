@@ -31,7 +31,7 @@ use clawos_toolhost::{CacheKey, CallError, CallRequest, HostConfig, ToolHost, DE
 use serde::Deserialize;
 use serde_json::Value;
 
-mod audits;
+mod agent_dbs;
 mod credentials;
 mod kv;
 mod memory;
@@ -116,7 +116,7 @@ struct Daemon {
     /// The image's tools: listed, never installed over or removed.
     image: Registry,
     installed: Mutex<ToolStore>,
-    audits: Arc<audits::Audits>,
+    agent_dbs: Arc<agent_dbs::AgentDbs>,
     clawfs_root: PathBuf,
     /// Why the ClawFS audit log could not be opened (tools' file writes are
     /// refused meanwhile), for the health check.
@@ -133,7 +133,7 @@ impl Daemon {
             Some(path) => Some(std::fs::read(path).map_err(|e| format!("ca_bundle {}: {e}", path.display()))?),
             None => None,
         };
-        let audits = Arc::new(audits::Audits::default());
+        let agent_dbs = Arc::new(agent_dbs::AgentDbs::default());
         // Opened before the seccomp filter and kept open: appends need no
         // new open. Without it the daemon still runs tools, refuses their
         // writes and reports itself degraded, as fs-engine does.
@@ -151,7 +151,7 @@ impl Daemon {
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
             memory: Arc::new(memory::FsEngineMemory::new(tokio::runtime::Handle::current())),
-            kv: Arc::new(kv::AgentFsKv::new(config.clawfs_root.clone(), audits.clone())),
+            kv: Arc::new(kv::AgentFsKv::new(config.clawfs_root.clone(), agent_dbs.clone())),
             ca_bundle_pem,
             cgroups: if config.cgroups { tool_cgroups() } else { None },
             audit_log,
@@ -181,7 +181,7 @@ impl Daemon {
             call_slots: tokio::sync::Semaphore::new(DEFAULT_MAX_CONCURRENT_CALLS as usize),
             image,
             installed: Mutex::new(installed),
-            audits,
+            agent_dbs,
             clawfs_root: config.clawfs_root,
             audit_log_problem,
         })
@@ -211,9 +211,9 @@ impl wasm_daemon::Service for Daemon {
         let workspace = agent_database(&self.clawfs_root, &params.agent)?;
         let host = self.host.clone();
         let _slot = self.call_slots.acquire().await.map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?;
-        let audits = self.audits.clone();
+        let agent_dbs = self.agent_dbs.clone();
         let recorded = tokio::task::spawn_blocking(move || {
-            let audit = audits.get(&workspace)?;
+            let audit = agent_dbs.get(&workspace)?;
             let call = CallRequest { agent_id: &params.agent, params: &params.arguments, timeout: Some(timeout) };
             host.call_recorded(&tool, &call, params.session_id.as_deref(), &audit)
                 .map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))

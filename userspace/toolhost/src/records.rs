@@ -11,8 +11,8 @@ use crate::{CallError, CallRequest, ToolHost};
 /// Why a call's outcome could not be recorded. The call's own outcome is
 /// still returned to the caller alongside it.
 #[derive(Debug, thiserror::Error)]
-#[error("recording the call of {tool_id} in the audit trail: {source}")]
-pub struct AuditError {
+#[error("recording the call of {tool_id} in its tool_calls: {source}")]
+pub struct RecordError {
     pub tool_id: String,
     #[source]
     pub source: agentfs::Error,
@@ -28,24 +28,24 @@ pub struct RecordedCall {
 
 impl ToolHost {
     /// Runs the tool like [`ToolHost::call`] and records parameters, result
-    /// or error (as `<kind>: <message>`), and timing in `audit`, locked only
+    /// or error (as `<kind>: <message>`), and timing in `records`, locked only
     /// for the insert so an agent's calls still run side by side. A failure
-    /// to record is an error even when the call succeeded: an unaudited call
-    /// must not look like an audited one.
+    /// to record is an error even when the call succeeded: an unrecorded call
+    /// must not look like a recorded one.
     pub fn call_recorded(
         &self,
         tool: &ValidTool,
         request: &CallRequest<'_>,
         session_id: Option<&str>,
-        audit: &Mutex<AgentFs>,
-    ) -> Result<RecordedCall, AuditError> {
+        records: &Mutex<AgentFs>,
+    ) -> Result<RecordedCall, RecordError> {
         let started = SystemTime::now();
         let outcome = self.call(tool, request);
         let completed = SystemTime::now();
         let recorded = outcome.as_ref().map_err(|e| format!("{}: {e}", e.kind()));
-        let call_id = audit
+        let call_id = records
             .lock()
-            .expect("audit lock poisoned")
+            .expect("tool_calls lock poisoned")
             .record_tool_call(&NewToolCall {
                 name: tool.tool_id(),
                 parameters: Some(request.params),
@@ -58,7 +58,7 @@ impl ToolHost {
                 session_id,
                 parent_call_id: None,
             })
-            .map_err(|source| AuditError { tool_id: tool.tool_id().to_owned(), source })?;
+            .map_err(|source| RecordError { tool_id: tool.tool_id().to_owned(), source })?;
         Ok(RecordedCall { outcome, call_id })
     }
 }

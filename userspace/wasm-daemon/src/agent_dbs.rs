@@ -1,4 +1,4 @@
-//! The agents' audit databases (`/clawfs/agents/<agent>/workspace.db`),
+//! The agents' agent databases (`/clawfs/agents/<agent>/workspace.db`),
 //! kept open between tool calls: opening one costs more than a call.
 
 use std::collections::HashMap;
@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::ErrorCode;
 
-/// Agents whose audit databases are kept open at once.
-const MAX_OPEN_AUDITS: usize = 64;
+/// Agents whose agent databases are kept open at once.
+const MAX_OPEN_AGENT_DBS: usize = 64;
 
 /// An agent's `workspace.db`, kept open between calls (opening costs more
 /// than the call), with the file identity it was opened on: if the path
@@ -26,16 +26,16 @@ fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
     Ok((metadata.dev(), metadata.ino()))
 }
 
-/// The open audit databases by workspace path.
+/// The open agent databases by workspace path.
 #[derive(Default)]
-pub struct Audits {
+pub struct AgentDbs {
     open: Mutex<HashMap<PathBuf, AuditDb>>,
 }
 
-impl Audits {
+impl AgentDbs {
     pub fn get(&self, workspace: &Path) -> Result<Arc<Mutex<agentfs::AgentFs>>, MethodError> {
         let io_error = |e: &dyn std::fmt::Display| MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display()));
-        let mut open = self.open.lock().expect("audit cache lock poisoned");
+        let mut open = self.open.lock().expect("agent database cache lock poisoned");
         if let (Some(cached), Ok(current)) = (open.get(workspace), file_id(workspace)) {
             if cached.file_id == current {
                 return Ok(cached.db.clone());
@@ -43,7 +43,7 @@ impl Audits {
         }
         let db = Arc::new(Mutex::new(agentfs::AgentFs::open(workspace).map_err(|e| io_error(&e))?));
         let file_id = file_id(workspace).map_err(|e| io_error(&e))?;
-        if open.len() >= MAX_OPEN_AUDITS {
+        if open.len() >= MAX_OPEN_AGENT_DBS {
             open.clear();
         }
         open.insert(workspace.to_owned(), AuditDb { file_id, db: db.clone() });
@@ -56,15 +56,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_audit_database_is_reused_until_its_file_is_replaced() {
+    fn an_agent_database_is_reused_until_its_file_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = dir.path().join(clawfs::DATABASE_FILE);
-        let audits = Audits::default();
-        let first = audits.get(&workspace).unwrap();
-        assert!(Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));
+        let agent_dbs = AgentDbs::default();
+        let first = agent_dbs.get(&workspace).unwrap();
+        assert!(Arc::ptr_eq(&first, &agent_dbs.get(&workspace).unwrap()));
         // A restored snapshot renamed over the path is a new file: reopened.
         agentfs::AgentFs::open(dir.path().join("restored.db")).unwrap();
         std::fs::rename(dir.path().join("restored.db"), &workspace).unwrap();
-        assert!(!Arc::ptr_eq(&first, &audits.get(&workspace).unwrap()));
+        assert!(!Arc::ptr_eq(&first, &agent_dbs.get(&workspace).unwrap()));
     }
 }
