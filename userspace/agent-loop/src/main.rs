@@ -141,20 +141,6 @@ impl Daemon {
             Some(session) => return Err(error(ErrorCode::Enoent, format!("agent `{agent}` has no session `{session}`"))),
             None => new_id("s-"),
         };
-        // A call waiting for the operator must be answered before the
-        // session goes on: a new message after a call without its result
-        // is a conversation no model takes.
-        let waiting = turn::pending_calls(&store.context(&session_id).map_err(|e| error(ErrorCode::Eio, e))?);
-        match (&message, waiting) {
-            (Some(_), Some((_, calls))) => {
-                return Err(error(
-                    ErrorCode::Eagain,
-                    format!("session `{session_id}` waits for the operator's answer to {} (clawctl approvals list)", calls[0].name),
-                ))
-            }
-            (None, None) => return Err(error(ErrorCode::Enoent, format!("session `{session_id}` has no call waiting to continue"))),
-            _ => {}
-        }
         let db = self.agent_dir(&agent)?.join(clawfs::DATABASE_FILE);
         let turn_id = new_id("t-");
         let cancel = CancellationToken::new();
@@ -162,6 +148,18 @@ impl Daemon {
             let mut turns = lock(&self.turns);
             if turns.by_id.values().any(|t| t.agent == agent && t.session_id == session_id && t.outcome.is_none()) {
                 return Err(error(ErrorCode::Eagain, format!("session `{session_id}` is running a turn")));
+            }
+            // A call waiting for the operator must be answered before the
+            // session goes on: a new message after a call without its
+            // result is a conversation no model takes.
+            let waiting = turn::pending_calls(&store.context(&session_id).map_err(|e| error(ErrorCode::Eio, e))?);
+            match (&message, waiting) {
+                (Some(_), Some((_, calls))) => {
+                    let what = format!("session `{session_id}` waits for the operator's answer to {} (clawctl approvals list)", calls[0].name);
+                    return Err(error(ErrorCode::Eagain, what));
+                }
+                (None, None) => return Err(error(ErrorCode::Enoent, format!("session `{session_id}` has no call waiting to continue"))),
+                _ => {}
             }
             turns.by_id.insert(turn_id.clone(), TurnEntry { agent: agent.clone(), session_id: session_id.clone(), cancel: cancel.clone(), outcome: None });
         }
