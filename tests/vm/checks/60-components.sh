@@ -23,3 +23,33 @@ check "components: a killed component is restarted by systemd and clawctl shows 
   cat /tmp/status.json; exit 1'
 check "ipc: a request answered over the abstract socket from the operator CLI" \
   vm_ssh 'clawctl ipc call router health_check | jq -e .'
+
+# Who may call is settled from the peer's kernel credentials (SO_PEERCRED,
+# specs/ipc/README.md): a UID that is neither a component nor the operator
+# is refused before a byte is read, and a component is held to its ACL
+# rules: agent-loop, whose model chooses its tool calls, cannot list or
+# answer the approvals its own actions wait on.
+check "ipc: a process of another user is refused with EPERM; agent-loop's UID cannot answer approvals" vm_ssh '
+  set -e
+  out=$(setpriv --reuid=65534 --regid=65534 --clear-groups clawctl ipc call router ping 2>&1) && { echo "nobody got an answer: $out"; exit 1; }
+  echo "$out" | grep -q "EPERM\|is not a ClawOS component or operator" || { echo "$out"; exit 1; }
+  journalctl -b -u clawos-router -o cat | grep -q "peer uid\|neither a component nor an operator"
+  uid=$(id -u clawos-agent-loop)
+  out=$(setpriv --reuid=$uid --regid=$(id -g clawos-agent-loop) --clear-groups clawctl approvals list 2>&1) && { echo "agent-loop listed approvals: $out"; exit 1; }
+  echo "$out" | grep -q EPERM || { echo "$out"; exit 1; }'
+
+# WatchdogSec (clawos-component.conf): a component that stops answering its
+# watchdog (frozen with SIGSTOP, so it neither exits nor pings) is killed
+# by systemd when the watchdog time runs out, and restarted.
+check "components: a frozen component is killed by its watchdog and restarted" vm_ssh '
+  unit=clawos-scheduler.service
+  before=$(systemctl show -P NRestarts $unit)
+  watchdog_us=$(systemctl show -P WatchdogUSec $unit)
+  test -n "$watchdog_us" && test "$watchdog_us" != 0 && test "$watchdog_us" != infinity || { echo "no watchdog: $watchdog_us"; exit 1; }
+  systemctl kill -s STOP $unit
+  for _ in $(seq 150); do
+    sleep 1
+    test "$(systemctl show -P NRestarts $unit)" -gt "$before" && systemctl is-active -q $unit && break
+  done
+  test "$(systemctl show -P NRestarts $unit)" -gt "$before" || { systemctl status $unit --no-pager; exit 1; }
+  journalctl -b -u $unit -o cat | grep -qi "watchdog timeout"'
