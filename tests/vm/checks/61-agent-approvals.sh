@@ -48,10 +48,15 @@ check_approvals() {
     echo "$out" | jq -e ".status == \"done\" and .answer == \"Understood, not saved.\"" >/dev/null || { echo "$out"; exit 1; }
     test ! -e $d/notes/denied.md
     sed -n 4p /run/clawos-test/clawos-test-vm-approve.jsonl |
-      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"ap-2\")][0].content | test(\"denied\")" >/dev/null
-    # The journal has each decision and never the arguments.
-    journalctl -b -u clawos-security-agent -o cat | grep "policy decision" | grep -q "Deny"
-    ! journalctl -b -o cat | grep -q "approved-content-7731\|denied-content-7732"
+      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"ap-2\")][0].content | test(\"denied\")" >/dev/null ||
+      { echo "the model was not told of the denial"; sed -n 4p /run/clawos-test/clawos-test-vm-approve.jsonl; exit 1; }
+    # The components journal each decision and never the arguments (the
+    # scripted provider, test code outside the box, may log what it got).
+    journalctl -b -u clawos-security-agent -o cat | grep "policy decision" | grep -q "Deny" || { echo "no denial in the journal"; exit 1; }
+    units=$(for c in agent-loop wasm-daemon ebpf-agent security-agent fs-engine observability router scheduler; do echo "-u clawos-$c"; done)
+    if journalctl -b -o cat $units | grep -q "approved-content-7731\|denied-content-7732"; then
+      echo "a tool argument is in a component journal"; exit 1
+    fi
 
     # One left waiting across the reboot.
     out=$(clawctl chat --agent vm-approve -m "Save after the reboot." --json) || true

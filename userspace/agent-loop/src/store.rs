@@ -7,15 +7,19 @@
 //! prompt (the turn) or the AgentFS tables (`clawos-agentfs`; the tool-call
 //! trail is written by whoever runs the call).
 //!
-//! Every write is its own transaction (WAL, `synchronous=FULL` as AgentFS
-//! sets it), so a transcript read after a crash or a restart holds every
+//! Every write is its own transaction, begun IMMEDIATE: fs-engine (the
+//! memory index) and wasm-daemon (tool-call records) write the same file,
+//! and a deferred transaction that reads before it writes fails at once
+//! with "database is locked" when one of them committed in between (SQLite
+//! cannot wait for a snapshot that went stale). WAL and `synchronous=FULL`
+//! (as AgentFS sets them) make a transcript read after a crash or a restart hold every
 //! message that was acknowledged.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::provider::{ChatMessage, Role, ToolCall};
 
@@ -202,7 +206,7 @@ impl Store {
         let role = if notice { "notice" } else { role_name(message) };
         let tool_calls = (!message.tool_calls.is_empty()).then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
         let db = self.db();
-        let tx = db.unchecked_transaction().map_err(|e| e.to_string())?;
+        let tx = rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
         let seq: i64 = tx
             .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
             .map_err(|e| e.to_string())?;
@@ -266,7 +270,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     pub fn compact(&self, session_id: &str, through_seq: i64, summary: &str, summary_tokens: u64, before: u64, after: u64, truncated: bool) -> Result<(), String> {
         let db = self.db();
-        let tx = db.unchecked_transaction().map_err(|e| e.to_string())?;
+        let tx = rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
         let compacted = tx
             .execute(
                 "UPDATE clawos_session_message SET compacted = 1
@@ -399,7 +403,7 @@ impl Store {
     /// approved version in the same transaction.
     pub fn release(&self, file: &str, approved: Option<&str>) -> Result<(), String> {
         let mut db = self.db();
-        let tx = db.transaction().map_err(|e| e.to_string())?;
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
         if let Some(content) = approved {
             tx.execute(APPROVE, params![file, content, now_ms()]).map_err(|e| e.to_string())?;
         }

@@ -22,7 +22,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
@@ -506,7 +506,10 @@ impl MemoryIndex {
         let mut state = self.state.clone();
         let mut added_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
         let mut added_lengths: Vec<(u64, u32)> = Vec::with_capacity(new_chunks.len());
-        let transaction = self.connection.transaction().map_err(sqlite(&db_path))?;
+        // IMMEDIATE: the database may be an agent's, written by agent-loop and
+        // wasm-daemon too; a deferred one that reads first fails at once when
+        // they commit in between.
+        let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
         for key in stale_keys {
             let embedding: Option<Vec<u8>> = transaction
                 .query_row("SELECT embedding FROM clawfs_vectors WHERE key = ?1", [key], |row| row.get(0))
@@ -732,7 +735,7 @@ impl MemoryIndex {
             let texts: Vec<&str> = batch.iter().map(|(_, content)| content.as_str()).collect();
             vectors.extend(batch.iter().map(|(key, _)| *key).zip(embedder.embed(&texts)?));
         }
-        let transaction = connection.transaction().map_err(sqlite(&db_path))?;
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
         transaction.execute("DELETE FROM clawfs_vectors", []).map_err(sqlite(&db_path))?;
         for (key, vector) in &vectors {
             let bytes = vector_bytes(vector);
