@@ -52,9 +52,10 @@ check_approvals() {
       { echo "the model was not told of the denial"; sed -n 4p /run/clawos-test/clawos-test-vm-approve.jsonl; exit 1; }
     # The components journal each decision and never the arguments (the
     # scripted provider, test code outside the box, may log what it got).
-    journalctl -b -u clawos-security-agent -o cat | grep "policy decision" | grep -q "Deny" || { echo "no denial in the journal"; exit 1; }
+    # tracing-journald keeps each field as a journal field (DECISION=...).
+    journalctl -b -u clawos-security-agent -o verbose | grep -q "DECISION=Deny" || { echo "no denial in the journal"; exit 1; }
     units=$(for c in agent-loop wasm-daemon ebpf-agent security-agent fs-engine observability router scheduler; do echo "-u clawos-$c"; done)
-    if journalctl -b -o cat $units | grep -q "approved-content-7731\|denied-content-7732"; then
+    if journalctl -b -o verbose $units | grep -q "approved-content-7731\|denied-content-7732"; then
       echo "a tool argument is in a component journal"; exit 1
     fi
 
