@@ -285,53 +285,51 @@ impl Turn<'_> {
     /// result as it arrives (the checkpoint).
     async fn execute(&self, seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, outcome: &mut TurnOutcome) -> Result<(), Stop> {
         let limits = &self.config.limits;
-        {
-            let mut halted = None;
-            for call in calls {
-                // The calls not run still get a result, so the stored
-                // conversation stays valid for the next turn.
-                let not_run = match &halted {
-                    Some(_) => Some("error: not run: the agent was halted"),
-                    None if outcome.tool_calls >= limits.max_tool_calls => Some("error: not run: the turn's tool-call limit was reached"),
-                    None => None,
-                };
-                if let Some(why) = not_run {
-                    let refused = ChatMessage { role: Role::Tool, content: why.into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
-                    self.store.append(self.session_id, &refused, false, 10).map_err(Stop::Failed)?;
-                    continue;
-                }
-                outcome.tool_calls += 1;
-                let began = Instant::now();
-                let tool_step = TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Tool, tool_name: Some(call.name.clone()), ok: None, duration_ms: None };
-                self.reporter.step(&tool_step);
-                self.reporter.publish("tool.invoked", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}));
-                let action_id = format!("{}/{seq}/{}", self.session_id, call.id);
-                let result = tokio::select! {
-                    result = self.tools.call(&action_id, &call.name, &call.arguments) => result,
-                    () = self.cancel.cancelled() => return Err(Stop::Cancelled),
-                };
-                if let Some(waiting) = result.waiting {
-                    // No result is stored: this call and the ones after it
-                    // run when the operator has answered (`chat_continue`).
-                    outcome.tool_calls -= 1;
-                    self.reporter.step(&TurnStep { ok: Some(false), duration_ms: Some(began.elapsed().as_millis() as u64), ..tool_step });
-                    return Err(Stop::Waiting(waiting));
-                }
-                let duration_ms = began.elapsed().as_millis() as u64;
-                self.reporter.step(&TurnStep { ok: Some(!result.is_error), duration_ms: Some(duration_ms), ..tool_step });
-                self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
-                let content = tools::cut(result.content, self.config.tools.max_result_bytes);
-                let tokens = estimate_tokens(&content);
-                let message = ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
-                self.store.append(self.session_id, &message, false, tokens).map_err(Stop::Failed)?;
-                halted = (self.after_tool)();
+        let mut halted = None;
+        for call in calls {
+            // The calls not run still get a result, so the stored
+            // conversation stays valid for the next turn.
+            let not_run = match &halted {
+                Some(_) => Some("error: not run: the agent was halted"),
+                None if outcome.tool_calls >= limits.max_tool_calls => Some("error: not run: the turn's tool-call limit was reached"),
+                None => None,
+            };
+            if let Some(why) = not_run {
+                let refused = ChatMessage { role: Role::Tool, content: why.into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
+                self.store.append(self.session_id, &refused, false, 10).map_err(Stop::Failed)?;
+                continue;
             }
-            if let Some(why) = halted {
-                return Err(Stop::Halted(why));
+            outcome.tool_calls += 1;
+            let began = Instant::now();
+            let tool_step = TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Tool, tool_name: Some(call.name.clone()), ok: None, duration_ms: None };
+            self.reporter.step(&tool_step);
+            self.reporter.publish("tool.invoked", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}));
+            let action_id = format!("{}/{seq}/{}", self.session_id, call.id);
+            let result = tokio::select! {
+                result = self.tools.call(&action_id, &call.name, &call.arguments) => result,
+                () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+            };
+            if let Some(waiting) = result.waiting {
+                // No result is stored: this call and the ones after it
+                // run when the operator has answered (`chat_continue`).
+                outcome.tool_calls -= 1;
+                self.reporter.step(&TurnStep { ok: Some(false), duration_ms: Some(began.elapsed().as_millis() as u64), ..tool_step });
+                return Err(Stop::Waiting(waiting));
             }
-            if outcome.tool_calls >= limits.max_tool_calls {
-                return Err(Stop::Limit(format!("tool calls per turn ({})", limits.max_tool_calls)));
-            }
+            let duration_ms = began.elapsed().as_millis() as u64;
+            self.reporter.step(&TurnStep { ok: Some(!result.is_error), duration_ms: Some(duration_ms), ..tool_step });
+            self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
+            let content = tools::cut(result.content, self.config.tools.max_result_bytes);
+            let tokens = estimate_tokens(&content);
+            let message = ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
+            self.store.append(self.session_id, &message, false, tokens).map_err(Stop::Failed)?;
+            halted = (self.after_tool)();
+        }
+        if let Some(why) = halted {
+            return Err(Stop::Halted(why));
+        }
+        if outcome.tool_calls >= limits.max_tool_calls {
+            return Err(Stop::Limit(format!("tool calls per turn ({})", limits.max_tool_calls)));
         }
         Ok(())
     }

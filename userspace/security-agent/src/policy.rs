@@ -102,24 +102,10 @@ fn sql(error: rusqlite::Error) -> String {
     format!("policy database: {error}")
 }
 
-fn state_name(state: ApprovalState) -> &'static str {
-    match state {
-        ApprovalState::Pending => "pending",
-        ApprovalState::Approved => "approved",
-        ApprovalState::Denied => "denied",
-        ApprovalState::Expired => "expired",
-        ApprovalState::Used => "used",
-    }
-}
-
-fn state_of(name: &str) -> ApprovalState {
-    match name {
-        "approved" => ApprovalState::Approved,
-        "denied" => ApprovalState::Denied,
-        "expired" => ApprovalState::Expired,
-        "used" => ApprovalState::Used,
-        _ => ApprovalState::Pending,
-    }
+/// The name serde gives `value` (an enum of the API: `file_write`,
+/// `pending`, `deny`), as the database stores it and reasons say it.
+pub fn name(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 const APPROVAL_COLUMNS: &str = "id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at";
@@ -134,7 +120,7 @@ fn approval(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
         permissions: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
         arguments: serde_json::from_str(&row.get::<_, String>(6)?).unwrap_or_default(),
         reason: row.get(7)?,
-        state: state_of(&row.get::<_, String>(8)?),
+        state: serde_json::from_value(serde_json::Value::String(row.get(8)?)).unwrap_or(ApprovalState::Pending),
         created_at: fsutil::rfc3339(row.get::<_, i64>(9)?.max(0) as u64),
         expires_at: fsutil::rfc3339(row.get::<_, i64>(10)?.max(0) as u64),
     })
@@ -162,7 +148,7 @@ impl Policy {
             })
             .optional()
             .map_err(sql)?;
-        let permission = permission_name(strictest);
+        let permission = name(strictest);
         let decision = match (mode, existing) {
             (Mode::Deny, _) => deny(format!("the agent's policy denies {permission}")),
             (_, Some((id, state, _))) if state == "approved" => {
@@ -202,7 +188,7 @@ impl Policy {
         transaction
             .execute(
                 "INSERT INTO decisions (at, agent, action_id, tool_name, decision, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![now, check.agent, check.action_id, check.tool_name, decision_name(decision.decision), decision.reason],
+                params![now, check.agent, check.action_id, check.tool_name, name(decision.decision), decision.reason],
             )
             .map_err(sql)?;
         transaction.commit().map_err(sql)?;
@@ -234,10 +220,10 @@ impl Policy {
             return Ok(None);
         };
         if current.state != ApprovalState::Pending {
-            return Ok(Some(Err(format!("approval {id} is {} already", state_name(current.state)))));
+            return Ok(Some(Err(format!("approval {id} is {} already", name(current.state)))));
         }
         let state = if approve { ApprovalState::Approved } else { ApprovalState::Denied };
-        transaction.execute("UPDATE approvals SET state = ?1, decided_at = ?2 WHERE id = ?3", params![state_name(state), now, id]).map_err(sql)?;
+        transaction.execute("UPDATE approvals SET state = ?1, decided_at = ?2 WHERE id = ?3", params![name(state), now, id]).map_err(sql)?;
         transaction.commit().map_err(sql)?;
         Ok(Some(Ok(Approval { state, ..current })))
     }
@@ -265,18 +251,6 @@ fn deny(reason: String) -> PolicyDecision {
     PolicyDecision { decision: Decision::Deny, reason, approval_id: None }
 }
 
-fn decision_name(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Allow => "allow",
-        Decision::Deny => "deny",
-        Decision::Pending => "pending",
-    }
-}
-
-/// How a permission is written in a policy and in reasons.
-pub fn permission_name(permission: Permission) -> String {
-    serde_json::to_value(permission).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
 
 /// `a` and 10 hex digits of a hash of the agent, the action and the time.
 fn approval_id(agent: &str, action_id: &str, now: i64) -> String {
