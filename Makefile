@@ -16,7 +16,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
 all: image
 
 deps:
@@ -52,6 +52,11 @@ image: kernel ebpf tools models userspace buildroot
 # The reference AgentFS SDK (PyPI, hash-pinned) for the interoperability test.
 agentfs-sdk: deps
 	bash scripts/agentfs-sdk.sh
+
+# Python packages the boot tests use on the host (PyPI, hash-pinned): the
+# Prometheus text parser.
+test-python: deps
+	bash scripts/test-python.sh
 
 # Boots the built image interactively (serial console on this terminal).
 qemu:
@@ -90,8 +95,8 @@ bench-ebpf: kernel ebpf
 # Boot tests: boots the image under QEMU (OVMF, swtpm), checks it over SSH
 # (kernel, eBPF, root, TPM, units, components, vault, tools, eBPF policy),
 # reboots it, and boots a tampered copy that dm-verity must refuse.
-test-vm: image
-	bash tests/vm/run.sh
+test-vm: image test-python
+	PYTHONPATH=$(OUT)/test-python bash tests/vm/run.sh
 
 clean:
 	rm -rf $(OUT) $(CARGO_TARGET_DIR)

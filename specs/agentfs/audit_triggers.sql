@@ -38,3 +38,15 @@ BEFORE DELETE ON clawos_tool_call_meta
 BEGIN
   SELECT RAISE(ABORT, 'clawos_tool_call_meta is an insert-only audit log');
 END;
+
+CREATE TRIGGER IF NOT EXISTS clawos_tool_call_key_reject_update
+BEFORE UPDATE ON clawos_tool_call_key
+BEGIN
+  SELECT RAISE(ABORT, 'clawos_tool_call_key is an insert-only audit log');
+END;
+
+CREATE TRIGGER IF NOT EXISTS clawos_tool_call_key_reject_delete
+BEFORE DELETE ON clawos_tool_call_key
+BEGIN
+  SELECT RAISE(ABORT, 'clawos_tool_call_key is an insert-only audit log');
+END;

@@ -109,6 +109,16 @@ CREATE TABLE IF NOT EXISTS clawos_tool_call_meta (
 CREATE INDEX IF NOT EXISTS idx_clawos_tool_call_meta_session
   ON clawos_tool_call_meta(session_id);
 
+-- ClawOS extension: the idempotency key a call was made with (tool call
+-- extension point). A caller that asks again with the same key after a crash
+-- gets the recorded call instead of a second run (specs/agent/README.md,
+-- "Checkpoints and resume"). Written in the same transaction as the call.
+
+CREATE TABLE IF NOT EXISTS clawos_tool_call_key (
+  idempotency_key TEXT PRIMARY KEY,
+  call_id INTEGER NOT NULL UNIQUE
+);
+
 -- ClawOS extension: sub-second file times (filesystem extension point).
 -- fs_inode keeps whole seconds; the nanoseconds live here with the seconds
 -- they belong to, so a time another implementation rewrites reads back as

@@ -35,6 +35,22 @@ vm_push() {
   vm_ssh "mkdir -p '$(dirname "$2")' && cat > '$2' && chmod 0755 '$2'" < "$1"
 }
 
+# install_test_tool TOOL: installs a test tool (tests/tools, built by make
+# tools into out/test-tools, never in the image) the way an operator
+# installs any tool: its component and the definition tools.sh wrote for it
+# (capabilities, limits, the pinned hash clawctl checks the file against)
+# copied into the guest, then `clawctl tool install`.
+install_test_tool() {
+  local definition wasm
+  definition=$(jq -e --arg t "$1" '.tools[] | select(.tool_id == $t)' "$OUT/test-tools/registry.json") \
+    || { echo "$1 is not in $OUT/test-tools/registry.json (make tools)"; return 1; }
+  wasm=$(jq -r .wasm_path <<<"$definition")
+  vm_push "$OUT/test-tools/$wasm" "/run/clawos-test/tools/$wasm" &&
+    vm_push <(echo "$definition") "/run/clawos-test/tools/$1.json" &&
+    vm_ssh "clawctl tool install /run/clawos-test/tools/$wasm --definition /run/clawos-test/tools/$1.json --yes" >/dev/null ||
+    { echo "installing $1 failed"; return 1; }
+}
+
 # vm_wait_ready TIMEOUT: until systemd finished booting (running or degraded)
 # and sshd answers. Sets VM_READY_S (seconds since QEMU start).
 vm_wait_ready() {

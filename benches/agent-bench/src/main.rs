@@ -7,13 +7,18 @@
 //! real SQLite database (`store`), the spend recorded.
 //!
 //! Prints p50, p90 and p99 of the time per step over many turns, each
-//! turn two steps (one tool call, one answer), ten turns per session.
+//! turn two steps (one tool call, one answer), ten turns per session; then
+//! the checkpoint writes alone (`specs/agent/README.md`, "Checkpoints and
+//! resume"): a checkpoint by itself (before a tool call) and one with its
+//! message (after a step), each a committed transaction with
+//! `synchronous=FULL` on the agent's database file.
 
 use std::time::{Duration, Instant};
 
 use clawos_agent_loop::config::AgentConfig;
 use clawos_agent_loop::provider::{ChatRequest, ChatResponse, FinishReason, ProviderError, ToolCall, ToolSpec, Usage};
-use clawos_agent_loop::store::Store;
+use clawos_agent_loop::provider::{ChatMessage, Role};
+use clawos_agent_loop::store::{Checkpoint, Store};
 use clawos_agent_loop::tools::{CallResult, Runner};
 use clawos_agent_loop::turn::{Answered, Reporter, Thinker, Turn};
 use clawos_api::agent_loop::{TurnStatus, TurnStep};
@@ -61,7 +66,10 @@ impl Thinker for Instant_ {
 struct InstantTool;
 
 impl Runner for InstantTool {
-    fn call<'a>(&'a self, _action_id: &'a str, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, CallResult> {
+    fn check<'a>(&'a self, _action_id: &'a str, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, Option<CallResult>> {
+        async { None }.boxed()
+    }
+    fn run<'a>(&'a self, _action_id: &'a str, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, CallResult> {
         async { CallResult::new(json!({"words": 2}).to_string(), false) }.boxed()
     }
 }
@@ -102,19 +110,50 @@ async fn main() {
             cancel: CancellationToken::new(),
             reporter: &Quiet,
         };
-        store.turn_started(&turn_id, &session_id).expect("the turn row");
+        store.turn_started(&turn_id, &session_id, None).expect("the turn row");
         let started = Instant::now();
         let outcome = turn.run(Some("count the words of a b"), &specs).await;
         let elapsed = started.elapsed();
         assert_eq!((outcome.status, outcome.steps), (TurnStatus::Done, 2), "{outcome:?}");
         per_step.push(elapsed / outcome.steps);
     }
-    per_step.sort();
+    report(&format!("agent-loop per step ({TURNS} turns of 2 steps, 10 turns per session)"), per_step);
+
+    let (alone, with_message) = checkpoint_writes(&store);
+    report(&format!("checkpoint write before a tool call ({CHECKPOINTS} writes)"), alone);
+    report(&format!("checkpoint write with its message after a step ({CHECKPOINTS} writes)"), with_message);
+}
+
+const CHECKPOINTS: usize = 2000;
+
+/// Times `CHECKPOINTS` checkpoints of one turn, alone and with a message.
+fn checkpoint_writes(store: &Store) -> (Vec<Duration>, Vec<Duration>) {
+    let (turn_id, session_id) = ("t-checkpoints", "s-checkpoints");
+    store.ensure_session(session_id).expect("a session");
+    store.turn_started(turn_id, session_id, None).expect("the turn row");
+    let mut progress = clawos_agent_loop::turn::outcome(turn_id, session_id, TurnStatus::Running, None);
+    let (mut alone, mut with_message) = (Vec::with_capacity(CHECKPOINTS), Vec::with_capacity(CHECKPOINTS));
+    for n in 0..CHECKPOINTS {
+        progress.steps = n as u32;
+        let action = format!("{session_id}/{n}/call-{n}");
+        let started = Instant::now();
+        store.checkpoint(&Checkpoint { turn_id, progress: &progress, in_flight: Some(&action) }).expect("a checkpoint");
+        alone.push(started.elapsed());
+        let message = ChatMessage::text(Role::Tool, format!("{{\"words\": {n}}}"));
+        let started = Instant::now();
+        store.append_checkpointed(session_id, &message, 5, &Checkpoint { turn_id, progress: &progress, in_flight: None }).expect("a message and its checkpoint");
+        with_message.push(started.elapsed());
+    }
+    (alone, with_message)
+}
+
+fn report(what: &str, mut samples: Vec<Duration>) {
+    samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "agent-loop per step ({TURNS} turns of 2 steps, 10 turns per session): p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms",
-        ms(percentile(&per_step, 0.5)),
-        ms(percentile(&per_step, 0.9)),
-        ms(percentile(&per_step, 0.99))
+        "{what}: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&samples, 0.5)),
+        ms(percentile(&samples, 0.9)),
+        ms(percentile(&samples, 0.99))
     );
 }

@@ -21,8 +21,9 @@ check "components: a killed component is restarted by systemd and clawctl shows 
     test "$(jq ".components[] | select(.component == \"scheduler\") | .restarts" /tmp/status.json)" -ge 1 && exit 0
   done
   cat /tmp/status.json; exit 1'
-check "ipc: a request answered over the abstract socket from the operator CLI" \
-  vm_ssh 'clawctl ipc call router health_check | jq -e .'
+check "ipc: a request answered over the abstract socket from the operator CLI: the router's health, from its own process" \
+  vm_ssh 'clawctl ipc call router health_check | jq -e --argjson pid "$(systemctl show -P MainPID clawos-router)" \
+    ".component == \"router\" and .status == \"ok\" and .pid == \$pid and .uptime_ns > 0 and (.component_version | length) > 0" >/dev/null'
 
 # Who may call is settled from the peer's kernel credentials (SO_PEERCRED,
 # specs/ipc/README.md): a UID that is neither a component nor the operator

@@ -4,10 +4,22 @@
 # /etc/clawos/ebpf-policy.toml; the agent picks new cgroups up within 1 s.
 
 # Run counts need kernel.bpf_stats_enabled, set at boot by sysctl.d because
-# the agent lacks CAP_SYS_ADMIN.
-check "ebpf: ebpf-agent is active with all programs attached and counted" \
-  vm_ssh 'systemctl is-active --quiet clawos-ebpf-agent &&
-          clawctl ipc call ebpf-agent get_metrics | jq -e "any(.programs[]; .name == \"file_open\" and .run_count > 0)"'
+# the agent lacks CAP_SYS_ADMIN. Each program's hook is made to run here
+# (the LSM hooks run for every process; the programs look at the cgroup
+# inside): an exec, an open, a TCP connect and a bind, a mount, a read of
+# another process's /proc/PID/exe (a ptrace access check); bpf() is the
+# agent's own map reads. Then every one of the eight has run.
+EBPF_PROGRAMS='["bpf_syscall","bprm_check_security","file_open","ptrace_access_check","sb_mount","sched_process_exec","socket_bind","socket_connect"]'
+check "ebpf: ebpf-agent is active with all eight programs attached, each with a run count" \
+  vm_ssh 'systemctl is-active --quiet clawos-ebpf-agent || exit 1
+          /bin/true && cat /etc/hostname >/dev/null && (exec 3<>/dev/tcp/127.0.0.1/22) &&
+          (timeout 1 socat -u TCP-LISTEN:18997,bind=127.0.0.1 - >/dev/null 2>&1; true) &&
+          mkdir -p /run/clawos-test/ebpf-mount && mount -t tmpfs none /run/clawos-test/ebpf-mount && umount /run/clawos-test/ebpf-mount &&
+          readlink /proc/1/exe >/dev/null || exit 1
+          sleep 1
+          clawctl ipc call ebpf-agent get_metrics > /run/clawos-test/ebpf-metrics.json &&
+          jq -e --argjson want '"'$EBPF_PROGRAMS'"' "([.programs[].name] | sort) == \$want and all(.programs[]; .run_count > 0)" /run/clawos-test/ebpf-metrics.json >/dev/null ||
+            { jq -c "[.programs[] | {name, run_count}]" /run/clawos-test/ebpf-metrics.json; exit 1; }'
 
 # Runs $2 in a fresh cgroup clawos-ebpf-check/$1 once the agent has it in scope
 # (it rescans every second; 3 s leave room for a slow emulated host).
@@ -18,8 +30,13 @@ check "ebpf: enforce mode denies an open outside the cgroup's grants with EPERM"
   vm_ssh "$ebpf_in_cgroup"'; out=$(in_cgroup enforce ": < /etc/hostname" 2>&1); echo "$out";
           echo "$out" | grep -q "Operation not permitted" && in_cgroup enforce ": < /dev/null"'
 
-check "ebpf: audit mode lets the same open through" \
-  vm_ssh "$ebpf_in_cgroup"'; in_cgroup audit ": < /etc/hostname"'
+check "ebpf: audit mode lets the same open through and reports it as audited" \
+  vm_ssh "$ebpf_in_cgroup"'; (timeout 20 clawctl events --name ebpf_event > /tmp/ebpf-audited &); sleep 1
+          in_cgroup audit ": < /etc/hostname" || exit 1
+          for _ in $(seq 10); do
+            jq -e -s "any(.[]; .payload.event_data | .kind == \"file_open\" and .decision == \"audited\" and .path == \"/etc/hostname\")" /tmp/ebpf-audited >/dev/null 2>&1 && exit 0
+            sleep 1
+          done; tail -n 3 /tmp/ebpf-audited; exit 1'
 
 check "ebpf: an open of /etc/shadow in a monitored cgroup shows up in clawctl events" \
   vm_ssh "$ebpf_in_cgroup"'; (timeout 15 clawctl events --name anomaly_detected --count 1 > /tmp/ebpf-events &);

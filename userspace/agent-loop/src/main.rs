@@ -164,41 +164,103 @@ impl Daemon {
             turns.by_id.insert(turn_id.clone(), TurnEntry { agent: agent.clone(), session_id: session_id.clone(), cancel: cancel.clone(), outcome: None });
         }
         store.ensure_session(&session_id).map_err(|e| error(ErrorCode::Eio, e))?;
-        store.turn_started(&turn_id, &session_id).map_err(|e| error(ErrorCode::Eio, e))?;
-
-        let (queue, mut events) = mpsc::unbounded_channel::<(&'static str, Object)>();
-        let connection: Connection = call.connection.clone();
-        tokio::spawn(async move {
-            while let Some((name, data)) = events.recv().await {
-                if connection.send(connection.event(name, data)).await.is_err() {
-                    // The operator went away; the turn goes on and its
-                    // outcome stays readable (`turn_result`, the transcript).
-                    break;
-                }
-            }
-        });
+        store.turn_started(&turn_id, &session_id, hint.as_deref()).map_err(|e| error(ErrorCode::Eio, e))?;
         let started = TurnStarted { agent: agent.clone(), session_id: session_id.clone(), turn_id: turn_id.clone() };
-        let reporter = ConnectionReporter { agent: agent.clone(), turn_id: turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
+        let begin = match message {
+            Some(message) => Begin::Message(message),
+            None => Begin::Continue,
+        };
+        let launch = Launch { agent, db, config, route, store, session_id, turn_id, begin };
+        self.spawn_turn(launch, cancel, Some(call.connection.clone()));
+        Ok(started)
+    }
+
+    /// Runs `launch` in a task of its own, reporting on `connection` (the
+    /// operator's, when one waits) and the event bus; the outcome goes to
+    /// the turn table.
+    fn spawn_turn(&self, launch: Launch, cancel: CancellationToken, connection: Option<Connection>) {
+        let (queue, mut events) = mpsc::unbounded_channel::<(&'static str, Object)>();
+        if let Some(connection) = connection {
+            tokio::spawn(async move {
+                while let Some((name, data)) = events.recv().await {
+                    if connection.send(connection.event(name, data)).await.is_err() {
+                        // The operator went away; the turn goes on and its
+                        // outcome stays readable (`turn_result`, the transcript).
+                        break;
+                    }
+                }
+            });
+        }
+        let reporter = ConnectionReporter { agent: launch.agent.clone(), turn_id: launch.turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
         let (turns, kept, keys) = (self.turns.clone(), self.config.kept_turns, self.keys.clone());
         tokio::spawn(async move {
-            let setup = TurnSetup { agent: &agent, agent_db: &db, config: &config, route, keys, store: &store, session_id: &session_id, turn_id: &turn_id };
-            let outcome = run_turn(setup, cancel, &reporter, message.as_deref()).await;
+            let turn_id = launch.turn_id.clone();
+            let outcome = run_turn(launch, keys, cancel, &reporter).await;
             let _ = queue.send((TURN_END, object(serde_json::to_value(&outcome).expect("outcomes serialize"))));
             lock(&turns).finish(&turn_id, outcome, kept);
         });
-        Ok(started)
+    }
+
+    /// Resumes every turn a crash or a reboot cut off (`specs/agent/README.md`,
+    /// "Checkpoints and resume"), registered before the daemon takes a
+    /// request, so a message to its session waits for it (EAGAIN). A turn
+    /// whose agent cannot run now (paused, halted, stopped) or that never
+    /// stored its message is ended instead, saying why.
+    fn resume_turns(&self) {
+        let names = match clawfs::namespace::list_agents(&self.config.clawfs_root) {
+            Ok(names) => names,
+            Err(e) => return tracing::error!("listing the agents to resume their turns: {e}"),
+        };
+        for agent in names {
+            let Ok((info, config, store)) = self.info(&agent) else { continue };
+            let unfinished = match store.unfinished_turns() {
+                Ok(unfinished) => unfinished,
+                Err(e) => {
+                    tracing::error!(agent, "reading the unfinished turns: {e}");
+                    continue;
+                }
+            };
+            for turn in unfinished {
+                let found_ms = store::now_ms();
+                let cannot = match (&turn.progress, &info.state, &config) {
+                    (None, _, _) => Some("it ended before its message was stored".to_owned()),
+                    (_, AgentState::Idle, Some(_)) => None,
+                    (_, state, _) => Some(format!("agent `{agent}` is {}", info.error.clone().unwrap_or_else(|| format!("{state:?}").to_lowercase()))),
+                };
+                let route = config.as_ref().map(|config| config.route(turn.hint.as_deref()));
+                let (Some(progress), None, Some(config), Some(Ok(route))) = (turn.progress, &cannot, config.clone(), route) else {
+                    let why = cannot.unwrap_or_else(|| format!("its route `{}` is gone from the config", turn.hint.clone().unwrap_or_default()));
+                    tracing::warn!(agent, turn = turn.turn_id, "not resumed: {why}");
+                    turn::abandon(&store, &turn.session_id, &turn.turn_id, &why);
+                    continue;
+                };
+                let Ok(dir) = self.agent_dir(&agent) else { continue };
+                let Ok(store) = Self::store(&dir) else { continue };
+                tracing::info!(agent, turn = turn.turn_id, step = progress.steps, in_flight = turn.in_flight.as_deref().unwrap_or("none"), "resuming the turn from its checkpoint");
+                let cancel = CancellationToken::new();
+                lock(&self.turns).by_id.insert(
+                    turn.turn_id.clone(),
+                    TurnEntry { agent: agent.clone(), session_id: turn.session_id.clone(), cancel: cancel.clone(), outcome: None },
+                );
+                let begin = Begin::Resume { progress, in_flight: turn.in_flight, since_ms: found_ms };
+                let launch = Launch { agent: agent.clone(), db: dir.join(clawfs::DATABASE_FILE), config, route, store, session_id: turn.session_id, turn_id: turn.turn_id, begin };
+                self.spawn_turn(launch, cancel, None);
+            }
+        }
     }
 
     fn start(runtime: &Runtime) -> Result<Daemon, String> {
         let config: LoopConfig = runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
         let keys: Arc<dyn KeySource> = Arc::new(VaultKeys);
-        Ok(Daemon {
+        let daemon = Daemon {
             runtime: runtime.clone(),
             config,
             keys,
             turns: Turns::default(),
             paused: Mutex::default(),
-        })
+        };
+        daemon.resume_turns();
+        Ok(daemon)
     }
 
     fn agent_dir(&self, agent: &str) -> Result<PathBuf, MethodError> {
@@ -478,79 +540,113 @@ impl agent_loop::Service for Daemon {
     }
 }
 
-/// What a turn is started with.
-struct TurnSetup<'a> {
-    agent: &'a str,
-    agent_db: &'a Path,
-    config: &'a AgentConfig,
+/// Where a turn begins (`turn::Turn::run`, `turn::Turn::resume`).
+enum Begin {
+    /// The operator's message.
+    Message(String),
+    /// The calls a `waiting` turn left.
+    Continue,
+    /// A turn cut off by a restart: its last checkpoint, the call that was
+    /// running, and when the daemon found it (ms since the epoch).
+    Resume { progress: TurnOutcome, in_flight: Option<String>, since_ms: i64 },
+}
+
+/// A turn to run.
+struct Launch {
+    agent: String,
+    db: PathBuf,
+    config: AgentConfig,
     route: Route,
-    keys: Arc<dyn KeySource>,
-    store: &'a Store,
-    session_id: &'a str,
-    turn_id: &'a str,
+    store: Store,
+    session_id: String,
+    turn_id: String,
+    begin: Begin,
+}
+
+/// The peers a turn calls through. A resumed turn may start before them
+/// (agent-loop comes up first at boot): it tries for a minute.
+async fn connect_peers(patient: bool) -> Result<Peers, String> {
+    let mut tries = if patient { 60 } else { 1 };
+    loop {
+        let connected = async {
+            Ok::<_, String>(Peers {
+                fs_engine: tools::connect(ComponentId::FsEngine).await?,
+                wasm_daemon: tools::connect(ComponentId::WasmDaemon).await?,
+                security_agent: tools::connect(ComponentId::SecurityAgent).await?,
+            })
+        };
+        match connected.await {
+            Ok(peers) => return Ok(peers),
+            Err(why) if tries <= 1 => return Err(why),
+            Err(_) => {
+                tries -= 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    }
 }
 
 /// Connects the turn's peers, finds its tools and model, and runs it. A
 /// turn that cannot start (a peer down, a provider misconfigured) ends as
 /// failed with the reason, stored like any other outcome.
-async fn run_turn(setup: TurnSetup<'_>, cancel: CancellationToken, reporter: &ConnectionReporter, message: Option<&str>) -> TurnOutcome {
+async fn run_turn(launch: Launch, keys: Arc<dyn KeySource>, cancel: CancellationToken, reporter: &ConnectionReporter) -> TurnOutcome {
+    let Launch { agent, db, config, route, store, session_id, turn_id, begin } = launch;
+    let (agent, session_id, turn_id) = (agent.as_str(), session_id.as_str(), turn_id.as_str());
+    let message = match &begin {
+        Begin::Message(message) => Some(message.as_str()),
+        _ => None,
+    };
     let prepared = async {
-        let thinker = thinker::build(setup.config, &setup.route, setup.keys.clone())?;
-        let peers = Peers {
-            fs_engine: tools::connect(ComponentId::FsEngine).await?,
-            wasm_daemon: tools::connect(ComponentId::WasmDaemon).await?,
-            security_agent: tools::connect(ComponentId::SecurityAgent).await?,
-        };
+        let thinker = thinker::build(&config, &route, keys)?;
+        let peers = connect_peers(matches!(begin, Begin::Resume { .. })).await?;
         let mut all = tools::built_in();
         match tools::wasm_tools(&peers.wasm_daemon).await {
             Ok(found) => all.extend(found),
-            Err(why) => tracing::warn!(agent = setup.agent, "WASM tools unavailable for this turn: {why}"),
+            Err(why) => tracing::warn!(agent, "WASM tools unavailable for this turn: {why}"),
         }
         Ok::<_, String>((thinker, peers, all))
     };
     let (thinker, peers, all) = match prepared.await {
         Ok(prepared) => prepared,
-        Err(why) => return turn::failed_to_start(setup.store, setup.session_id, setup.turn_id, message, &why),
+        Err(why) => return turn::failed_to_start(&store, session_id, turn_id, message, &why),
     };
     // Only the allowed tools can be called, whatever name the model writes.
-    let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| setup.config.tools.allows(&tool.spec.name)).collect();
+    let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| config.tools.allows(&tool.spec.name)).collect();
     let specs: Vec<_> = allowed.iter().map(|tool| tool.spec.clone()).collect();
-    let dir = setup.agent_db.parent().unwrap_or(Path::new("/"));
-    let persona = persona::compile(dir, setup.config.persona.budget_tokens);
+    let dir = db.parent().unwrap_or(Path::new("/"));
+    let persona = persona::compile(dir, config.persona.budget_tokens);
     // A tool call may have rewritten soul.md or identity.md (file_write, a
     // WASM tool with file access): reviewed before the model sees anything more.
-    let after_tool = || match guard::check(dir, setup.store) {
+    let after_tool = || match guard::check(dir, &store) {
         Ok(holds) if holds.is_empty() => None,
-        Ok(holds) => Some(guard::summary(setup.agent, &holds)),
+        Ok(holds) => Some(guard::summary(agent, &holds)),
         Err(why) => Some(format!("the soul guard cannot review the brain files: {why}")),
     };
     if !persona.left_out.is_empty() {
-        tracing::warn!(agent = setup.agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
+        tracing::warn!(agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
     }
-    let policy = setup.config.policy();
-    let cx = CallContext {
-        peers: &peers,
-        tools: &allowed,
-        agent: setup.agent,
-        agent_db: setup.agent_db,
-        session_id: setup.session_id,
-        memory_workspace: &setup.config.tools.memory_workspace,
-        policy: &policy,
-    };
+    let policy = config.policy();
+    let cx = CallContext { peers: &peers, tools: &allowed, agent, agent_db: &db, session_id, memory_workspace: &config.tools.memory_workspace, policy: &policy };
     let turn = Turn {
-        agent: setup.agent,
-        config: setup.config,
-        store: setup.store,
+        agent,
+        config: &config,
+        store: &store,
         thinker: &*thinker,
         tools: &cx,
-        session_id: setup.session_id,
-        turn_id: setup.turn_id,
+        session_id,
+        turn_id,
         persona: &persona.text,
         after_tool: &after_tool,
         cancel,
         reporter,
     };
-    let outcome = turn.run(message, &specs).await;
+    let outcome = match begin {
+        Begin::Resume { progress, in_flight, since_ms } => {
+            tracing::info!(agent, turn = turn_id, ms = store::now_ms() - since_ms, "the resumed turn runs again");
+            turn.resume(progress, in_flight, &specs).await
+        }
+        _ => turn.run(message, &specs).await,
+    };
     drop(turn);
     peers.fs_engine.goodbye().await;
     peers.wasm_daemon.goodbye().await;

@@ -21,6 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use clawos_api::agent_loop::TurnOutcome;
+
 use crate::provider::{ChatMessage, Role, ToolCall};
 
 const SCHEMA: &str = "
@@ -74,6 +76,13 @@ CREATE TABLE IF NOT EXISTS clawos_guard_hold (
     reason TEXT NOT NULL,
     held_at_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS clawos_checkpoint (
+    turn_id TEXT PRIMARY KEY,
+    hint TEXT,
+    progress TEXT,
+    in_flight TEXT,
+    at_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS clawos_compaction (
     session_id TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
@@ -86,6 +95,37 @@ CREATE TABLE IF NOT EXISTS clawos_compaction (
 
 /// Records the approved version of a guarded file (`?1` file, `?2` content, `?3` now).
 const APPROVE: &str = "INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)";
+
+/// Where a running turn is (`clawos_checkpoint`, `specs/agent/README.md`,
+/// "Checkpoints and resume"): what it has done so far and the tool call
+/// running now, if one is. Written with each message of the turn and
+/// before each tool call runs; gone when the turn ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Checkpoint<'a> {
+    /// The turn.
+    pub turn_id: &'a str,
+    /// Its counters and answer so far.
+    pub progress: &'a TurnOutcome,
+    /// The action ID (and idempotency key) of the call allowed to run and
+    /// not answered yet.
+    pub in_flight: Option<&'a str>,
+}
+
+/// A turn that has not ended: what a restart finds and resumes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unfinished {
+    /// The turn.
+    pub turn_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The route hint it was started with.
+    pub hint: Option<String>,
+    /// Its last checkpoint; `None` when it ended before its first (its
+    /// message was never stored).
+    pub progress: Option<TurnOutcome>,
+    /// The call that was running.
+    pub in_flight: Option<String>,
+}
 
 /// A stored message: what the prompt is rebuilt from.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,22 +242,53 @@ impl Store {
     /// Appends `message` to the session; `notice` stores it as an operator
     /// notice (limits, compaction) that no prompt includes.
     pub fn append(&self, session_id: &str, message: &ChatMessage, notice: bool, tokens: u64) -> Result<i64, String> {
-        let now = now_ms();
-        let role = if notice { "notice" } else { role_name(message) };
-        let tool_calls = (!message.tool_calls.is_empty()).then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
+        self.write(|tx| insert_message(tx, session_id, message, notice, tokens))
+    }
+
+    /// Appends a message of a running turn and its checkpoint in one
+    /// transaction, so a restart finds both or neither.
+    pub fn append_checkpointed(&self, session_id: &str, message: &ChatMessage, tokens: u64, checkpoint: &Checkpoint<'_>) -> Result<i64, String> {
+        self.write(|tx| {
+            let seq = insert_message(tx, session_id, message, false, tokens)?;
+            update_checkpoint(tx, checkpoint)?;
+            Ok(seq)
+        })
+    }
+
+    /// Writes a running turn's checkpoint.
+    pub fn checkpoint(&self, checkpoint: &Checkpoint<'_>) -> Result<(), String> {
+        self.write(|tx| update_checkpoint(tx, checkpoint))
+    }
+
+    /// Runs `body` in a transaction begun IMMEDIATE and commits it.
+    fn write<T>(&self, body: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, String>) -> Result<T, String> {
         let db = self.db();
         let tx = rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
-        let seq: i64 = tx
-            .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
-            .map_err(|e| e.to_string())?;
-        tx.execute(
-            "INSERT INTO clawos_session_message (session_id, seq, role, content, tool_calls, tool_call_id, tokens, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![session_id, seq, role, message.content, tool_calls, message.tool_call_id, tokens as i64, now],
-        )
-        .map_err(|e| e.to_string())?;
-        tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now]).map_err(|e| e.to_string())?;
+        let value = body(&tx)?;
         tx.commit().map_err(|e| e.to_string())?;
-        Ok(seq)
+        Ok(value)
+    }
+
+    /// The turns that started and never ended (agent-loop stopped under
+    /// them), oldest first.
+    pub fn unfinished_turns(&self) -> Result<Vec<Unfinished>, String> {
+        let db = self.db();
+        let mut statement = db
+            .prepare(
+                "SELECT t.turn_id, t.session_id, c.hint, c.progress, c.in_flight FROM clawos_turn t
+                 LEFT JOIN clawos_checkpoint c ON c.turn_id = t.turn_id WHERE t.ended_at_ms IS NULL ORDER BY t.started_at_ms, t.turn_id",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get(4)?)))
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (turn_id, session_id, hint, progress, in_flight) = row.map_err(|e| e.to_string())?;
+            let progress = progress.map(|json| serde_json::from_str(&json)).transpose().map_err(|e| format!("checkpoint of turn {turn_id}: {e}"))?;
+            out.push(Unfinished { turn_id, session_id, hint, progress, in_flight });
+        }
+        Ok(out)
     }
 
     /// The messages a prompt is built from: not compacted, no notices; the
@@ -269,29 +340,23 @@ impl Store {
     /// `clawos_compaction`.
     #[allow(clippy::too_many_arguments)]
     pub fn compact(&self, session_id: &str, through_seq: i64, summary: &str, summary_tokens: u64, before: u64, after: u64, truncated: bool) -> Result<(), String> {
-        let db = self.db();
-        let tx = rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
-        let compacted = tx
-            .execute(
-                "UPDATE clawos_session_message SET compacted = 1
-                 WHERE session_id = ?1 AND compacted = 0 AND role != 'notice' AND (seq <= ?2 OR role = 'summary')",
-                params![session_id, through_seq],
+        self.write(|tx| {
+            let compacted = tx
+                .execute(
+                    "UPDATE clawos_session_message SET compacted = 1
+                     WHERE session_id = ?1 AND compacted = 0 AND role != 'notice' AND (seq <= ?2 OR role = 'summary')",
+                    params![session_id, through_seq],
+                )
+                .map_err(|e| e.to_string())?;
+            let summary = ChatMessage::text(Role::System, summary);
+            insert_message(tx, session_id, &summary, false, summary_tokens)?;
+            tx.execute(
+                "INSERT INTO clawos_compaction (session_id, at_ms, messages, tokens_before, tokens_after, truncated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![session_id, now_ms(), compacted as i64, before as i64, after as i64, truncated],
             )
             .map_err(|e| e.to_string())?;
-        let seq: i64 = tx
-            .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
-            .map_err(|e| e.to_string())?;
-        tx.execute(
-            "INSERT INTO clawos_session_message (session_id, seq, role, content, tokens, at_ms) VALUES (?1, ?2, 'summary', ?3, ?4, ?5)",
-            params![session_id, seq, summary, summary_tokens as i64, now_ms()],
-        )
-        .map_err(|e| e.to_string())?;
-        tx.execute(
-            "INSERT INTO clawos_compaction (session_id, at_ms, messages, tokens_before, tokens_after, truncated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![session_id, now_ms(), compacted as i64, before as i64, after as i64, truncated],
-        )
-        .map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| e.to_string())
+            Ok(())
+        })
     }
 
     /// The agent's sessions, newest first.
@@ -309,20 +374,24 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
     }
 
-    /// Records the start of a turn.
-    pub fn turn_started(&self, turn_id: &str, session_id: &str) -> Result<(), String> {
-        self.db()
-            .execute("INSERT INTO clawos_turn (turn_id, session_id, started_at_ms) VALUES (?1, ?2, ?3)", params![turn_id, session_id, now_ms()])
-            .map(drop)
-            .map_err(|e| e.to_string())
+    /// Records the start of a turn, with its first checkpoint (nothing done
+    /// yet; `hint` is the route it asked for).
+    pub fn turn_started(&self, turn_id: &str, session_id: &str, hint: Option<&str>) -> Result<(), String> {
+        self.write(|tx| {
+            let now = now_ms();
+            tx.execute("INSERT INTO clawos_turn (turn_id, session_id, started_at_ms) VALUES (?1, ?2, ?3)", params![turn_id, session_id, now]).map_err(|e| e.to_string())?;
+            tx.execute("INSERT OR REPLACE INTO clawos_checkpoint (turn_id, hint, at_ms) VALUES (?1, ?2, ?3)", params![turn_id, hint, now]).map_err(|e| e.to_string())?;
+            Ok(())
+        })
     }
 
-    /// Records how a turn ended (its outcome as JSON).
+    /// Records how a turn ended (its outcome as JSON); its checkpoint goes.
     pub fn turn_ended(&self, turn_id: &str, outcome: &serde_json::Value) -> Result<(), String> {
-        self.db()
-            .execute("UPDATE clawos_turn SET ended_at_ms = ?2, outcome = ?3 WHERE turn_id = ?1", params![turn_id, now_ms(), outcome.to_string()])
-            .map(drop)
-            .map_err(|e| e.to_string())
+        self.write(|tx| {
+            tx.execute("UPDATE clawos_turn SET ended_at_ms = ?2, outcome = ?3 WHERE turn_id = ?1", params![turn_id, now_ms(), outcome.to_string()]).map_err(|e| e.to_string())?;
+            tx.execute("DELETE FROM clawos_checkpoint WHERE turn_id = ?1", [turn_id]).map_err(|e| e.to_string())?;
+            Ok(())
+        })
     }
 
     /// A finished turn's outcome.
@@ -402,13 +471,13 @@ impl Store {
     /// Ends the hold on `file`; with `approved`, that content becomes the
     /// approved version in the same transaction.
     pub fn release(&self, file: &str, approved: Option<&str>) -> Result<(), String> {
-        let mut db = self.db();
-        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
-        if let Some(content) = approved {
-            tx.execute(APPROVE, params![file, content, now_ms()]).map_err(|e| e.to_string())?;
-        }
-        tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file]).map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| e.to_string())
+        self.write(|tx| {
+            if let Some(content) = approved {
+                tx.execute(APPROVE, params![file, content, now_ms()]).map_err(|e| e.to_string())?;
+            }
+            tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file]).map_err(|e| e.to_string())?;
+            Ok(())
+        })
     }
 
     /// Spend since `since_ms`, US dollars.
@@ -417,6 +486,35 @@ impl Store {
             .query_row("SELECT COALESCE(SUM(cost_usd), 0.0) FROM clawos_spend WHERE at_ms >= ?1", [since_ms], |row| row.get(0))
             .map_err(|e| e.to_string())
     }
+}
+
+/// Inserts `message` as the session's next message; returns its number.
+fn insert_message(tx: &rusqlite::Transaction<'_>, session_id: &str, message: &ChatMessage, notice: bool, tokens: u64) -> Result<i64, String> {
+    let now = now_ms();
+    let role = if notice { "notice" } else { role_name(message) };
+    let tool_calls = (!message.tool_calls.is_empty()).then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
+    let seq: i64 = tx
+        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    tx.execute(
+        "INSERT INTO clawos_session_message (session_id, seq, role, content, tool_calls, tool_call_id, tokens, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![session_id, seq, role, message.content, tool_calls, message.tool_call_id, tokens as i64, now],
+    )
+    .map_err(|e| e.to_string())?;
+    tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now]).map_err(|e| e.to_string())?;
+    Ok(seq)
+}
+
+/// Writes a running turn's checkpoint over its last one (the hint stays).
+fn update_checkpoint(tx: &rusqlite::Transaction<'_>, checkpoint: &Checkpoint<'_>) -> Result<(), String> {
+    let progress = serde_json::to_string(checkpoint.progress).expect("outcomes serialize");
+    tx.execute(
+        "INSERT INTO clawos_checkpoint (turn_id, progress, in_flight, at_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (turn_id) DO UPDATE SET progress = excluded.progress, in_flight = excluded.in_flight, at_ms = excluded.at_ms",
+        params![checkpoint.turn_id, progress, checkpoint.in_flight, now_ms()],
+    )
+    .map(drop)
+    .map_err(|e| e.to_string())
 }
 
 /// Start of the current UTC day and month, ms since the epoch.

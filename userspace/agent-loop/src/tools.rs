@@ -146,13 +146,29 @@ pub async fn connect(peer: clawos_ipc::ComponentId) -> Result<IpcClient, String>
     IpcClient::connect(peer, options).await.map(|(client, _events)| client).map_err(|e| format!("connecting to {peer}: {e}"))
 }
 
-/// Runs a turn's tool calls.
+/// Runs a turn's tool calls, in two halves so the turn can checkpoint
+/// between them (`specs/agent/README.md`, "Checkpoints and resume"): the
+/// decision, then the run.
 pub trait Runner: Send + Sync {
-    /// Runs `name` with `arguments` as action `action_id` (the same each
-    /// time this call is asked about: `<session>/<message>/<call id>`).
-    /// Every failure (refusal, tool error, unknown tool) is a result the
-    /// model reads, never an error of the turn.
-    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult>;
+    /// Whether `name` may run with `arguments` as action `action_id` (the
+    /// same each time this call is asked about: `<session>/<message>/<call
+    /// id>`): `None` when it may; else the result the model reads (a
+    /// refusal, an unknown tool), or one that `waiting` for the operator.
+    fn check<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, Option<CallResult>>;
+    /// Runs an allowed call. `action_id` is its idempotency key too: a call
+    /// already recorded with it is answered from its record, not run again.
+    /// Every failure (a tool error, a component down) is a result the model
+    /// reads, never an error of the turn.
+    fn run<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult>;
+    /// [`Runner::check`], then [`Runner::run`] when allowed.
+    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
+        Box::pin(async move {
+            match self.check(action_id, name, arguments).await {
+                Some(refused) => refused,
+                None => self.run(action_id, name, arguments).await,
+            }
+        })
+    }
 }
 
 /// Who a call is made for, and the components that run it.
@@ -174,21 +190,26 @@ pub struct CallContext<'a> {
 }
 
 impl Runner for CallContext<'_> {
-    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
-        Box::pin(call(self, action_id, name, arguments))
+    fn check<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, Option<CallResult>> {
+        Box::pin(check(self, action_id, name, arguments))
+    }
+
+    fn run<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
+        Box::pin(run(self, action_id, name, arguments))
     }
 }
 
-async fn call(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> CallResult {
-    let (agent, session_id) = (cx.agent, cx.session_id);
-    let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else {
-        let known: Vec<&str> = cx.tools.iter().map(|tool| tool.spec.name.as_str()).collect();
-        return CallResult::new(format!("error: there is no tool `{name}` (tools: {})", known.join(", ")), true);
-    };
+fn unknown(cx: &CallContext<'_>, name: &str) -> CallResult {
+    let known: Vec<&str> = cx.tools.iter().map(|tool| tool.spec.name.as_str()).collect();
+    CallResult::new(format!("error: there is no tool `{name}` (tools: {})", known.join(", ")), true)
+}
+
+async fn check(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> Option<CallResult> {
+    let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return Some(unknown(cx, name)) };
     let check = CheckPolicy {
-        agent: agent.into(),
+        agent: cx.agent.into(),
         action_id: action_id.into(),
-        session_id: session_id.into(),
+        session_id: cx.session_id.into(),
         tool_name: name.into(),
         permissions: tool.needs.clone(),
         arguments: arguments.clone(),
@@ -196,30 +217,56 @@ async fn call(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Val
     };
     // Fail closed: a check that cannot be made is a refusal.
     match security_agent::Client::new(&cx.peers.security_agent).check_policy(&check).await {
-        Ok(decision) if decision.decision == Decision::Allow => {}
+        Ok(decision) if decision.decision == Decision::Allow => None,
         Ok(decision) if decision.decision == Decision::Pending => {
             let id = decision.approval_id.unwrap_or_default();
             let waiting = format!("waiting for the operator: {} for {name} (clawctl approvals approve {id}, or deny {id})", decision.reason);
-            return CallResult { content: String::new(), is_error: false, waiting: Some(waiting) };
+            Some(CallResult { content: String::new(), is_error: false, waiting: Some(waiting) })
         }
-        Ok(decision) => return CallResult::new(format!("error: not run: {}", decision.reason), true),
-        Err(error) => return CallResult::new(format!("error: not run: the policy check failed: {error}"), true),
+        Ok(decision) => Some(CallResult::new(format!("error: not run: {}", decision.reason), true)),
+        Err(error) => Some(CallResult::new(format!("error: not run: the policy check failed: {error}"), true)),
     }
+}
+
+async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> CallResult {
+    let (agent, session_id) = (cx.agent, cx.session_id);
+    let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return unknown(cx, name) };
     let outcome = match tool.runs {
+        // wasm-daemon keeps the key with the call and answers a recorded
+        // (or still running) one instead of running it again.
         Runs::Wasm => {
-            let params = ExecuteTool { tool_name: name.into(), arguments: arguments.clone(), agent: agent.into(), session_id: Some(session_id.into()) };
-            wasm_daemon::Client::new(&cx.peers.wasm_daemon).execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
+            let params = ExecuteTool {
+                tool_name: name.into(),
+                arguments: arguments.clone(),
+                agent: agent.into(),
+                session_id: Some(session_id.into()),
+                idempotency_key: Some(action_id.into()),
+            };
+            // The protocol's longest request (a tool's own timeout_seconds
+            // caps its run; the rest covers compiling it, when it is not yet).
+            let daemon = wasm_daemon::Client::new(&cx.peers.wasm_daemon).with_timeout(clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT);
+            daemon.execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
         }
         Runs::BuiltIn => {
-            let started = SystemTime::now();
-            let outcome = built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace).await;
-            let (db, name_owned, arguments_owned, outcome_owned, session) =
-                (cx.agent_db.to_owned(), name.to_owned(), arguments.clone(), outcome.clone(), session_id.to_owned());
-            let recorded = tokio::task::spawn_blocking(move || record(&db, &session, &name_owned, &arguments_owned, &outcome_owned, started)).await;
-            if let Err(error) = recorded.map_err(|e| e.to_string()).and_then(|r| r) {
-                tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
+            let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
+            match tokio::task::spawn_blocking(move || recorded(&db, &key)).await.map_err(|e| e.to_string()).and_then(|found| found) {
+                Ok(Some(outcome)) => {
+                    tracing::info!(agent, tool = name, "answered from the call recorded with its idempotency key");
+                    outcome
+                }
+                Ok(None) => {
+                    let started = SystemTime::now();
+                    let outcome = built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id).await;
+                    let (db, record_of) = (cx.agent_db.to_owned(), Recorded { session_id: session_id.to_owned(), key: action_id.to_owned(), name: name.to_owned() });
+                    let (arguments_owned, outcome_owned) = (arguments.clone(), outcome.clone());
+                    let written = tokio::task::spawn_blocking(move || record(&db, &record_of, &arguments_owned, &outcome_owned, started)).await;
+                    if let Err(error) = written.map_err(|e| e.to_string()).and_then(|r| r) {
+                        tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
+                    }
+                    outcome
+                }
+                Err(error) => Err(format!("reading the tool-call records: {error}")),
             }
-            outcome
         }
     };
     match outcome {
@@ -229,18 +276,38 @@ async fn call(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Val
     }
 }
 
+/// The outcome of the built-in call recorded with idempotency key `key`
+/// in the agent's `tool_calls`, if there is one.
+fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, String> {
+    let agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
+    let Some(call) = agentfs.tool_call_by_key(key).map_err(|e| e.to_string())? else { return Ok(None) };
+    Ok(Some(match (call.result, call.error) {
+        (Some(result), _) => serde_json::from_str(&result).map_err(|e| format!("the recorded result of call {}: {e}", call.id)),
+        (None, error) => Err(error.unwrap_or_default()),
+    }))
+}
+
+/// What a built-in call's record says it was.
+struct Recorded {
+    session_id: String,
+    key: String,
+    name: String,
+}
+
 /// Writes the tool-call record of a finished built-in call in the agent's
-/// `tool_calls`, with its session (wasm-daemon writes the WASM calls').
-fn record(db: &Path, session_id: &str, name: &str, arguments: &Value, outcome: &Result<Value, String>, started: SystemTime) -> Result<(), String> {
+/// `tool_calls`, with its session and idempotency key (wasm-daemon writes
+/// the WASM calls').
+fn record(db: &Path, of: &Recorded, arguments: &Value, outcome: &Result<Value, String>, started: SystemTime) -> Result<(), String> {
     let mut agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
     let call = agentfs::NewToolCall {
-        name,
+        name: &of.name,
         parameters: Some(arguments),
         outcome: outcome.as_ref().map_err(String::as_str),
         started,
         completed: SystemTime::now(),
-        session_id: Some(session_id),
+        session_id: Some(&of.session_id),
         parent_call_id: None,
+        idempotency_key: Some(&of.key),
     };
     agentfs.record_tool_call(&call).map(drop).map_err(|e| e.to_string())
 }
@@ -249,7 +316,7 @@ fn text_arg<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, String> {
     arguments.get(key).and_then(Value::as_str).ok_or_else(|| format!("`{key}` (a string) is required"))
 }
 
-async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Value, memory_workspace: &str) -> Result<Value, String> {
+async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Value, memory_workspace: &str, action_id: &str) -> Result<Value, String> {
     let fs = fs_engine::Client::new(fs);
     let as_agent = Some(agent.to_owned());
     match name {
@@ -275,7 +342,8 @@ async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Valu
         }
         "memory_store" => {
             let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
-            let params = MemoryStore { agent: agent.into(), content: text_arg(arguments, "content")?.into(), category };
+            // Once per action: a store asked for again after a crash finds its entry.
+            let params = MemoryStore { agent: agent.into(), content: text_arg(arguments, "content")?.into(), category, idempotency_key: Some(action_id.into()) };
             let entry = fs.memory_store(&params).await.map_err(|e| e.to_string())?;
             Ok(json!({"id": entry.id, "category": entry.category, "path": entry.path}))
         }

@@ -10,10 +10,12 @@
 //! reported while it runs. Must not own: the wire protocols (`provider`),
 //! storage (`store`), or tool permissions (the components that run tools).
 //!
-//! Every message is stored the moment it exists (the checkpoint): the
-//! operator's before the first request, each answer and each tool result
-//! as it arrives, so a transcript read after a crash shows the turn up to
-//! its last completed step.
+//! Every message is stored the moment it exists, with the turn's
+//! checkpoint in the same transaction: the operator's before the first
+//! request, each answer and each tool result as it arrives; and a
+//! checkpoint names each tool call before it runs. A turn cut off by a
+//! crash or a reboot is resumed from there (`Turn::resume`,
+//! `specs/agent/README.md`, "Checkpoints and resume").
 
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::compaction;
 use crate::config::AgentConfig;
 use crate::provider::{estimate_tokens, ChatMessage, ChatRequest, ChatResponse, ProviderError, Role, ToolSpec};
-use crate::store::{self, SpendRow, Store};
+use crate::store::{self, Checkpoint, SpendRow, Store};
 use crate::tools::{self, Runner, Tool};
 
 /// What a turn reports while it runs: to the operator who started it
@@ -154,16 +156,44 @@ Store nothing you already stored. Do not answer in text.";
 /// Most `memory_store` calls the silent turn runs.
 const MAX_FLUSH_CALLS: usize = 5;
 
+/// Where a turn begins.
+enum Start<'a> {
+    /// The operator's message (`chat_send`).
+    Message(&'a str),
+    /// The calls a `waiting` turn left, once answered (`chat_continue`).
+    Continue,
+    /// Where a turn cut off by a crash or a reboot was: its progress, and
+    /// the call that was running (already allowed by the policy).
+    Resume { in_flight: Option<String> },
+}
+
 impl Turn<'_> {
     /// Runs the turn for `message` to its outcome (stored, and returned);
     /// without a message, the turn continues the session: the calls of its
     /// last answer that have no result yet run first (`chat_continue`).
     pub async fn run(&self, message: Option<&str>, specs: &[ToolSpec]) -> TurnOutcome {
+        let start = match message {
+            Some(message) => Start::Message(message),
+            None => Start::Continue,
+        };
+        self.run_from(start, outcome(self.turn_id, self.session_id, TurnStatus::Running, None), specs).await
+    }
+
+    /// Resumes a turn a crash or a reboot cut off, from its last
+    /// checkpoint (`progress`): the calls of its last answer without a
+    /// result run (`in_flight`, the one that was running, without asking
+    /// the policy again: it was allowed; each with its idempotency key, so
+    /// one that finished is not run twice), then the loop goes on. The
+    /// wall-time limit counts from the resume.
+    pub async fn resume(&self, progress: TurnOutcome, in_flight: Option<String>, specs: &[ToolSpec]) -> TurnOutcome {
+        self.run_from(Start::Resume { in_flight }, progress, specs).await
+    }
+
+    async fn run_from(&self, start: Start<'_>, mut outcome: TurnOutcome, specs: &[ToolSpec]) -> TurnOutcome {
         let started = Instant::now();
-        let mut outcome = outcome(self.turn_id, self.session_id, TurnStatus::Running, None);
         let limit = Duration::from_secs(self.config.limits.max_seconds);
         let result = tokio::select! {
-            result = self.steps(message, specs, &mut outcome) => result,
+            result = self.steps(start, specs, &mut outcome) => result,
             () = tokio::time::sleep(limit) => {
                 self.cancel.cancel();
                 Err(Stop::Limit(format!("wall time per turn ({} s)", self.config.limits.max_seconds)))
@@ -197,23 +227,30 @@ impl Turn<'_> {
         outcome
     }
 
-    async fn steps(&self, message: Option<&str>, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
-        let limits = &self.config.limits;
+    async fn steps(&self, start: Start<'_>, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
         let native = self.thinker.native_tools();
         let system = system_prompt(self.agent, self.config, self.persona, specs, native);
         let system_tokens = estimate_tokens(&system);
-        match message {
-            Some(message) => {
+        let continuing = !matches!(start, Start::Message(_));
+        let in_flight = match start {
+            Start::Message(message) => {
                 let user = ChatMessage::text(Role::User, message);
-                self.store.append(self.session_id, &user, false, estimate_tokens(message)).map_err(Stop::Failed)?;
+                self.store.append_checkpointed(self.session_id, &user, estimate_tokens(message), &self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+                None
             }
-            None => {
-                let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
-                if let Some((seq, calls)) = pending_calls(&context) {
-                    self.execute(seq, 0, calls, outcome).await?;
-                }
+            Start::Continue => {
+                self.store.checkpoint(&self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+                None
+            }
+            Start::Resume { in_flight } => in_flight,
+        };
+        if continuing {
+            let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+            if let Some((seq, calls)) = pending_calls(&context) {
+                self.execute(seq, outcome.steps, calls, in_flight.as_deref(), outcome).await?;
             }
         }
+        let limits = &self.config.limits;
         let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
         loop {
             if outcome.steps >= limits.max_steps {
@@ -267,23 +304,31 @@ impl Turn<'_> {
             } else {
                 (response.text.clone(), response.tool_calls.clone())
             };
-            let assistant = ChatMessage { role: Role::Assistant, content: text.clone(), tool_calls: calls.clone(), tool_call_id: None };
-            let seq = self.store.append(self.session_id, &assistant, false, estimate_tokens(&response.text)).map_err(Stop::Failed)?;
             if !outcome.answer.is_empty() && !text.is_empty() {
                 outcome.answer.push('\n');
             }
             outcome.answer.push_str(&text);
+            let assistant = ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
+            let checkpoint = self.checkpoint(outcome, None);
+            let seq = self.store.append_checkpointed(self.session_id, &assistant, estimate_tokens(&response.text), &checkpoint).map_err(Stop::Failed)?;
             if calls.is_empty() {
                 return Ok(());
             }
 
-            self.execute(seq, step, calls, outcome).await?;
+            self.execute(seq, step, calls, None, outcome).await?;
         }
     }
 
+    /// The checkpoint of this turn at `progress`, with the call running now.
+    fn checkpoint<'c>(&'c self, progress: &'c TurnOutcome, in_flight: Option<&'c str>) -> Checkpoint<'c> {
+        Checkpoint { turn_id: self.turn_id, progress, in_flight }
+    }
+
     /// Runs `calls` of the answer stored as message `seq`, storing each
-    /// result as it arrives (the checkpoint).
-    async fn execute(&self, seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, outcome: &mut TurnOutcome) -> Result<(), Stop> {
+    /// result as it arrives with the checkpoint. `allowed` is the action
+    /// of a resumed turn's call that was running: the policy allowed it
+    /// then, and is not asked again.
+    async fn execute(&self, seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, allowed: Option<&str>, outcome: &mut TurnOutcome) -> Result<(), Stop> {
         let limits = &self.config.limits;
         let mut halted = None;
         for call in calls {
@@ -296,33 +341,47 @@ impl Turn<'_> {
             };
             if let Some(why) = not_run {
                 let refused = ChatMessage { role: Role::Tool, content: why.into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
-                self.store.append(self.session_id, &refused, false, 10).map_err(Stop::Failed)?;
+                self.store.append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
                 continue;
             }
-            outcome.tool_calls += 1;
             let began = Instant::now();
             let tool_step = TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Tool, tool_name: Some(call.name.clone()), ok: None, duration_ms: None };
             self.reporter.step(&tool_step);
             self.reporter.publish("tool.invoked", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}));
             let action_id = format!("{}/{seq}/{}", self.session_id, call.id);
-            let result = tokio::select! {
-                result = self.tools.call(&action_id, &call.name, &call.arguments) => result,
-                () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+            let decided = match allowed == Some(action_id.as_str()) {
+                true => None,
+                false => tokio::select! {
+                    decided = self.tools.check(&action_id, &call.name, &call.arguments) => decided,
+                    () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                },
             };
-            if let Some(waiting) = result.waiting {
-                // No result is stored: this call and the ones after it
-                // run when the operator has answered (`chat_continue`).
-                outcome.tool_calls -= 1;
-                self.reporter.step(&TurnStep { ok: Some(false), duration_ms: Some(began.elapsed().as_millis() as u64), ..tool_step });
-                return Err(Stop::Waiting(waiting));
-            }
+            let result = match decided {
+                Some(result) if result.waiting.is_some() => {
+                    // No result is stored: this call and the ones after it
+                    // run when the operator has answered (`chat_continue`).
+                    self.reporter.step(&TurnStep { ok: Some(false), duration_ms: Some(began.elapsed().as_millis() as u64), ..tool_step });
+                    return Err(Stop::Waiting(result.waiting.unwrap_or_default()));
+                }
+                Some(refused) => refused,
+                None => {
+                    // The checkpoint before the call: a restart from here
+                    // runs it again with the same key, not twice.
+                    self.store.checkpoint(&self.checkpoint(outcome, Some(&action_id))).map_err(Stop::Failed)?;
+                    tokio::select! {
+                        result = self.tools.run(&action_id, &call.name, &call.arguments) => result,
+                        () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                    }
+                }
+            };
+            outcome.tool_calls += 1;
             let duration_ms = began.elapsed().as_millis() as u64;
             self.reporter.step(&TurnStep { ok: Some(!result.is_error), duration_ms: Some(duration_ms), ..tool_step });
             self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
             let content = tools::cut(result.content, self.config.tools.max_result_bytes);
             let tokens = estimate_tokens(&content);
             let message = ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
-            self.store.append(self.session_id, &message, false, tokens).map_err(Stop::Failed)?;
+            self.store.append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
             halted = (self.after_tool)();
         }
         if let Some(why) = halted {
@@ -516,6 +575,27 @@ pub fn failed_to_start(store: &Store, session_id: &str, turn_id: &str, message: 
         }
     }
     let outcome = outcome(turn_id, session_id, TurnStatus::Failed, Some(format!("the turn failed: {why}")));
+    store_outcome(store, &outcome);
+    outcome
+}
+
+/// Ends a turn a restart cut off that cannot be resumed (`why`: its agent
+/// is paused, halted or stopped, or it never stored its message): the
+/// calls of its last answer that have no result get a "not run" one, so
+/// the session takes new messages, and the turn ends `failed` saying why.
+pub fn abandon(store: &Store, session_id: &str, turn_id: &str, why: &str) -> TurnOutcome {
+    match store.context(session_id) {
+        Ok(context) => {
+            for call in pending_calls(&context).map(|(_, calls)| calls).unwrap_or_default() {
+                let refused = ChatMessage { role: Role::Tool, content: format!("error: not run: {why}"), tool_calls: Vec::new(), tool_call_id: Some(call.id) };
+                if let Err(error) = store.append(session_id, &refused, false, 10) {
+                    tracing::error!(turn = turn_id, "storing a call's result: {error}");
+                }
+            }
+        }
+        Err(error) => tracing::error!(turn = turn_id, "reading the session: {error}"),
+    }
+    let outcome = outcome(turn_id, session_id, TurnStatus::Failed, Some(format!("the turn was cut off by a restart and not resumed: {why}")));
     store_outcome(store, &outcome);
     outcome
 }

@@ -4,6 +4,7 @@
 //! stand-in here: the boot check tests/vm/checks/59-agent-turns.sh runs
 //! them through fs-engine and wasm-daemon in the booted image.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clawos_agent_loop::config::AgentConfig;
@@ -32,24 +33,40 @@ impl KeySource for NoKeys {
 /// Tools that answer from a table and remember their calls.
 #[derive(Default)]
 struct Tools {
+    /// The calls that ran.
     calls: Mutex<Vec<(String, Value)>>,
+    /// The actions the policy was asked about.
     actions: Mutex<Vec<String>>,
     /// The actions the operator approved (`file_write` waits for it).
     approved: Mutex<Vec<String>>,
+    /// The actions that ran.
+    ran: Mutex<Vec<String>>,
+    /// `hang` never answers (the process dies while it runs).
+    hangs: bool,
 }
 
 impl Runner for Tools {
-    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> BoxFuture<'a, CallResult> {
-        self.calls.lock().unwrap().push((name.to_owned(), arguments.clone()));
+    fn check<'a>(&'a self, action_id: &'a str, name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, Option<CallResult>> {
         self.actions.lock().unwrap().push(action_id.to_owned());
         let approved = self.approved.lock().unwrap().contains(&action_id.to_owned());
+        let decided = match name {
+            // security-agent's stand-in: this tool needs the operator's approval.
+            "file_write" if !approved => Some(CallResult { waiting: Some(format!("waiting for the operator: approve {action_id}")), ..CallResult::default() }),
+            _ => None,
+        };
+        async move { decided }.boxed()
+    }
+
+    fn run<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> BoxFuture<'a, CallResult> {
+        self.calls.lock().unwrap().push((name.to_owned(), arguments.clone()));
+        self.ran.lock().unwrap().push(action_id.to_owned());
         let result = match name {
             "text-stats" => CallResult::new(json!({"words": 3}).to_string(), false),
             "huge" => CallResult::new("x".repeat(100), false),
             "memory_store" => CallResult::new(json!({"id": "m0123456789ab"}).to_string(), false),
-            // security-agent's stand-in: this tool needs the operator's approval.
-            "file_write" if !approved => CallResult { waiting: Some(format!("waiting for the operator: approve {action_id}")), ..CallResult::default() },
             "file_write" => CallResult::new("written", false),
+            "hang" if self.hangs => return futures::future::pending().boxed(),
+            "hang" => CallResult::new("done at last", false),
             other => CallResult::new(format!("error: there is no tool `{other}`"), true),
         };
         async move { result }.boxed()
@@ -74,7 +91,7 @@ impl Reporter for Seen {
 }
 
 fn specs() -> Vec<ToolSpec> {
-    ["text-stats", "huge", "memory_store", "file_write"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
+    ["text-stats", "huge", "memory_store", "file_write", "hang"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
 }
 
 type Ran = (clawos_api::agent_loop::TurnOutcome, Store, Tools, Seen, tempfile::TempDir);
@@ -89,20 +106,37 @@ async fn run_turn_in(dir: tempfile::TempDir, server: &Server, extra: &str, nativ
     run_with(dir, server, extra, native, Tools::default(), Some("count the words")).await
 }
 
-/// Runs one turn for `message` (a continuation without one) with `tools`.
-async fn run_with(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool, tools: Tools, message: Option<&str>) -> Ran {
+/// The config of an agent whose model is `server`, with `extra` tables.
+fn agent_config(server: &Server, extra: &str, native: bool) -> AgentConfig {
     let text = format!(
         "[model]\nprovider = \"scripted\"\nmodel = \"m\"\nmax_retries = 0\n{extra}\n[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\n\
          [providers.scripted.models.m]\nnative_tools = {native}\ncontext_window = 1000\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n",
         server.api_url()
     );
-    let config = AgentConfig::parse(&text).unwrap();
+    AgentConfig::parse(&text).unwrap()
+}
+
+/// A new turn ID (each turn of a database has its own).
+fn new_turn_id() -> String {
+    static TURNS: AtomicU32 = AtomicU32::new(1);
+    format!("t{}", TURNS.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The soul guard's stand-in: a call of `rewrite-soul` halts the agent.
+fn soul_guard(tools: &Tools) -> impl Fn() -> Option<String> + Send + Sync + '_ {
+    || tools.calls.lock().unwrap().iter().any(|(name, _)| name == "rewrite-soul").then(|| "soul.md: held".to_owned())
+}
+
+/// Runs one turn for `message` (a continuation without one) with `tools`.
+async fn run_with(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool, tools: Tools, message: Option<&str>) -> Ran {
+    let config = agent_config(server, extra, native);
     let store = Store::open(&dir.path().join("workspace.db")).unwrap();
     store.ensure_session("s1").unwrap();
+    let turn_id = new_turn_id();
+    store.turn_started(&turn_id, "s1", None).unwrap();
     let thinker = thinker::build(&config, &config.model.route(), Arc::new(NoKeys)).unwrap();
     let seen = Seen::default();
-    // The soul guard's stand-in: a call of `rewrite-soul` halts the agent.
-    let after_tool = || tools.calls.lock().unwrap().iter().any(|(name, _)| name == "rewrite-soul").then(|| "soul.md: held".to_owned());
+    let after_tool = soul_guard(&tools);
     let turn = Turn {
         agent: "a",
         config: &config,
@@ -110,13 +144,15 @@ async fn run_with(dir: tempfile::TempDir, server: &Server, extra: &str, native: 
         thinker: &*thinker,
         tools: &tools,
         session_id: "s1",
-        turn_id: "t1",
+        turn_id: &turn_id,
         persona: "",
         after_tool: &after_tool,
         cancel: CancellationToken::new(),
         reporter: &seen,
     };
     let outcome = turn.run(message, &specs()).await;
+    drop(turn);
+    drop(after_tool);
     (outcome, store, tools, seen, dir)
 }
 
@@ -284,4 +320,52 @@ async fn a_call_waiting_for_approval_ends_the_turn_and_the_continuation_runs_it_
     assert_eq!((result["tool_call_id"].as_str(), result["content"].as_str()), (Some("c1"), Some("written")));
     let roles: Vec<Role> = store.context("s1").unwrap().into_iter().map(|s| s.message.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+}
+
+/// A turn cut off while a tool runs (the process killed: its future is
+/// dropped, nothing more is stored) is found by the next start with its
+/// checkpoint, and resumed: the call that was running runs again once with
+/// the same action ID (its idempotency key), without asking the policy
+/// again, and the transcript holds one result for it.
+#[tokio::test]
+async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once() {
+    let script = Script::new()
+        .reply(openai::tool_call("c1", "hang", r#"{"text": "a"}"#, 3))
+        .reply(openai::text(["Resumed."], Some((20, 2))));
+    let server = Server::start(script).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = agent_config(&server, "", true);
+    let thinker = thinker::build(&config, &config.model.route(), Arc::new(NoKeys)).unwrap();
+    let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+    store.ensure_session("s1").unwrap();
+    store.turn_started("t-cut", "s1", None).unwrap();
+    let (tools, seen) = (Tools { hangs: true, ..Tools::default() }, Seen::default());
+    let after_tool = soul_guard(&tools);
+    let turn = Turn { agent: "a", config: &config, store: &store, thinker: &*thinker, tools: &tools, session_id: "s1", turn_id: "t-cut", persona: "", after_tool: &after_tool, cancel: CancellationToken::new(), reporter: &seen };
+    let cut = tokio::time::timeout(std::time::Duration::from_secs(2), turn.run(Some("count"), &specs())).await;
+    assert!(cut.is_err(), "the hanging call returned");
+    drop(turn);
+    let action = tools.ran.lock().unwrap()[0].clone();
+
+    // The next start: the turn has not ended, its checkpoint names the call.
+    let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+    let unfinished = store.unfinished_turns().unwrap();
+    assert_eq!(unfinished.len(), 1, "{unfinished:?}");
+    let found = unfinished.into_iter().next().unwrap();
+    assert_eq!((found.turn_id.as_str(), found.in_flight.as_deref()), ("t-cut", Some(action.as_str())));
+    let progress = found.progress.expect("a checkpoint with progress");
+    assert_eq!((progress.steps, progress.tool_calls), (1, 0));
+
+    // This time the tool answers.
+    let resumed_tools = Tools::default();
+    let after_tool = soul_guard(&resumed_tools);
+    let turn = Turn { agent: "a", config: &config, store: &store, thinker: &*thinker, tools: &resumed_tools, session_id: "s1", turn_id: "t-cut", persona: "", after_tool: &after_tool, cancel: CancellationToken::new(), reporter: &seen };
+    let outcome = turn.resume(progress, found.in_flight, &specs()).await;
+    assert_eq!((outcome.status, outcome.answer.as_str(), outcome.steps, outcome.tool_calls), (TurnStatus::Done, "Resumed.", 2, 1), "{outcome:?}");
+    assert!(resumed_tools.actions.lock().unwrap().is_empty(), "the policy was asked again about an allowed call");
+    assert_eq!(*resumed_tools.ran.lock().unwrap(), [action], "the call ran again once, with its key");
+    let roles: Vec<Role> = store.transcript("s1").unwrap().into_iter().map(|s| s.message.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant], "one result for the call");
+    assert_eq!(server.served(), 2, "the model was asked again only for what came after the call");
+    assert!(store.unfinished_turns().unwrap().is_empty(), "the checkpoint outlived the turn");
 }

@@ -244,6 +244,13 @@ const FS_RULES: &[Rule] = &[
               WHERE c.id IS NULL OR c.started_at != m.started_at_ms / 1000
                  OR c.completed_at != m.completed_at_ms / 1000",
     },
+    Rule {
+        id: "clawos.tool_call_key",
+        description: "idempotency keys belong to existing calls",
+        sql: "SELECT printf('key %s: call %d missing', k.idempotency_key, k.call_id)
+              FROM clawos_tool_call_key k LEFT JOIN tool_calls c ON c.id = k.call_id
+              WHERE c.id IS NULL",
+    },
 ];
 
 /// Tables a rule needs; a database made by another implementation may lack
@@ -253,6 +260,7 @@ fn rule_tables(rule: &Rule) -> &'static [&'static str] {
         "clawos.xattr" => &["clawos_xattr"],
         "clawos.inode_nsec" => &["clawos_inode_nsec"],
         "clawos.tool_call_meta" => &["clawos_tool_call_meta", "tool_calls"],
+        "clawos.tool_call_key" => &["clawos_tool_call_key", "tool_calls"],
         id if id.starts_with("overlay") => &["fs_whiteout", "fs_origin", "fs_dentry"],
         id if id.starts_with("kv") => &["kv_store"],
         id if id.starts_with("tool_calls") => &["tool_calls"],

@@ -1,5 +1,6 @@
-//! The insert-only tool call audit trail (`tool_calls`) and ClawOS's timing
-//! extension (`clawos_tool_call_meta`).
+//! The insert-only tool call audit trail (`tool_calls`) and ClawOS's
+//! extensions: timing (`clawos_tool_call_meta`) and idempotency keys
+//! (`clawos_tool_call_key`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -23,6 +24,10 @@ pub struct NewToolCall<'a> {
     pub session_id: Option<&'a str>,
     /// The tool call that made this one, for nested calls.
     pub parent_call_id: Option<i64>,
+    /// The caller's key for this call (`clawos_tool_call_key`): one call
+    /// per key, so a call asked for again after a crash is found instead
+    /// of run twice ([`AgentFs::tool_call_by_key`]).
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// Millisecond timing and grouping of one call (ClawOS extension table).
@@ -98,8 +103,9 @@ fn call_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCall> {
 }
 
 impl AgentFs {
-    /// Records a finished call (spec: Record Tool Call) and its timing row,
-    /// in one transaction; returns the call id.
+    /// Records a finished call (spec: Record Tool Call), its timing row and
+    /// its idempotency key, in one transaction; returns the call id. A key
+    /// already recorded is a constraint error and records nothing.
     ///
     /// `tool_calls` keeps whole seconds with `duration_ms` derived from them
     /// as consistency rule 3 requires; the measured milliseconds go to
@@ -142,6 +148,11 @@ impl AgentFs {
                      VALUES (?, ?, ?, ?, ?)",
                 )?
                 .execute(params![id, call.session_id, call.parent_call_id, started_ms, completed_ms])?;
+            if let Some(key) = call.idempotency_key {
+                cx.conn
+                    .prepare_cached("INSERT INTO clawos_tool_call_key (idempotency_key, call_id) VALUES (?, ?)")?
+                    .execute(params![key, id])?;
+            }
             Ok(id)
         })
     }
@@ -168,6 +179,12 @@ impl AgentFs {
     /// Calls made in session `session_id`, newest first (ClawOS extension).
     pub fn tool_calls_in_session(&self, session_id: &str) -> Result<Vec<ToolCall>> {
         self.query_calls("m.session_id = ?", &session_id)
+    }
+
+    /// The call recorded with idempotency key `key`, if there is one.
+    pub fn tool_call_by_key(&self, key: &str) -> Result<Option<ToolCall>> {
+        let filter = "c.id = (SELECT call_id FROM clawos_tool_call_key WHERE idempotency_key = ?)";
+        Ok(self.query_calls(filter, &key)?.into_iter().next())
     }
 
     /// Per-tool call counts and mean duration (spec: Analyze Tool Performance).

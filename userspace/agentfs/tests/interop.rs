@@ -53,6 +53,7 @@ fn sdk_reads_a_clawos_workspace() {
             completed: UNIX_EPOCH + Duration::from_millis(1_700_000_001_300),
             session_id: Some("s"),
             parent_call_id: None,
+            idempotency_key: Some("s/1/call-1"),
         })
         .unwrap();
         common::assert_consistent(&fs);

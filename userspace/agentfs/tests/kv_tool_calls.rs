@@ -39,6 +39,7 @@ fn call<'a>(name: &'a str, outcome: Result<&'a serde_json::Value, &'a str>, star
         completed: UNIX_EPOCH + Duration::from_millis(start_ms + ms),
         session_id: Some("s1"),
         parent_call_id: None,
+        idempotency_key: None,
     }
 }
 
@@ -68,6 +69,14 @@ fn tool_calls_record_and_query() {
     assert_eq!(search.meta.as_ref().unwrap().parent_call_id, Some(first));
     assert_eq!(search.error.as_deref(), Some("timeout"));
     assert_eq!(ws.tool_calls_in_session("s1").unwrap().len(), 3);
+
+    // One call per idempotency key: the recorded call is found by it, and
+    // a second record with the same key is refused, recording nothing.
+    let keyed = ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 4_000_000, 5) }).unwrap();
+    assert_eq!(ws.tool_call_by_key("s1/2/call-a").unwrap().map(|c| c.id), Some(keyed));
+    assert_eq!(ws.tool_call_by_key("s1/2/call-b").unwrap(), None);
+    assert!(ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 5_000_000, 5) }).is_err());
+    assert_eq!(ws.tool_calls_by_name("file_write").unwrap().len(), 1);
 
     let stats = ws.tool_performance().unwrap();
     assert_eq!(stats[0].name, "read_file");

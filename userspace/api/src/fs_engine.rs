@@ -354,6 +354,11 @@ pub struct MemoryStore {
     /// `core` (default), `daily`, `conversation` or a custom name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
+    /// The caller's key for this store: the entry's ID is derived from it,
+    /// so storing again with the same key finds the entry instead of
+    /// adding a second (an agent resuming after a crash). At most 256 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `memory_recall` params.

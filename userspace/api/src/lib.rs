@@ -93,6 +93,10 @@ impl Call {
     }
 }
 
+/// The longest `idempotency_key` a method takes (`execute_tool`,
+/// `memory_store`), bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 256;
+
 /// The params of a method that takes none: `{}`, and nothing else.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -36,6 +36,13 @@ pub struct ExecuteTool {
     /// The agent's session, recorded with the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The caller's key for this call, recorded with it: a call asked for
+    /// again with a recorded key is not run again, its recorded outcome is
+    /// the answer, and while the first is still running the second waits
+    /// for it (an agent resuming after a crash, `specs/agent/README.md`,
+    /// "Checkpoints and resume"). At most 256 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `execute_tool` result.

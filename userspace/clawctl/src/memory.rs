@@ -189,7 +189,7 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
     let fs = fs_engine(&client);
     match command {
         MemoryCommand::Store(StoreArgs { agent, category, content }) => {
-            let params = MemoryStore { agent: agent.agent, content: content.join(" "), category };
+            let params = MemoryStore { agent: agent.agent, content: content.join(" "), category, idempotency_key: None };
             show(agent.json, &fs.memory_store(&params).await?, |entry| println!("stored {} in {}", entry.id, entry.path))
         }
         MemoryCommand::Recall(RecallArgs { agent, category, limit, query }) => {

@@ -117,7 +117,7 @@ pub async fn run(command: ToolCommand) -> anyhow::Result<ExitCode> {
                 Some(text) => serde_json::from_str(text).context("the tool's arguments are not valid JSON")?,
                 None => json!({}),
             };
-            let call = ExecuteTool { tool_name: args.tool, arguments, agent: args.agent, session_id: args.session };
+            let call = ExecuteTool { tool_name: args.tool, arguments, agent: args.agent, session_id: args.session, idempotency_key: None };
             let daemon = match args.timeout_ms {
                 Some(ms) => daemon.with_timeout(Duration::from_millis(ms)),
                 None => daemon,

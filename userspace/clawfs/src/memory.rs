@@ -249,6 +249,24 @@ impl<'a> AgentMemory<'a> {
     /// appended to the category's file (created with a title when new)
     /// and indexed before this returns, so the next recall finds it.
     pub fn store(&self, index: &mut MemoryIndex, category: &Category, content: &str, at: &str) -> Result<MemoryEntry> {
+        self.store_as(index, category, content, at, entry_id(self.agent, at, content.trim()))
+    }
+
+    /// Stores like [`AgentMemory::store`] once per `key`: the entry's ID is
+    /// derived from the key, so a store asked for again with the same key
+    /// (a caller resuming after a crash) answers with the entry it made
+    /// the first time instead of adding a second.
+    pub fn store_once(&self, index: &mut MemoryIndex, category: &Category, content: &str, at: &str, key: &str) -> Result<MemoryEntry> {
+        let digest = Sha256::new().chain_update(self.agent).chain_update([0]).chain_update(key).finalize();
+        let id = format!("m{}", &fsutil::hex(&digest)[..12]);
+        match self.get(&id) {
+            Ok(stored) => Ok(stored),
+            Err(Error::NoSuchMemory { .. }) => self.store_as(index, category, content, at, id),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn store_as(&self, index: &mut MemoryIndex, category: &Category, content: &str, at: &str, id: String) -> Result<MemoryEntry> {
         let content = content.trim();
         let refuse = |reason: String| Error::Denied { path: format!("/clawfs/agents/{}/memory", self.agent), reason };
         if content.is_empty() {
@@ -258,7 +276,6 @@ impl<'a> AgentMemory<'a> {
             return Err(refuse(format!("{} bytes is more than an entry may hold ({MAX_ENTRY_BYTES}); write a file instead", content.len())));
         }
         let path = category.file(&at[..10]);
-        let id = entry_id(self.agent, at, content);
         let mut text = String::new();
         let file = self.resolve(&path, Access::Write)?;
         match fs::symlink_metadata(&file.real).map(|m| m.len()) {
@@ -700,6 +717,19 @@ mod tests {
         let report = memory.hygiene(&mut index, 30, 365, today + 100).unwrap();
         assert_eq!(report.purged, ["archive/logs/2026-01-01.md"]);
         assert_eq!(report.archived.len(), 2);
+    }
+
+    #[test]
+    fn a_store_with_a_key_is_made_once() {
+        let (dir, mut index) = setup();
+        let memory = AgentMemory::new(dir.path(), "default").unwrap();
+        let first = memory.store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", AT, "s-1/4/call-7").unwrap();
+        let again = memory.store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", "2026-11-26T00:00:00Z", "s-1/4/call-7").unwrap();
+        assert_eq!(again, first);
+        assert_eq!(memory.count(None).unwrap(), 1);
+        let other = memory.store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", AT, "s-1/4/call-8").unwrap();
+        assert_ne!(other.id, first.id);
+        assert_eq!(memory.count(None).unwrap(), 2);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use clawos_api::fs_engine::{
     MemoryRecall, MemoryRemove, MemoryRemoved, MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore,
     SnapshotsPruned, WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
 };
-use clawos_api::{Call, Done, NoParams};
+use clawos_api::{Call, Done, NoParams, MAX_IDEMPOTENCY_KEY};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ComponentId, ErrorCode, Object, Principal, Request};
 use clawos_runtime::{Component, Runtime};
@@ -363,7 +363,14 @@ impl fs_engine::Service for Daemon {
         let category = category(p.category.as_deref())?.unwrap_or(Category::Core);
         let at = fsutil::now_rfc3339();
         let path = category.file(&at[..10]);
-        self.agent_memory(call, "memory_store", p.agent, Some(&path), move |memory, index| memory.store(index, &category, &p.content, &at)).await
+        if p.idempotency_key.as_ref().is_some_and(|key| key.len() > MAX_IDEMPOTENCY_KEY) {
+            return Err(MethodError::new(ErrorCode::Eproto, format!("idempotency_key: more than {MAX_IDEMPOTENCY_KEY} bytes")));
+        }
+        self.agent_memory(call, "memory_store", p.agent, Some(&path), move |memory, index| match &p.idempotency_key {
+            Some(key) => memory.store_once(index, &category, &p.content, &at, key),
+            None => memory.store(index, &category, &p.content, &at),
+        })
+        .await
     }
 
     async fn memory_recall(&self, call: &Call, p: MemoryRecall) -> Result<Recall, MethodError> {

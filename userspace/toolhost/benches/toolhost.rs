@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("call trivial tool (fresh instance)", |b| b.iter(|| host.call(&echo, &request).unwrap()));
 
     let records = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
-    c.bench_function("call trivial tool + tool-call record", |b| b.iter(|| host.call_recorded(&echo, &request, None, &records).unwrap()));
+    c.bench_function("call trivial tool + tool-call record", |b| b.iter(|| host.call_recorded(&echo, &request, None, None, &records).unwrap()));
 }
 
 /// The same loads, and a miss under another key, for the largest of the image's tools in `out/tools`

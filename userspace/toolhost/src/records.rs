@@ -31,12 +31,15 @@ impl ToolHost {
     /// or error (as `<kind>: <message>`), and timing in `records`, locked only
     /// for the insert so an agent's calls still run side by side. A failure
     /// to record is an error even when the call succeeded: an unrecorded call
-    /// must not look like a recorded one.
+    /// must not look like a recorded one. With `idempotency_key` the key is
+    /// recorded with the call (the caller looks it up first, see
+    /// [`AgentFs::tool_call_by_key`]).
     pub fn call_recorded(
         &self,
         tool: &ValidTool,
         request: &CallRequest<'_>,
         session_id: Option<&str>,
+        idempotency_key: Option<&str>,
         records: &Mutex<AgentFs>,
     ) -> Result<RecordedCall, RecordError> {
         let started = SystemTime::now();
@@ -57,6 +60,7 @@ impl ToolHost {
                 completed,
                 session_id,
                 parent_call_id: None,
+                idempotency_key,
             })
             .map_err(|source| RecordError { tool_id: tool.tool_id().to_owned(), source })?;
         Ok(RecordedCall { outcome, call_id })

@@ -293,3 +293,21 @@ fn memory_recall_searches_only_its_granted_workspaces() {
     let ungranted = tools.installed("memory-recall", &[]);
     assert!(matches!(host.load(&ungranted), Err(CallError::CapabilityDenied { .. })));
 }
+
+/// slow-echo, the resume tests' call in flight, takes the time it is told,
+/// and a sleeping tool still ends at its deadline (it sleeps in slices, so
+/// the epoch deadline sees it between them).
+#[test]
+fn a_sleeping_tool_answers_after_its_sleep_and_stops_at_its_deadline() {
+    let Some(tools) = tools() else { return };
+    let host = tools.host(None);
+    let slow = tools.get("slow-echo");
+    let started = std::time::Instant::now();
+    let answer = run(&host, &slow, json!({"text": "late", "ms": 300})).unwrap();
+    assert_eq!(answer, json!({"echo": "late", "slept_ms": 300}));
+    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let cut = host.call(&slow, &CallRequest { agent_id: "test-agent", params: &json!({"ms": 20_000}), timeout: Some(Duration::from_millis(300)) });
+    assert!(matches!(cut, Err(CallError::Timeout { .. })), "{cut:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "the sleeping tool outlived its deadline: {:?}", started.elapsed());
+}

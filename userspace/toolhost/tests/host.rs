@@ -333,9 +333,9 @@ fn every_call_is_audited() {
     let trap = install(dir.path(), &Fixture::Trap, &[], 16, 5);
     let (echo_params, trap_params) = (json!({"x": 1}), json!({}));
     let request = |params| CallRequest { agent_id: "wasm-agent", params, timeout: None };
-    let ok = host.call_recorded(&echo, &request(&echo_params), Some("session-1"), &records).unwrap();
+    let ok = host.call_recorded(&echo, &request(&echo_params), Some("session-1"), None, &records).unwrap();
     assert!(ok.outcome.is_ok());
-    let failed = host.call_recorded(&trap, &request(&trap_params), Some("session-1"), &records).unwrap();
+    let failed = host.call_recorded(&trap, &request(&trap_params), Some("session-1"), None, &records).unwrap();
     assert!(failed.outcome.is_err());
 
     let rows = records.lock().unwrap().tool_calls_in_session("session-1").unwrap();

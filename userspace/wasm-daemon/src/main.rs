@@ -20,7 +20,7 @@ use base64::Engine as _;
 use clawos_api::wasm_daemon::{
     self, ExecuteTool, ToolDetails, ToolInstall, ToolList, ToolRef, ToolRemoved, ToolResult, ToolSource, ToolSummary,
 };
-use clawos_api::{Call, NoParams};
+use clawos_api::{Call, NoParams, MAX_IDEMPOTENCY_KEY};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
@@ -35,6 +35,7 @@ mod agent_dbs;
 mod credentials;
 mod kv;
 mod memory;
+mod once;
 mod seccomp;
 
 /// All tools' memory together, below the unit's MemoryMax so the daemon
@@ -117,6 +118,8 @@ struct Daemon {
     image: Registry,
     installed: Mutex<ToolStore>,
     agent_dbs: Arc<agent_dbs::AgentDbs>,
+    /// Calls with an idempotency key now running (`once`).
+    keyed: Arc<once::KeyedCalls>,
     clawfs_root: PathBuf,
     /// Why the ClawFS audit log could not be opened (tools' file writes are
     /// refused meanwhile), for the health check.
@@ -182,9 +185,35 @@ impl Daemon {
             image,
             installed: Mutex::new(installed),
             agent_dbs,
+            keyed: Arc::default(),
             clawfs_root: config.clawfs_root,
             audit_log_problem,
         })
+    }
+
+    /// The answer of the call recorded in `workspace` with `key`, if one
+    /// is: its result, or its error as it was recorded (`<kind>: <message>`,
+    /// the text the first caller got).
+    async fn recorded(&self, workspace: &Path, key: &str) -> Result<Option<Result<ToolResult, MethodError>>, MethodError> {
+        let (agent_dbs, workspace, key) = (self.agent_dbs.clone(), workspace.to_owned(), key.to_owned());
+        let found = tokio::task::spawn_blocking(move || {
+            let db = agent_dbs.get(&workspace)?;
+            let found = db.lock().expect("agent database lock poisoned").tool_call_by_key(&key);
+            found.map_err(|e| MethodError::new(ErrorCode::Eio, format!("{}: {e}", workspace.display())))
+        })
+        .await
+        .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("tool call thread: {e}")))??;
+        let Some(call) = found else { return Ok(None) };
+        Ok(Some(match (call.result, call.error) {
+            (Some(result), _) => serde_json::from_str(&result)
+                .map(|result| ToolResult { result, call_id: call.id })
+                .map_err(|e| MethodError::new(ErrorCode::Eio, format!("the recorded result of call {}: {e}", call.id))),
+            (None, error) => {
+                let error = error.unwrap_or_default();
+                let code = if error.starts_with("timeout:") { ErrorCode::Etimeout } else { ErrorCode::Eio };
+                Err(MethodError::new(code, error))
+            }
+        }))
     }
 
     fn installed(&self) -> std::sync::MutexGuard<'_, ToolStore> {
@@ -209,13 +238,31 @@ impl wasm_daemon::Service for Daemon {
         let timeout = call.timeout;
         let (tool, _) = self.tool(&params.tool_name)?;
         let workspace = agent_database(&self.clawfs_root, &params.agent)?;
+        // A key already recorded answers from its record; one running now
+        // is waited for (`once`).
+        let once = match &params.idempotency_key {
+            Some(key) if key.len() > MAX_IDEMPOTENCY_KEY => {
+                return Err(MethodError::new(ErrorCode::Eproto, format!("idempotency_key: more than {MAX_IDEMPOTENCY_KEY} bytes")));
+            }
+            Some(key) => {
+                let held = self.keyed.hold(&workspace, key).await;
+                if let Some(answer) = self.recorded(&workspace, key).await? {
+                    tracing::info!(tool = params.tool_name, agent = params.agent, "answered from the call recorded with its idempotency key");
+                    return answer;
+                }
+                Some(held)
+            }
+            None => None,
+        };
         let host = self.host.clone();
         let _slot = self.call_slots.acquire().await.map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?;
         let agent_dbs = self.agent_dbs.clone();
         let recorded = tokio::task::spawn_blocking(move || {
+            // Held until the call is recorded, whatever becomes of the request.
+            let _once = once;
             let audit = agent_dbs.get(&workspace)?;
             let call = CallRequest { agent_id: &params.agent, params: &params.arguments, timeout: Some(timeout) };
-            host.call_recorded(&tool, &call, params.session_id.as_deref(), &audit)
+            host.call_recorded(&tool, &call, params.session_id.as_deref(), params.idempotency_key.as_deref(), &audit)
                 .map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
         })
         .await
