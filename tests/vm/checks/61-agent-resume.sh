@@ -17,9 +17,10 @@ RESUME_PORT=18085
 resume_agent() {
   scripted_agent "$1" "$2" "$3" &&
     vm_ssh "d=/clawfs/agents/$1
-      sed -e 's/^max_retries = 0/max_retries = 60\nbackoff_base_ms = 1000\nbackoff_max_ms = 3000/' \
+      sed -e 's/^max_retries = 0/max_retries = 200\nbackoff_base_ms = 1000\nbackoff_max_ms = 3000/' \
           -e 's/^\[limits\]/[limits]\nmax_seconds = 600/' \$d/config.toml > /run/clawos-test/$1-resume.toml &&
-      cat /run/clawos-test/$1-resume.toml > \$d/config.toml && clawctl agent show $1 --json | jq -e '.state == \"idle\"' >/dev/null"
+      cat /run/clawos-test/$1-resume.toml > \$d/config.toml &&
+      clawctl ipc call agent-loop agent_show '{\"agent\": \"$1\"}' | jq -e '.state == \"idle\" and .limits.max_seconds == 600' >/dev/null"
 }
 
 # record_tool_invoked AGENT: records the router's tool.invoked events into

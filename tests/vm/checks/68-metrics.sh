@@ -9,7 +9,7 @@ check_prometheus_scrape() {
   python3 - "$OUT/vm/metrics.http" <<'PY'
 import sys
 from prometheus_client.parser import text_string_to_metric_families
-head, _, body = open(sys.argv[1], encoding="utf-8").read().partition("\r\n\r\n")
+head, _, body = open(sys.argv[1], encoding="utf-8", newline="").read().partition("\r\n\r\n")
 assert head.startswith("HTTP/1.0 200") and "text/plain; version=0.0.4" in head, head
 samples = {}
 for family in text_string_to_metric_families(body):

@@ -5,12 +5,13 @@
 
 # Run counts need kernel.bpf_stats_enabled, set at boot by sysctl.d because
 # the agent lacks CAP_SYS_ADMIN. Each program's hook is made to run here
-# (the LSM hooks run for every process; the programs look at the cgroup
-# inside): an exec, an open, a TCP connect and a bind, a mount, a read of
-# another process's /proc/PID/exe (a ptrace access check); bpf() is the
-# agent's own map reads. Then every one of the eight has run.
-EBPF_PROGRAMS='["bpf_syscall","bprm_check_security","file_open","ptrace_access_check","sb_mount","sched_process_exec","socket_bind","socket_connect"]'
-check "ebpf: ebpf-agent is active with all eight programs attached, each with a run count" \
+# (the hooks run for every process; the programs look at the cgroup
+# inside): an exec and its exit, an open, a TCP connect and a bind, a
+# mount, a read of another process's /proc/PID/exe (a ptrace access
+# check), any system call; bpf() is the agent's own map reads. Then every
+# one of the ten has run.
+EBPF_PROGRAMS='["bpf_syscall","bprm_check_security","file_open","ptrace_access_check","sb_mount","sched_process_exec","sched_process_exit","socket_bind","socket_connect","sys_enter"]'
+check "ebpf: ebpf-agent is active with all ten programs attached, each with a run count" \
   vm_ssh 'systemctl is-active --quiet clawos-ebpf-agent || exit 1
           /bin/true && cat /etc/hostname >/dev/null && (exec 3<>/dev/tcp/127.0.0.1/22) &&
           (timeout 1 socat -u TCP-LISTEN:18997,bind=127.0.0.1 - >/dev/null 2>&1; true) &&
