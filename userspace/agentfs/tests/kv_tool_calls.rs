@@ -70,6 +70,11 @@ fn tool_calls_record_and_query() {
     assert_eq!(search.error.as_deref(), Some("timeout"));
     assert_eq!(ws.tool_calls_in_session("s1").unwrap().len(), 3);
 
+    let stats = ws.tool_performance().unwrap();
+    assert_eq!(stats[0].name, "read_file");
+    assert_eq!((stats[0].total_calls, stats[0].successful, stats[0].failed), (2, 2, 0));
+    assert_eq!((stats[1].successful, stats[1].failed), (0, 1));
+
     // One call per idempotency key: the recorded call is found by it, and
     // a second record with the same key is refused, recording nothing.
     let keyed = ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 4_000_000, 5) }).unwrap();
@@ -77,11 +82,6 @@ fn tool_calls_record_and_query() {
     assert_eq!(ws.tool_call_by_key("s1/2/call-b").unwrap(), None);
     assert!(ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 5_000_000, 5) }).is_err());
     assert_eq!(ws.tool_calls_by_name("file_write").unwrap().len(), 1);
-
-    let stats = ws.tool_performance().unwrap();
-    assert_eq!(stats[0].name, "read_file");
-    assert_eq!((stats[0].total_calls, stats[0].successful, stats[0].failed), (2, 2, 0));
-    assert_eq!((stats[1].successful, stats[1].failed), (0, 1));
 }
 
 #[test]
