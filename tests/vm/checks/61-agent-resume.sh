@@ -26,7 +26,9 @@ resume_agent() {
 # record_tool_invoked AGENT: records the router's tool.invoked events into
 # /run/clawos-test/events-AGENT.jsonl from now on (for ten minutes).
 record_tool_invoked() {
-  vm_ssh "(timeout 600 clawctl events --name tool.invoked > /run/clawos-test/events-$1.jsonl &) && sleep 1"
+  # Detached from the SSH session (no stdin, stdout or stderr of its own), or
+  # the session would wait for it.
+  vm_ssh "(timeout 600 clawctl events --name tool.invoked > /run/clawos-test/events-$1.jsonl 2>/dev/null < /dev/null &) && sleep 1"
 }
 
 # wait_tool_invoked AGENT N: until the recorded stream shows AGENT's Nth

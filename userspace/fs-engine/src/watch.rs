@@ -68,7 +68,7 @@ pub fn start(root: &Path, state: Arc<Mutex<State>>, hygiene: Hygiene) -> Result<
 struct Pending {
     /// (agent, file relative to its directory).
     files: BTreeSet<(String, String)>,
-    /// Agents to bring fully in step (after an overflow).
+    /// Agents to bring fully in step (after an overflow, or a new directory).
     agents: BTreeSet<String>,
     since: Option<Instant>,
 }
@@ -104,9 +104,13 @@ fn note(event: &Event, agents: &Path, pending: &mut Pending) {
     if matches!(event.kind, EventKind::Access(_)) {
         return;
     }
+    // A new directory is watched from when notify sees it: a file made in
+    // it before that sends no event, so the agent's files are all brought
+    // in step (the operator's `mkdir memory && echo ... > memory/x.md`).
+    let new_directory = matches!(event.kind, EventKind::Create(notify::event::CreateKind::Folder));
     for path in &event.paths {
         let Some((agent, relative)) = memory_file(agents, path) else { continue };
-        if event.need_rescan() {
+        if event.need_rescan() || new_directory {
             pending.agents.insert(agent);
         } else if is_indexed(&relative) {
             pending.files.insert((agent, relative));
@@ -186,5 +190,11 @@ mod tests {
         assert!(pending.since.is_none());
         note(&event("/clawfs/agents/default/memory.md"), agents, &mut pending);
         assert_eq!(pending.files.into_iter().collect::<Vec<_>>(), [("default".to_owned(), "memory.md".to_owned())]);
+        // A new directory rescans its agent: what was made in it before its
+        // watch existed is found.
+        let mut pending = Pending::default();
+        let made = Event::new(EventKind::Create(notify::event::CreateKind::Folder)).add_path(PathBuf::from("/clawfs/agents/default/memory"));
+        note(&made, agents, &mut pending);
+        assert_eq!(pending.agents.into_iter().collect::<Vec<_>>(), ["default".to_owned()]);
     }
 }
