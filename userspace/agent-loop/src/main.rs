@@ -5,8 +5,9 @@
 //! no permission itself: files, memory and tools are reached through the
 //! components that own them, under the agent's name, and API keys come
 //! from the vault for one request at a time. What a crash costs: the turns
-//! running at that moment end (their transcripts keep every completed
-//! step); systemd restarts the daemon and the agents take new turns.
+//! running at that moment stop; systemd restarts the daemon, which resumes
+//! each from its checkpoint (a tool call that was running is not run twice:
+//! `specs/agent/README.md`, "Checkpoints and resume").
 //!
 //! Owns: the agents' registry (which exist, paused or stopped by a bad
 //! config), starting, cancelling and reporting turns, sessions over IPC.
@@ -212,7 +213,7 @@ impl Daemon {
             Err(e) => return tracing::error!("listing the agents to resume their turns: {e}"),
         };
         for agent in names {
-            let Ok((info, config, store)) = self.info(&agent) else { continue };
+            let (Ok(dir), Ok((info, config, store))) = (self.agent_dir(&agent), self.info(&agent)) else { continue };
             let unfinished = match store.unfinished_turns() {
                 Ok(unfinished) => unfinished,
                 Err(e) => {
@@ -234,8 +235,14 @@ impl Daemon {
                     turn::abandon(&store, &turn.session_id, &turn.turn_id, &why);
                     continue;
                 };
-                let Ok(dir) = self.agent_dir(&agent) else { continue };
-                let Ok(store) = Self::store(&dir) else { continue };
+                // A store of its own: the turn's task keeps it.
+                let store = match Self::store(&dir) {
+                    Ok(store) => store,
+                    Err(e) => {
+                        tracing::error!(agent, turn = turn.turn_id, "not resumed: {}", e.message);
+                        continue;
+                    }
+                };
                 tracing::info!(agent, turn = turn.turn_id, step = progress.steps, in_flight = turn.in_flight.as_deref().unwrap_or("none"), "resuming the turn from its checkpoint");
                 let cancel = CancellationToken::new();
                 lock(&self.turns).by_id.insert(

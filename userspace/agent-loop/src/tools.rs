@@ -153,7 +153,8 @@ pub trait Runner: Send + Sync {
     /// Whether `name` may run with `arguments` as action `action_id` (the
     /// same each time this call is asked about: `<session>/<message>/<call
     /// id>`): `None` when it may; else the result the model reads (a
-    /// refusal, an unknown tool), or one that `waiting` for the operator.
+    /// refusal, an unknown tool), or one whose `waiting` says it waits for the
+    /// operator.
     fn check<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, Option<CallResult>>;
     /// Runs an allowed call. `action_id` is its idempotency key too: a call
     /// already recorded with it is answered from its record, not run again.
@@ -257,7 +258,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 Ok(None) => {
                     let started = SystemTime::now();
                     let outcome = built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id).await;
-                    let (db, record_of) = (cx.agent_db.to_owned(), Recorded { session_id: session_id.to_owned(), key: action_id.to_owned(), name: name.to_owned() });
+                    let (db, record_of) = (cx.agent_db.to_owned(), CallRecord { session_id: session_id.to_owned(), key: action_id.to_owned(), name: name.to_owned() });
                     let (arguments_owned, outcome_owned) = (arguments.clone(), outcome.clone());
                     let written = tokio::task::spawn_blocking(move || record(&db, &record_of, &arguments_owned, &outcome_owned, started)).await;
                     if let Err(error) = written.map_err(|e| e.to_string()).and_then(|r| r) {
@@ -288,7 +289,7 @@ fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, Strin
 }
 
 /// What a built-in call's record says it was.
-struct Recorded {
+struct CallRecord {
     session_id: String,
     key: String,
     name: String,
@@ -297,7 +298,7 @@ struct Recorded {
 /// Writes the tool-call record of a finished built-in call in the agent's
 /// `tool_calls`, with its session and idempotency key (wasm-daemon writes
 /// the WASM calls').
-fn record(db: &Path, of: &Recorded, arguments: &Value, outcome: &Result<Value, String>, started: SystemTime) -> Result<(), String> {
+fn record(db: &Path, of: &CallRecord, arguments: &Value, outcome: &Result<Value, String>, started: SystemTime) -> Result<(), String> {
     let mut agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
     let call = agentfs::NewToolCall {
         name: &of.name,

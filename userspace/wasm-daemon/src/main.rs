@@ -8,6 +8,7 @@
 //! - `execute_tool`: each call runs in a fresh instance on a blocking thread
 //!   and is recorded in the agent's AgentFS `tool_calls`; each file a tool
 //!   writes is recorded in the ClawFS audit log, as fs-engine records its own;
+//!   a call with an idempotency key runs at most once per key (`once`);
 //! - `tool_list`, `tool_inspect`, `tool_install`, `tool_remove`: the tools
 //!   and their grants (`clawctl tool ...`); installs go to `/clawfs/tools`.
 //!
