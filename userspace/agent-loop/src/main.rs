@@ -213,14 +213,19 @@ impl Daemon {
             Err(e) => return tracing::error!("listing the agents to resume their turns: {e}"),
         };
         for agent in names {
-            let (Ok(dir), Ok((info, config, store))) = (self.agent_dir(&agent), self.info(&agent)) else { continue };
-            let unfinished = match store.unfinished_turns() {
+            let Ok(dir) = self.agent_dir(&agent) else { continue };
+            let unfinished = match Self::store(&dir).map_err(|e| e.message).and_then(|store| store.unfinished_turns()) {
+                Ok(unfinished) if unfinished.is_empty() => continue,
                 Ok(unfinished) => unfinished,
                 Err(e) => {
                     tracing::error!(agent, "reading the unfinished turns: {e}");
                     continue;
                 }
             };
+            // The agent's state (its config, the soul guard's review) only
+            // for an agent that has a turn to resume: a start costs the
+            // others one query.
+            let Ok((info, config, store)) = self.info(&agent) else { continue };
             for turn in unfinished {
                 let found_ms = store::now_ms();
                 let cannot = match (&turn.progress, &info.state, &config) {

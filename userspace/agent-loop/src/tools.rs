@@ -281,11 +281,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
 /// in the agent's `tool_calls`, if there is one.
 fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, String> {
     let agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
-    let Some(call) = agentfs.tool_call_by_key(key).map_err(|e| e.to_string())? else { return Ok(None) };
-    Ok(Some(match (call.result, call.error) {
-        (Some(result), _) => serde_json::from_str(&result).map_err(|e| format!("the recorded result of call {}: {e}", call.id)),
-        (None, error) => Err(error.unwrap_or_default()),
-    }))
+    Ok(agentfs.tool_call_by_key(key).map_err(|e| e.to_string())?.map(|call| call.outcome()))
 }
 
 /// What a built-in call's record says it was.

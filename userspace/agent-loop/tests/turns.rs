@@ -369,3 +369,25 @@ async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once(
     assert_eq!(server.served(), 2, "the model was asked again only for what came after the call");
     assert!(store.unfinished_turns().unwrap().is_empty(), "the checkpoint outlived the turn");
 }
+
+/// A cut-off turn that cannot be resumed (its agent paused, say) is ended
+/// `failed` saying why, and the call it left gets a "not run" result, so
+/// the session takes a new message.
+#[tokio::test]
+async fn a_cut_off_turn_that_cannot_resume_is_ended_and_its_call_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("workspace.db")).unwrap();
+    store.ensure_session("s1").unwrap();
+    store.turn_started("t-left", "s1", None).unwrap();
+    store.append("s1", &clawos_agent_loop::provider::ChatMessage::text(Role::User, "count"), false, 1).unwrap();
+    let call = clawos_agent_loop::provider::ToolCall { id: "c1".into(), name: "text-stats".into(), arguments: json!({}) };
+    let asked = clawos_agent_loop::provider::ChatMessage { role: Role::Assistant, content: String::new(), tool_calls: vec![call], tool_call_id: None };
+    store.append("s1", &asked, false, 1).unwrap();
+    assert_eq!(store.unfinished_turns().unwrap().len(), 1);
+
+    let outcome = clawos_agent_loop::turn::abandon(&store, "s1", "t-left", "agent `a` is paused");
+    assert_eq!(outcome.status, TurnStatus::Failed);
+    assert!(outcome.message.as_deref().unwrap().contains("not resumed: agent `a` is paused"), "{outcome:?}");
+    assert!(clawos_agent_loop::turn::pending_calls(&store.context("s1").unwrap()).is_none(), "the call was left without a result");
+    assert!(store.unfinished_turns().unwrap().is_empty());
+}

@@ -53,6 +53,17 @@ pub struct ToolCall {
     pub meta: Option<ToolCallMeta>,
 }
 
+impl ToolCall {
+    /// What the call answered: its result as JSON, or its error message (a
+    /// result that is not JSON says so; the insert trigger refuses one).
+    pub fn outcome(&self) -> std::result::Result<Value, String> {
+        match (&self.result, &self.error) {
+            (Some(result), _) => serde_json::from_str(result).map_err(|e| format!("the recorded result of call {} is not JSON: {e}", self.id)),
+            (None, error) => Err(error.clone().unwrap_or_default()),
+        }
+    }
+}
+
 /// One row of the spec's "Analyze Tool Performance" query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolStats {

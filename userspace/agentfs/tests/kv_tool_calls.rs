@@ -78,7 +78,9 @@ fn tool_calls_record_and_query() {
     // One call per idempotency key: the recorded call is found by it, and
     // a second record with the same key is refused, recording nothing.
     let keyed = ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 4_000_000, 5) }).unwrap();
-    assert_eq!(ws.tool_call_by_key("s1/2/call-a").unwrap().map(|c| c.id), Some(keyed));
+    let found = ws.tool_call_by_key("s1/2/call-a").unwrap().unwrap();
+    assert_eq!((found.id, found.outcome()), (keyed, Ok(ok.clone())));
+    assert_eq!(search.outcome(), Err("timeout".to_owned()));
     assert_eq!(ws.tool_call_by_key("s1/2/call-b").unwrap(), None);
     assert!(ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 5_000_000, 5) }).is_err());
     assert_eq!(ws.tool_calls_by_name("file_write").unwrap().len(), 1);

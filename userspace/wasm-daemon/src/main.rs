@@ -205,12 +205,9 @@ impl Daemon {
         .await
         .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("tool call thread: {e}")))??;
         let Some(call) = found else { return Ok(None) };
-        Ok(Some(match (call.result, call.error) {
-            (Some(result), _) => serde_json::from_str(&result)
-                .map(|result| ToolResult { result, call_id: call.id })
-                .map_err(|e| MethodError::new(ErrorCode::Eio, format!("the recorded result of call {}: {e}", call.id))),
-            (None, error) => {
-                let error = error.unwrap_or_default();
+        Ok(Some(match call.outcome() {
+            Ok(result) => Ok(ToolResult { result, call_id: call.id }),
+            Err(error) => {
                 let code = if error.starts_with("timeout:") { ErrorCode::Etimeout } else { ErrorCode::Eio };
                 Err(MethodError::new(code, error))
             }
