@@ -16,7 +16,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
 all: image
 
 deps:
@@ -46,8 +46,12 @@ userspace: deps
 	cargo build --release --locked --workspace
 
 image: kernel ebpf tools models userspace buildroot
-	bash scripts/stage-rootfs.sh
-	bash scripts/in-buildroot.sh env SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash /src/image/build.sh
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash scripts/image.sh
+
+# The files of an update (root, hash tree, UKI, signed SHA256SUMS) of the
+# built image as version UPDATE_VERSION, in out/update/<version>.
+update-artifacts: image
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash scripts/update-artifacts.sh
 
 # The reference AgentFS SDK (PyPI, hash-pinned) for the interoperability test.
 agentfs-sdk: deps
@@ -57,6 +61,11 @@ agentfs-sdk: deps
 # Prometheus text parser.
 test-python: deps
 	bash scripts/test-python.sh
+
+# Writes the image to a USB stick or a server's disk (bmaptool), after a
+# confirmation naming the device's model and size: make usb DEV=/dev/sdX.
+usb: image
+	bash scripts/usb.sh $(DEV)
 
 # Boots the built image interactively (serial console on this terminal).
 qemu:
@@ -96,7 +105,7 @@ bench-ebpf: kernel ebpf
 # (kernel, eBPF, root, TPM, units, components, vault, tools, eBPF policy),
 # reboots it, and boots a tampered copy that dm-verity must refuse.
 test-vm: image test-python
-	PYTHONPATH=$(OUT)/test-python bash tests/vm/run.sh
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) PYTHONPATH=$(OUT)/test-python bash tests/vm/run.sh
 
 clean:
 	rm -rf $(OUT) $(CARGO_TARGET_DIR)

@@ -8,7 +8,7 @@
 #
 #   run.sh --image IMG --state DIR [--headless] [--ssh-port N] [--serial FILE]
 #          [--disk-size 4G] [--fresh] [--disk-cache writeback|unsafe]
-#          [--console-socket PATH]
+#          [--console-socket PATH] [--disk-bus virtio|nvme|usb]
 # Interactive by default: serial console on this terminal (Ctrl-a x quits).
 # --console-socket (with --headless) also serves the serial console on a Unix
 # socket, so a test can type at a console prompt (the recovery key of
@@ -16,11 +16,14 @@
 # --disk-cache unsafe (the boot tests) skips the host fsync behind each guest
 # flush: the data still reaches the overlay file, and a test VM's disk need
 # not survive a crash of the host.
+# --disk-bus attaches the disk as virtio-blk (default), an NVMe drive, or a
+# USB stick (usb-storage on an xHCI controller), as it would be on a server
+# or when booted from a flashed stick.
 # CLAWOS_ACCEL=kvm|tcg picks the accelerator; unset, KVM is used when
 # /dev/kvm is writable on bare metal. Nested KVM hangs on the CI machines
 # (the guest stalls in its kernel), so virtual machines get TCG.
 set -euo pipefail
-IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback CONSOLE_SOCKET=""
+IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback CONSOLE_SOCKET="" DISK_BUS=virtio
 while (($#)); do
   case $1 in
     --image) IMAGE=$2; shift 2 ;;
@@ -32,6 +35,7 @@ while (($#)); do
     --fresh) FRESH=1; shift ;;
     --disk-cache) DISK_CACHE=$2; shift 2 ;;
     --console-socket) CONSOLE_SOCKET=$2; shift 2 ;;
+    --disk-bus) DISK_BUS=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -72,11 +76,19 @@ args=(
   -drive if=pflash,format=raw,unit=0,readonly=on,file="$OVMF_CODE"
   -drive if=pflash,format=raw,unit=1,file="$STATE/ovmf-vars.fd"
   -chardev socket,id=chrtpm,path="$STATE/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0
-  -drive if=none,id=disk0,format=qcow2,cache="$DISK_CACHE",file="$STATE/disk.qcow2" -device virtio-blk-pci,drive=disk0
+  -drive if=none,id=disk0,format=qcow2,cache="$DISK_CACHE",file="$STATE/disk.qcow2"
   -netdev user,id=net0,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 -device virtio-net-pci,netdev=net0
   -device virtio-rng-pci
   -no-reboot
 )
+case $DISK_BUS in
+  # bootindex: the firmware tries this disk first, whatever boot entries
+  # earlier boots of the VM left in its variables.
+  virtio) args+=(-device virtio-blk-pci,drive=disk0,bootindex=1) ;;
+  nvme) args+=(-device nvme,drive=disk0,serial=clawos-test,bootindex=1) ;;
+  usb) args+=(-device qemu-xhci,id=xhci -device usb-storage,bus=xhci.0,drive=disk0,removable=on,bootindex=1) ;;
+  *) echo "run.sh: --disk-bus must be virtio, nvme or usb, not '$DISK_BUS'" >&2; exit 2 ;;
+esac
 if ((HEADLESS)) && [[ -n $CONSOLE_SOCKET ]]; then
   # The log file gets the output whether or not a client is connected.
   args+=(-display none -monitor none

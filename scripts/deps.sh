@@ -6,6 +6,8 @@ set -euo pipefail
 PKGS=(
   # build root and image assembly
   mmdebstrap debian-archive-keyring uidmap fdisk dosfstools mtools e2fsprogs erofs-utils cryptsetup-bin
+  # signing updates (scripts/update-artifacts.sh); the image's block map for `make usb`
+  gnupg bmap-tools
   # kernel
   linux-source-6.12 bc flex bison libelf-dev libssl-dev dwarves cpio xz-utils zstd build-essential kmod
   # QEMU boot tests

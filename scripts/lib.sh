@@ -21,6 +21,30 @@ PRODUCT_BINARIES=(
   clawos-model-server clawctl migrate-pg-to-sqlite clawos-agentfs-mount
 )
 
+# clawos_version: the version a build carries (os-release IMAGE_VERSION, the
+# slot and UKI names, the update's file names). systemd-sysupdate and
+# systemd-boot order versions by comparing them (specs/update/README.md), so
+# it must grow with every commit: 0.1.<commits on this branch>; a release or
+# a test build picks its own with CLAWOS_VERSION.
+clawos_version() {
+  echo "${CLAWOS_VERSION:-0.1.$(git -C "$REPO" rev-list --count HEAD 2>/dev/null || echo 0)}"
+}
+
+# release_gnupghome: the GnuPG home holding the key that signs updates
+# (scripts/update-artifacts.sh) and whose public half the image trusts
+# (stage-rootfs.sh): CLAWOS_RELEASE_KEY, or a throwaway key made once in
+# out/release-key that only test builds should ever carry.
+release_gnupghome() {
+  local home=${CLAWOS_RELEASE_KEY:-$OUT/release-key}
+  if [[ -z ${CLAWOS_RELEASE_KEY:-} ]] && ! gpg --homedir "$home" --list-secret-keys 2>/dev/null | grep -q sec; then
+    mkdir -p "$home"; chmod 0700 "$home"
+    gpg --homedir "$home" --batch --quiet --pinentry-mode loopback --passphrase '' \
+      --quick-generate-key "ClawOS test release <release@clawos.invalid>" ed25519 sign never
+  fi
+  [[ -z ${CLAWOS_RELEASE_KEY:-} ]] && warn "CLAWOS_RELEASE_KEY not set: updates are signed with the throwaway test key in $home"
+  echo "$home"
+}
+
 log()  { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }
 warn() { printf '\033[1;33m!!! %s\033[0m\n' "$*" >&2; }
 die()  { printf '\033[1;31mxxx %s\033[0m\n' "$*" >&2; exit 1; }

@@ -42,10 +42,17 @@ else
 fi
 chmod 0644 "$X/etc/ssh/authorized_keys/root"
 
-version=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)
+# The release key's public half: systemd-pull accepts an update only with a
+# SHA256SUMS.gpg signature by it (specs/update/README.md).
+mkdir -p "$X/etc/systemd"
+gpg --homedir "$(release_gnupghome)" --export > "$X/etc/systemd/import-pubring.gpg"
+[[ -s $X/etc/systemd/import-pubring.gpg ]] || die "the release key's public half is empty"
+
+version=$(clawos_version)
+commit=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)
 cat > "$X/usr/lib/os-release" <<OSREL
 NAME="ClawOS"
-PRETTY_NAME="ClawOS ($version)"
+PRETTY_NAME="ClawOS $version ($commit)"
 ID=clawos
 ID_LIKE=debian
 VERSION_ID=0.1

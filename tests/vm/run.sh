@@ -5,7 +5,9 @@
 # recovery key is typed at the console, the vault sealed until its recovery
 # key opens it), flips a byte of a file on /clawfs while the box is off (the
 # file must no longer read), and boots a tampered copy that dm-verity must
-# refuse. Prints "N passed, M failed".
+# refuse; in between, it cuts the power while an update is written and
+# applies a tampered and a good update (tests/vm/update.sh). Prints
+# "N passed, M failed".
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
 source "$REPO/tests/vm/clawfs-tamper.sh"
@@ -14,6 +16,8 @@ VMS="$OUT/vm"
 BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
 source "$OUT/image/sealed.env"
 trap vm_kill EXIT
+
+source "$REPO/tests/vm/usb.sh"
 
 log "boot 1: fresh VM"
 vm_start "$IMAGE" "$VMS/main" --fresh
@@ -46,15 +50,16 @@ log "boot 3: same data and TPM, a UKI with a changed kernel command line"
 changed="$VMS/changed"; rm -rf "$changed"; mkdir -p "$changed"
 cp -a "$VMS/main/tpm" "$VMS/main/ovmf-vars.fd" "$VMS/main/uuid" "$changed/"
 qemu-img convert -O raw "$VMS/main/disk.qcow2" "$changed/clawos.raw"
-python3 - "$changed/clawos.raw" "$cmdline" "$(( root_offset_mib * 1048576 ))" <<'PY'
+python3 - "$changed/clawos.raw" "$cmdline" "$esp_offset" "$esp_bytes" <<'PY'
 import sys
-path, cmdline, esp_end = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
+path, cmdline, esp_start, esp_bytes = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3]), int(sys.argv[4])
 with open(path, "r+b") as f:
-    esp = f.read(esp_end)
+    f.seek(esp_start)
+    esp = f.read(esp_bytes)
     at = esp.find(cmdline)
     if at < 0 or esp.find(cmdline, at + 1) >= 0:
         sys.exit("the sealed command line is not on the ESP exactly once")
-    f.seek(at)
+    f.seek(esp_start + at)
     f.write(cmdline.replace(b" panic=30", b" panic=31"))
 PY
 # /clawfs's TPM2 keyslot is sealed to PCR 4 too: the boot stops at the
@@ -84,11 +89,13 @@ else
 fi
 rm -rf "$changed"
 
+source "$REPO/tests/vm/update.sh"
+
 log "boot 5: tampered root filesystem (one flipped byte)"
 cp --sparse=always "$IMAGE" "$VMS/tampered.raw"
 # A byte of the erofs superblock's UUID field: erofs itself would never notice
 # it, so only dm-verity can stop this boot.
-offset=$(( root_offset_mib * 1048576 + 1024 + 0x50 ))
+offset=$(( root_offset + 1024 + 0x50 ))
 python3 - "$VMS/tampered.raw" "$offset" <<'PY'
 import sys
 path, off = sys.argv[1], int(sys.argv[2])
@@ -108,6 +115,7 @@ FLOOR_S=$(bash "$REPO/tests/vm/floor.sh")
 
 echo
 echo "image $(du -m --apparent-size "$IMAGE" | cut -f1) MiB; ready after ${READY_FIRST}s (first boot), ${READY_SECOND:-?}s (second); floor ${FLOOR_S}s; ratio $(echo "scale=1; ${READY_SECOND:-$READY_FIRST} / $FLOOR_S" | bc)"
+echo "update $UPDATE_V2: ${UPDATE_DOWNLOAD_MIB:-?} MiB to download (built in ${UPDATE_BUILD_S:-?} s for two versions), applied in $(cat "$VMS/update-apply-$UPDATE_V2.s" 2>/dev/null || echo '?') s over HTTP on the host's loopback; power-on to blessed ${UPDATE_BLESSED_S:-?} s; three failed tries and back to the previous version in ${ROLLBACK_S:-?} s"
 echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms; /clawfs formatted (LUKS2 with integrity) at first boot in ${CLAWFS_FORMAT_S:-?} s"
 echo "vm: $PASSED passed, $FAILED failed"
 (( FAILED == 0 ))

@@ -20,6 +20,9 @@ service! {
     fn vault_recover(VaultRecover) -> VaultStatus { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Seals the master key to the current boot state again.
     fn vault_reseal(NoParams) -> VaultStatus { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Seals the master key to this boot and to the boot of an update whose
+    /// UKI measures `pcr4` into PCR 4 (`clawctl update apply`, operator only).
+    fn vault_prepare_update(VaultPrepareUpdate) -> VaultStatus { timeout_ms: 30000, errors: [Eperm, Enoent, Eproto, Eio] }
     /// Replaces the master key and re-encrypts every secret under it.
     fn vault_rotate(NoParams) -> VaultStatus { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Stores a new version of a secret.
@@ -258,6 +261,16 @@ pub struct VaultRecover {
     /// The recovery key `vault_init` answered.
     #[schemars(with = "String")]
     pub recovery_key: Zeroizing<String>,
+}
+
+/// `vault_prepare_update` params.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VaultPrepareUpdate {
+    /// The SHA-256 PCR 4 value (64 hex digits) the update's boot will
+    /// have, as `clawctl update apply` computed it from this boot's event
+    /// log (specs/update/README.md, "The TPM across an update").
+    pub pcr4: String,
 }
 
 /// The vault's state (`vault_status` and the other vault methods' result).

@@ -16,6 +16,7 @@ mod policy;
 mod secret;
 mod status;
 mod tool;
+mod update;
 mod vault;
 mod workspace;
 
@@ -77,6 +78,10 @@ enum Command {
     Fs(fs::FsCommand),
     /// Hybrid search of a workspace's memory (`memory search`).
     Search(memory::SearchArgs),
+    /// A/B updates of the box: status, check, apply, rollback (and the
+    /// boot's health gate).
+    #[command(subcommand)]
+    Update(update::UpdateCommand),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
             // check and mount block (a mount serves until unmounted); nothing else runs here.
             Command::Fs(command) => fs::run(command).await,
             Command::Search(args) => memory::search(args).await,
+            Command::Update(command) => update::run(command).await,
         }
     });
     match outcome {

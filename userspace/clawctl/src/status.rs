@@ -24,16 +24,16 @@ pub struct StatusArgs {
 }
 
 #[derive(Serialize)]
-struct Row {
-    component: ComponentId,
+pub(crate) struct Row {
+    pub(crate) component: ComponentId,
     /// healthy, degraded, unhealthy, stopped, unknown (no heartbeat seen yet) or down (not answering).
-    health: String,
+    pub(crate) health: String,
     reachable: bool,
     version: Option<String>,
     uptime_s: Option<f64>,
     last_heartbeat_age_s: Option<f64>,
     restarts: Option<u64>,
-    error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 struct Probe {
@@ -65,6 +65,19 @@ fn restarts(component: ComponentId) -> Option<u64> {
 }
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let rows = collect().await?;
+    let all_healthy = rows.iter().all(|row| row.health == "healthy");
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?);
+    } else {
+        print_table(&rows);
+    }
+    Ok(if all_healthy { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+/// One row per component: what `clawctl status` shows, and what the update
+/// health gate (`update::gate`) requires to be healthy everywhere.
+pub(crate) async fn collect() -> anyhow::Result<Vec<Row>> {
     let heartbeat_view: Vec<ComponentStatus> = match crate::ipc::connect(ComponentId::Observability).await {
         Ok((client, _events)) => {
             let observability = observability::Client::new(&client).with_timeout(PROBE_TIMEOUT);
@@ -103,13 +116,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         };
         rows.push(row);
     }
-    let all_healthy = rows.iter().all(|row| row.health == "healthy");
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?);
-    } else {
-        print_table(&rows);
-    }
-    Ok(if all_healthy { ExitCode::SUCCESS } else { ExitCode::from(3) })
+    Ok(rows)
 }
 
 async fn futures_join<F: std::future::Future<Output = T>, T>(futures: [F; 8]) -> Vec<T> {

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 
 use clawos_api::security_agent::{
     self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, CheckPolicy, Decision, PolicyDecision, SecretGet, SecretHistory, SecretList,
-    SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultInit, VaultInitialized, VaultRecover, VaultStatus, VaultUnlock,
+    SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultInit, VaultInitialized, VaultPrepareUpdate, VaultRecover, VaultStatus, VaultUnlock,
 };
 use clawos_api::{Call, NoParams};
 use clawos_ipc::server::MethodError;
@@ -100,6 +100,11 @@ impl security_agent::Service for Daemon {
 
     async fn vault_reseal(&self, call: &Call, _params: NoParams) -> Result<VaultStatus, MethodError> {
         self.vault.run(call.peer(), "vault_reseal", |host, caller| host.reseal(caller)).await
+    }
+
+    async fn vault_prepare_update(&self, call: &Call, params: VaultPrepareUpdate) -> Result<VaultStatus, MethodError> {
+        let peer = call.peer();
+        self.vault.run(peer, "vault_prepare_update", move |host, caller| host.prepare_update(peer, caller, &params.pcr4)).await
     }
 
     async fn vault_rotate(&self, call: &Call, _params: NoParams) -> Result<VaultStatus, MethodError> {

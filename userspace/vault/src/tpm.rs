@@ -7,6 +7,11 @@
 //! password can stand in for the PCR state. The sessions that carry the key
 //! to and from the TPM are salted with the primary key and encrypt their
 //! parameters, so the key does not cross the TPM bus in clear.
+//!
+//! The policy may be a PolicyOR of PolicyPCR branches: the PCRs as they are
+//! now and as they will be when a new version boots (specs/update/README.md,
+//! "The TPM across an update"), so the key unseals under either version and
+//! a rollback keeps it.
 
 use std::str::FromStr;
 
@@ -20,7 +25,7 @@ use tss_esapi::interface_types::ecc::EccCurve;
 use tss_esapi::interface_types::resource_handles::Hierarchy;
 use tss_esapi::interface_types::session_handles::{AuthSession, PolicySession};
 use tss_esapi::structures::{
-    Digest, EccPoint, KeyedHashScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private,
+    Digest, DigestList, EccPoint, KeyedHashScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private,
     Public, PublicBuilder, PublicEccParametersBuilder, PublicKeyedHashParameters, SensitiveData,
     SymmetricDefinition, SymmetricDefinitionObject,
 };
@@ -76,6 +81,10 @@ pub struct SealedKey {
     pub pcr_bank: String,
     /// PCR indices the policy covers.
     pub pcrs: Vec<u8>,
+    /// Hex of each PolicyPCR digest the policy accepts (PolicyOR), when it
+    /// accepts more than one set of values; empty: only the sealed ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<String>,
     /// Base64 of the marshalled TPM2B_PUBLIC of the sealed object.
     pub public: String,
     /// Base64 of the TPM2B_PRIVATE (encrypted by the TPM's storage key).
@@ -105,6 +114,19 @@ fn pcr_selection(pcrs: &[u8]) -> Result<PcrSelectionList, TpmError> {
         .with_selection(HashingAlgorithm::Sha256, &slots)
         .build()
         .map_err(command("PCR selection"))
+}
+
+fn digest_list(digests: &[Digest]) -> Result<DigestList, TpmError> {
+    let mut list = DigestList::new();
+    for digest in digests {
+        list.add(digest.clone()).map_err(command("PolicyOR"))?;
+    }
+    Ok(list)
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    (hex.len() % 2 == 0).then_some(())?;
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect()
 }
 
 fn storage_primary_template() -> Result<Public, tss_esapi::Error> {
@@ -212,8 +234,50 @@ impl Tpm {
 
     /// The policy digest PolicyPCR yields over `pcrs` as they are now.
     fn current_policy_digest(&mut self, pcrs: &PcrSelectionList) -> Result<Digest, TpmError> {
-        // A trial session with an empty PCR digest makes the TPM use the
-        // current PCR values: exactly what a real session will compare against.
+        // An empty PCR digest makes the TPM use the current PCR values:
+        // exactly what a real session will compare against.
+        self.trial(|context, trial| context.policy_pcr(trial, Digest::default(), pcrs.clone()).map_err(command("PolicyPCR")))
+    }
+
+    /// The policy digest PolicyPCR yields over `pcrs` holding `values`
+    /// (SHA-256, in ascending PCR order).
+    fn policy_digest_for(&mut self, pcrs: &PcrSelectionList, values: &[[u8; 32]]) -> Result<Digest, TpmError> {
+        use sha2::Digest as _;
+        let hasher = values.iter().fold(sha2::Sha256::new(), |hasher, value| hasher.chain_update(value));
+        let pcr_digest = Digest::try_from(hasher.finalize().to_vec()).map_err(command("PolicyPCR"))?;
+        self.trial(|context, trial| context.policy_pcr(trial, pcr_digest, pcrs.clone()).map_err(command("PolicyPCR")))
+    }
+
+    /// The policy digest PolicyOR yields over `branches` (2 to 8).
+    fn or_policy_digest(&mut self, branches: &[Digest]) -> Result<Digest, TpmError> {
+        let list = digest_list(branches)?;
+        self.trial(|context, trial| context.policy_or(trial, list).map_err(command("PolicyOR")))
+    }
+
+    /// The current values of `pcrs` (SHA-256), ascending.
+    pub(crate) fn pcr_values(&mut self, pcrs: &[u8]) -> Result<Vec<[u8; 32]>, TpmError> {
+        let mut sorted = pcrs.to_vec();
+        sorted.sort_unstable();
+        let mut values = Vec::new();
+        for pcr in sorted {
+            let selection = pcr_selection(&[pcr])?;
+            let (_, _, digests) = self
+                .context
+                .execute_without_session(|context| context.pcr_read(selection))
+                .map_err(command("PCR_Read"))?;
+            let value = digests.value().first().and_then(|digest| <[u8; 32]>::try_from(digest.value()).ok()).ok_or(
+                TpmError::Command { command: "PCR_Read", source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::WrongValueFromTpm) },
+            )?;
+            values.push(value);
+        }
+        Ok(values)
+    }
+
+    /// Runs `step` in a fresh trial session and returns the policy digest.
+    fn trial(
+        &mut self,
+        step: impl FnOnce(&mut Context, PolicySession) -> Result<(), TpmError>,
+    ) -> Result<Digest, TpmError> {
         let trial = self
             .context
             .start_auth_session(
@@ -232,9 +296,7 @@ impl Tpm {
                     tss_esapi::WrapperErrorKind::WrongValueFromTpm,
                 ),
             })?;
-        self.context
-            .policy_pcr(trial, Digest::default(), pcrs.clone())
-            .map_err(command("PolicyPCR"))?;
+        step(&mut self.context, trial)?;
         let digest = self
             .context
             .policy_get_digest(trial)
@@ -245,10 +307,20 @@ impl Tpm {
         Ok(digest)
     }
 
-    /// Seals `key` to the current values of `pcrs`.
-    pub(crate) fn seal(&mut self, key: &Key256, pcrs: &[u8]) -> Result<SealedKey, TpmError> {
+    /// Seals `key` to the current values of `pcrs`, and to each PolicyPCR
+    /// digest in `also` (other values of the same PCRs).
+    pub(crate) fn seal(&mut self, key: &Key256, pcrs: &[u8], also: &[Digest]) -> Result<SealedKey, TpmError> {
         let selection = pcr_selection(pcrs)?;
-        let policy = self.current_policy_digest(&selection)?;
+        let mut branches = vec![self.current_policy_digest(&selection)?];
+        for digest in also {
+            if !branches.contains(digest) {
+                branches.push(digest.clone());
+            }
+        }
+        let policy = match branches.len() {
+            1 => branches[0].clone(),
+            _ => self.or_policy_digest(&branches)?,
+        };
         let template = sealed_object_template(policy).map_err(command("Create template"))?;
         let primary = self.storage_primary()?;
         let session = self.encrypted_session(primary, SessionType::Hmac, false, true)?;
@@ -265,9 +337,36 @@ impl Tpm {
         Ok(SealedKey {
             pcr_bank: "sha256".to_owned(),
             pcrs: pcrs.to_vec(),
+            branches: if branches.len() > 1 { branches.iter().map(|digest| fsutil::hex(digest.value())).collect() } else { Vec::new() },
             public: base64.encode(created.out_public.marshall().map_err(command("Marshal"))?),
             private: base64.encode(created.out_private.value()),
         })
+    }
+
+    /// The PolicyPCR digest of `sealed`'s PCRs with PCR `pcr` holding
+    /// `value` and the others as they are now: the branch to add so the key
+    /// also unseals once `pcr` has that value.
+    pub(crate) fn branch_with(&mut self, sealed: &SealedKey, pcr: u8, value: [u8; 32]) -> Result<Digest, TpmError> {
+        let mut sorted = sealed.pcrs.clone();
+        sorted.sort_unstable();
+        let mut values = self.pcr_values(&sorted)?;
+        let index = sorted.iter().position(|&p| p == pcr).ok_or(TpmError::InvalidPcr { index: pcr })?;
+        values[index] = value;
+        self.policy_digest_for(&pcr_selection(&sorted)?, &values)
+    }
+
+    /// The PolicyOR branches `sealed` accepts (empty: a plain PolicyPCR).
+    pub(crate) fn branches(sealed: &SealedKey) -> Result<Vec<Digest>, TpmError> {
+        sealed
+            .branches
+            .iter()
+            .map(|hex| {
+                decode_hex(hex).and_then(|bytes| Digest::try_from(bytes).ok()).ok_or(TpmError::Command {
+                    command: "Load (decode sealed blob)",
+                    source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::InvalidParam),
+                })
+            })
+            .collect()
     }
 
     fn decode(sealed: &SealedKey) -> Result<(Public, Private), TpmError> {
@@ -290,12 +389,14 @@ impl Tpm {
     pub(crate) fn policy_matches(&mut self, sealed: &SealedKey) -> Result<bool, TpmError> {
         let (public, _) = Self::decode(sealed)?;
         let current = self.current_policy_digest(&pcr_selection(&sealed.pcrs)?)?;
-        Ok(public.auth_policy() == &current)
+        let branches = Self::branches(sealed)?;
+        Ok(if branches.is_empty() { public.auth_policy() == &current } else { branches.contains(&current) })
     }
 
     /// Unseals the key; [`TpmError::PcrMismatch`] when the PCRs moved.
     pub(crate) fn unseal(&mut self, sealed: &SealedKey) -> Result<Key256, TpmError> {
         let (public, private) = Self::decode(sealed)?;
+        let branches = Self::branches(sealed)?;
         let selection = pcr_selection(&sealed.pcrs)?;
         let primary = self.storage_primary()?;
         let load_session = self.encrypted_session(primary, SessionType::Hmac, false, false)?;
@@ -312,6 +413,17 @@ impl Tpm {
                 context.policy_pcr(policy, Digest::default(), selection)
             })
             .map_err(command("PolicyPCR"))?;
+        if !branches.is_empty() {
+            // The TPM accepts the session's digest only if it is a branch:
+            // PCRs matching none of them fail here, like PolicyPCR alone.
+            let list = digest_list(&branches)?;
+            self.context
+                .execute_without_session(|context| context.policy_or(policy, list))
+                .map_err(|source| match source {
+                    tss_esapi::Error::Tss2Error(code) if code.kind() == Some(Tss2ResponseCodeKind::Value) => TpmError::PcrMismatch,
+                    source => TpmError::Command { command: "PolicyOR", source },
+                })?;
+        }
         let unsealed = self
             .context
             .execute_with_session(Some(policy_session), |context| {

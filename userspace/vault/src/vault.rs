@@ -326,7 +326,7 @@ impl Vault {
         let recovery = wrap_with_kek(scope, "recovery", &recovery_kek, &recovery_salt, &master);
         let (protection, passphrase_kek) = match protection {
             InitProtection::Tpm => (
-                MasterProtection::Tpm2(Tpm::connect(&config.tcti)?.seal(&master, &config.pcrs)?),
+                MasterProtection::Tpm2(Tpm::connect(&config.tcti)?.seal(&master, &config.pcrs, &[])?),
                 None,
             ),
             InitProtection::Passphrase(passphrase) => {

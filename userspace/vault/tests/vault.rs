@@ -90,6 +90,44 @@ fn tpm_seal_unseal_round_trip() {
     ));
 }
 
+/// specs/update/README.md, "The TPM across an update": prepared for the PCR
+/// 4 the next version's UKI will measure, the vault unseals under that
+/// version and, after a rollback, under this one, and under no other.
+#[test]
+fn prepared_for_an_update_the_vault_unseals_under_both_versions_and_no_other() {
+    use sha2::{Digest as _, Sha256};
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
+        return;
+    };
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "github-pat", b"ghp-secret").unwrap();
+    // The next version's boot extends PCR 4 with another digest than this one's.
+    let next_pcr4: [u8; 32] = Sha256::new().chain_update(tpm.pcr_sha256(4)).chain_update([0x5a; 32]).finalize().into();
+    vault.prepare_update(&operator(), next_pcr4).unwrap();
+    // A rotation keeps both versions.
+    vault.rotate(&operator()).unwrap();
+    vault.lock().unwrap();
+    assert_eq!(Vault::status(&config(temp.path(), &tpm.tcti())).unwrap().state, SealState::Unsealable);
+
+    let tpm = tpm.restart();
+    tpm.extend_pcr_with(PcrHandle::Pcr4, 0x5a);
+    assert_eq!(tpm.pcr_sha256(4), next_pcr4);
+    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("the next version unseals");
+    assert_eq!(vault.get(&operator(), "github-pat").unwrap().expose(), b"ghp-secret");
+    vault.lock().unwrap();
+
+    let tpm = tpm.restart();
+    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("after a rollback this version unseals");
+    assert_eq!(vault.get(&operator(), "github-pat").unwrap().expose(), b"ghp-secret");
+    vault.lock().unwrap();
+
+    let tpm = tpm.restart();
+    tpm.extend_pcr_with(PcrHandle::Pcr4, 0x77);
+    let cfg = config(temp.path(), &tpm.tcti());
+    assert_eq!(Vault::status(&cfg).unwrap().state, SealState::PcrMismatch);
+    assert!(matches!(open(cfg), Err(VaultError::PcrMismatch)));
+}
+
 #[test]
 fn pcr_change_needs_the_recovery_key_then_reseal_restores_unsealing() {
     let Some((temp, tpm)) = tpm_in_temp_dir() else {

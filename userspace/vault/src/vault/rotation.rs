@@ -1,7 +1,8 @@
 //! Changing how the master key is held: [`Vault::rotate`] (a new master
 //! key, every version of every secret re-encrypted under it) and
 //! [`Vault::reseal`] (the same key, sealed again to the PCRs as they are
-//! now).
+//! now) and [`Vault::prepare_update`] (the same key, sealed to this boot
+//! and to the next version's).
 //!
 //! A rotation re-encrypts into a staging tree beside `secrets/`, verifies
 //! what it wrote, commits the new master-key file (which archives the old
@@ -55,11 +56,37 @@ impl Vault {
         result
     }
 
+    /// Seals the master key so it unseals both in this boot and in a boot
+    /// where PCR 4 holds `pcr4` and the other sealed PCRs are as now: the
+    /// boot of an update's UKI, whose PCR 4 `clawctl update apply` computed
+    /// (specs/update/README.md, "The TPM across an update"). The boots the
+    /// key unsealed in before this one are dropped.
+    pub fn prepare_update(&mut self, caller: &Caller, pcr4: [u8; 32]) -> Result<()> {
+        self.authorize(caller, Capability::VaultAdmin, "prepare-update", None)?;
+        let result = self.prepare_update_now(pcr4);
+        self.record(caller, Capability::VaultAdmin, "prepare-update", None, &outcome(&result))?;
+        result
+    }
+
+    fn prepare_update_now(&mut self, pcr4: [u8; 32]) -> Result<()> {
+        let MasterProtection::Tpm2(sealed) = &self.file.protection else {
+            return Err(VaultError::NotTpmProtected);
+        };
+        let mut tpm = Tpm::connect(&self.config.tcti)?;
+        let next = tpm.branch_with(sealed, 4, pcr4)?;
+        let sealed = tpm.seal(&self.master, &sealed.pcrs.clone(), &[next])?;
+        let mut file = self.file.clone();
+        file.protection = MasterProtection::Tpm2(sealed);
+        write_master_file(&self.config, &file)?;
+        self.file = file;
+        Ok(())
+    }
+
     fn reseal_now(&mut self) -> Result<()> {
         if !matches!(self.file.protection, MasterProtection::Tpm2(_)) {
             return Err(VaultError::NotTpmProtected);
         }
-        let sealed = Tpm::connect(&self.config.tcti)?.seal(&self.master, &self.config.pcrs)?;
+        let sealed = Tpm::connect(&self.config.tcti)?.seal(&self.master, &self.config.pcrs, &[])?;
         let mut file = self.file.clone();
         file.protection = MasterProtection::Tpm2(sealed);
         write_master_file(&self.config, &file)?;
@@ -280,8 +307,10 @@ impl Vault {
                 })
         };
         file.protection = match &self.file.protection {
-            MasterProtection::Tpm2(_) => MasterProtection::Tpm2(
-                Tpm::connect(&self.config.tcti)?.seal(new_master, &self.config.pcrs)?,
+            // The new key unseals wherever the old one did (a pending
+            // update's branch included).
+            MasterProtection::Tpm2(sealed) => MasterProtection::Tpm2(
+                Tpm::connect(&self.config.tcti)?.seal(new_master, &sealed.pcrs, &Tpm::branches(sealed)?)?,
             ),
             MasterProtection::Passphrase(wrapped) => {
                 let kek = self

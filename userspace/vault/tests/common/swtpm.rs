@@ -102,18 +102,38 @@ impl Swtpm {
 
     /// Extends a PCR of the SHA-256 bank, as a measured-boot component would.
     pub fn extend_pcr(&self, pcr: PcrHandle) {
+        self.extend_pcr_with(pcr, 0x5a);
+    }
+
+    /// Extends a PCR of the SHA-256 bank with 32 bytes of `byte`.
+    pub fn extend_pcr_with(&self, pcr: PcrHandle, byte: u8) {
         let mut context =
             tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
         let mut digests = DigestValues::new();
         digests.set(
             HashingAlgorithm::Sha256,
-            Digest::try_from(vec![0x5a; 32]).unwrap(),
+            Digest::try_from(vec![byte; 32]).unwrap(),
         );
         context
             .execute_with_session(Some(AuthSession::Password), |context| {
                 context.pcr_extend(pcr, digests)
             })
             .unwrap();
+    }
+}
+
+impl Swtpm {
+    /// The SHA-256 bank's value of PCR `index`.
+    pub fn pcr_sha256(&self, index: u8) -> Vec<u8> {
+        use tss_esapi::structures::{PcrSelectionListBuilder, PcrSlot};
+        let mut context =
+            tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
+        let selection = PcrSelectionListBuilder::new()
+            .with_selection(HashingAlgorithm::Sha256, &[PcrSlot::try_from(1u32 << index).unwrap()])
+            .build()
+            .unwrap();
+        let (_, _, digests) = context.pcr_read(selection).unwrap();
+        digests.value()[0].value().to_vec()
     }
 }
 

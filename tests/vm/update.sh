@@ -1,0 +1,210 @@
+# The update boots of tests/vm/run.sh (specs/update/README.md), on the main
+# VM's disk and TPM after boot 2. The updates are served over HTTP from the
+# host (the guest reaches the host's loopback as 10.0.2.2), made by
+# scripts/update-artifacts.sh and signed with the release key the image
+# trusts: $version.2, and $version.3 whose router cannot start.
+#   boot U1: the power is cut while $version.2 is being written;
+#   boot U2: still $version; a bad signature and a tampered root are
+#            refused and change nothing; $version.2 applies;
+#   boot U3: $version.2 runs, blessed, the vault and /clawfs opened by the
+#            TPM, data of $version there; $version.3 applies;
+#   boots U4-U6: $version.3 fails its health gate three times;
+#   boot U7: systemd-boot went back to $version.2, which says why.
+
+UPDATE_V2="$version.2" UPDATE_V3="$version.3"
+# The disk the box booted from, whichever bus it is on (a guest-side expression).
+BOOT_DISK='/dev/$(lsblk -ndo PKNAME /dev/disk/by-partlabel/esp)'
+UPDATES_SERVED="$VMS/updates"
+
+# update_serve: the updates and two tampered copies of $UPDATE_V2, over
+# HTTP on the host's loopback. Sets UPDATE_URL (as the guest sees it).
+update_serve() {
+  local good="$OUT/update/$UPDATE_V2" root port
+  rm -rf "$UPDATES_SERVED"; mkdir -p "$UPDATES_SERVED"
+  ln -s "$good" "$UPDATES_SERVED/v2"
+  ln -s "$OUT/update/$UPDATE_V3" "$UPDATES_SERVED/v3"
+  # A list that no longer matches its signature: one hash changed.
+  mkdir "$UPDATES_SERVED/bad-signature"
+  ln -s "$good"/clawos_* "$good/SHA256SUMS.gpg" "$UPDATES_SERVED/bad-signature/"
+  awk 'NR == 1 { c = substr($0, 1, 1); $0 = (c == "0" ? "1" : "0") substr($0, 2) } { print }' \
+    "$good/SHA256SUMS" > "$UPDATES_SERVED/bad-signature/SHA256SUMS"
+  # One byte of the root changed, the signed list untouched.
+  mkdir "$UPDATES_SERVED/bad-root"
+  ln -s "$good"/clawos_*.efi "$good"/clawos_*.root-verity.raw.xz "$good"/SHA256SUMS* "$UPDATES_SERVED/bad-root/"
+  root=$(basename "$good"/clawos_*.root.raw.xz)
+  cp "$good/$root" "$UPDATES_SERVED/bad-root/$root"
+  python3 - "$UPDATES_SERVED/bad-root/$root" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    size = os.fstat(f.fileno()).st_size
+    f.seek(size // 2); b = f.read(1); f.seek(size // 2); f.write(bytes([b[0] ^ 0x01]))
+PY
+  port=$(free_port)
+  python3 -m http.server --bind 127.0.0.1 --directory "$UPDATES_SERVED" "$port" >"$VMS/http.log" 2>&1 &
+  HTTP_PID=$!
+  UPDATE_URL="http://10.0.2.2:$port"
+}
+
+# What an update may change, as the guest shows it: partition labels, the
+# UKIs on the ESP, /clawfs's keyslots.
+update_layout() {
+  vm_ssh "lsblk -nro PARTN,PARTLABEL $BOOT_DISK | sort -n; ls /efi/EFI/Linux
+    cryptsetup luksDump --dump-json-metadata /dev/disk/by-partlabel/clawos-data | jq -c '[.keyslots | keys[]]'"
+}
+
+update_refused_and_nothing_changed() { # NAME
+  local before after out
+  before=$(update_layout) || return 1
+  if out=$(vm_ssh "clawctl update apply $UPDATE_URL/$1" 2>&1); then echo "applied: $out"; return 1; fi
+  echo "refused: $(tail -n 3 <<<"$out")"
+  after=$(update_layout) || return 1
+  [[ $before == "$after" ]] || { echo "the layout changed:"; diff <(echo "$before") <(echo "$after"); return 1; }
+}
+
+# update_applied NAME VERSION: applies and checks the new slot (labelled,
+# with the partition UUID the UKI names) and the UKI with its three tries.
+update_applied() {
+  local name=$1 v=$2 out t0 uuid
+  t0=$(date +%s.%N)
+  out=$(vm_ssh "clawctl update apply $UPDATE_URL/$name" 2>&1) || { echo "$out"; return 1; }
+  # check runs this in a subshell: the figure goes through a file.
+  printf '%.0f' "$(echo "$(date +%s.%N) - $t0" | bc)" > "$VMS/update-apply-$v.s"
+  echo "$out" | tail -n 3
+  # The partition UUID is in the root's file name (clawos_<v>_<uuid>.root.raw.xz).
+  uuid=$(basename "$OUT/update/$v"/clawos_*.root.raw.xz | sed "s/^clawos_${v}_//; s/\\.root\\.raw\\.xz\$//")
+  vm_ssh "
+    lsblk -nro PARTN,PARTLABEL,PARTUUID $BOOT_DISK | sort -n; ls /efi/EFI/Linux
+    lsblk -nro PARTLABEL,PARTUUID $BOOT_DISK | grep -qx 'clawos_$v $uuid' &&
+    lsblk -nro PARTLABEL $BOOT_DISK | grep -qx 'clawos_${v}_verity' &&
+    test -f '/efi/EFI/Linux/clawos_$v+3-0.efi'"
+}
+
+# The policy hash systemd-cryptenroll recorded for /clawfs's first-boot
+# keyslot (PCRs 4+12) equals TPM2_PolicyPCR's digest of this boot's PCR
+# values, computed here independently of clawctl's: the hash clawctl keeps
+# keyslots by when it prepares an update.
+keyslot_policy_is_this_boots() {
+  vm_ssh 'cat /sys/class/tpm/tpm0/pcr-sha256/4 /sys/class/tpm/tpm0/pcr-sha256/12
+    cryptsetup luksDump --dump-json-metadata /dev/disk/by-partlabel/clawos-data |
+      jq -r ".tokens[] | select(.type == \"systemd-tpm2\") | .\"tpm2-policy-hash\""' | python3 -c '
+import hashlib, sys
+pcr4, pcr12, *hashes = sys.stdin.read().split()
+values = hashlib.sha256(bytes.fromhex(pcr4) + bytes.fromhex(pcr12)).digest()
+selection = (1).to_bytes(4, "big") + (0x000B).to_bytes(2, "big") + bytes([3, 0x10, 0x10, 0x00])
+digest = hashlib.sha256(bytes(32) + (0x17F).to_bytes(4, "big") + selection + values).hexdigest()
+print("this boot:", digest, "keyslots:", hashes)
+sys.exit(0 if digest in hashes else 1)'
+}
+
+# update_runs VERSION: the box runs VERSION, blessed, with the vault and
+# /clawfs opened by the TPM and what $version wrote still there.
+update_runs() {
+  vm_ssh "
+    . /usr/lib/os-release; echo \"running \$IMAGE_VERSION\"; [ \"\$IMAGE_VERSION\" = '$1' ] || exit 1
+    systemctl is-active -q systemd-bless-boot.service && test -f '/efi/EFI/Linux/clawos_$1.efi' || { ls /efi/EFI/Linux; exit 1; }
+    clawctl vault status --json | jq -e '.state == \"unsealed\"' >/dev/null || { clawctl vault status; exit 1; }
+    journalctl -b -u systemd-cryptsetup@clawfs -o cat | grep -qi 'recovery' && { echo 'asked for the recovery key'; exit 1; }
+    clawctl secret get update-canary | grep -qx 'written under $version' || exit 1
+    clawctl memory get --agent vm-update --json \$(cat /clawfs/update-test-memory-id) | jq -e '.content | startswith(\"Written under\")' >/dev/null"
+}
+
+UPDATE_BUILD_T0=$(date +%s)
+log "update: building $UPDATE_V2 and $UPDATE_V3 (make update-artifacts)"
+# $UPDATE_V3's router cannot start, and its gate gives up after 20 s rather
+# than 300, so its three tries take minutes.
+broken="$VMS/update-broken-tree"; rm -rf "$broken"
+mkdir -p "$broken/usr/lib/systemd/system/clawos-router.service.d" "$broken/usr/lib/systemd/system/clawos-update-gate.service.d"
+printf '[Service]\nExecStart=\nExecStart=/bin/false\n' > "$broken/usr/lib/systemd/system/clawos-router.service.d/99-broken.conf"
+printf '[Service]\nExecStart=\nExecStart=/usr/bin/clawctl update gate --timeout-s 20\n' \
+  > "$broken/usr/lib/systemd/system/clawos-update-gate.service.d/99-test.conf"
+if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
+   UPDATE_VERSION="$UPDATE_V3" UPDATE_EXTRA_TREE="$broken" bash "$REPO/scripts/update-artifacts.sh"; then
+  UPDATE_BUILD_S=$(( $(date +%s) - UPDATE_BUILD_T0 ))
+  update_serve
+  UPDATE_DOWNLOAD_MIB=$(du -cm --apparent-size "$OUT/update/$UPDATE_V2"/clawos_* | tail -n 1 | cut -f1)
+
+  log "boot U1 (the disk on USB): the power is cut while $UPDATE_V2 is being written"
+  vm_start "$IMAGE" "$VMS/main" --disk-bus usb
+  if vm_wait_ready "$BOOT_TIMEOUT"; then
+    check "hardware: the box boots from a USB stick (usb-storage on xHCI): its root is on a USB disk" vm_ssh "
+      disk=$BOOT_DISK; echo \"\$disk: \$(lsblk -ndo TRAN,MODEL \$disk)\"; [ \"\$(lsblk -ndo TRAN \$disk)\" = usb ]"
+    check "update: /clawfs's TPM2 keyslot policy hash is TPM2_PolicyPCR of this boot's PCRs 4 and 12" keyslot_policy_is_this_boots
+    vm_ssh "clawctl update apply $UPDATE_URL/v2" > "$VMS/cut-apply.log" 2>&1 &
+    # Until the root slot is being written (its download began), then the
+    # power goes.
+    for _ in $(seq 120); do grep -q 'GET /v2/clawos_.*root.raw.xz' "$VMS/http.log" && break; sleep 1; done
+    sleep 3
+    kill -9 "$VM_PID"; wait "$VM_PID" 2>/dev/null || true
+    check "update: the power was cut while the root slot was being written" grep -q 'GET /v2/clawos_.*root.raw.xz' "$VMS/http.log"
+  else
+    FAILED=$((FAILED + 1)); echo "  FAIL boot U1"
+  fi
+
+  log "boot U2 (the disk on NVMe): after the power cut; tampered updates; $UPDATE_V2"
+  vm_start "$IMAGE" "$VMS/main" --disk-bus nvme
+  if vm_wait_ready "$BOOT_TIMEOUT"; then
+    check "hardware: the box boots from an NVMe drive: its root is on an NVMe disk" vm_ssh "
+      disk=$BOOT_DISK; echo \"\$disk: \$(lsblk -ndo TRAN,MODEL \$disk)\"; [ \"\$(lsblk -ndo TRAN \$disk)\" = nvme ]"
+    check "update: after the power cut the box runs $version, and no $UPDATE_V2 UKI or slot label exists" vm_ssh "
+      . /usr/lib/os-release; [ \"\$IMAGE_VERSION\" = '$version' ] &&
+      ! ls /efi/EFI/Linux | grep -q '$UPDATE_V2' && ! lsblk -nro PARTLABEL $BOOT_DISK | grep -q '$UPDATE_V2'"
+    check "update: an update whose SHA256SUMS does not match its signature is refused, nothing changes" \
+      update_refused_and_nothing_changed bad-signature
+    check "update: an update with one changed byte in its root image is refused, nothing changes" \
+      update_refused_and_nothing_changed bad-root
+    vm_ssh "clawctl secret set update-canary <<<'written under $version' &&
+      clawctl agent create vm-update >/dev/null &&
+      clawctl memory store --agent vm-update --json 'Written under $version: the boat is at the north pier.' | jq -r .id > /clawfs/update-test-memory-id" >/dev/null 2>&1
+    check "update: $UPDATE_V2 applies into slot B (labelled, its partition UUID) and its UKI onto the ESP with 3 tries" \
+      update_applied v2 "$UPDATE_V2"
+    check "update: clawctl update status shows $version booted, $UPDATE_V2 on trial, and the health gate's record" vm_ssh "
+      clawctl update status; clawctl update status --json | jq -e --arg v1 '$version' --arg v2 '$UPDATE_V2' '
+        .booted_version == \$v1 and ([.ukis[] | select(.version == \$v2 and .state == \"trying\" and .tries_left == 3)] | length == 1)
+        and ([.recent_gates[] | select(.version == \$v1 and .healthy)] | length >= 1)' >/dev/null"
+    vm_poweroff
+  else
+    FAILED=$((FAILED + 1)); echo "  FAIL boot U2"
+  fi
+
+  log "boot U3: $UPDATE_V2"
+  UPDATE_T0=$(date +%s.%N)
+  vm_start "$IMAGE" "$VMS/main"
+  if vm_wait_ready "$BOOT_TIMEOUT"; then
+    # Blessed once the gate passed; bounded wait for it.
+    VM_SSH_TIMEOUT=400 vm_ssh 'until systemctl is-active -q systemd-bless-boot.service; do sleep 2; systemctl is-failed -q clawos-update-gate.service && break; done' || true
+    UPDATE_BLESSED_S=$(printf '%.0f' "$(echo "$(date +%s.%N) - $UPDATE_T0" | bc)")
+    check "update: $UPDATE_V2 runs and is blessed; the TPM opened /clawfs and the vault; the secret and memory written under $version are there" \
+      update_runs "$UPDATE_V2"
+    check "update: $UPDATE_V3 (a broken router) applies" update_applied v3 "$UPDATE_V3"
+    vm_poweroff
+  else
+    FAILED=$((FAILED + 1)); echo "  FAIL boot U3 ($UPDATE_V2)"
+  fi
+
+  log "boots U4-U6: $UPDATE_V3 fails its health gate and reboots, three tries"
+  ROLLBACK_T0=$(date +%s.%N)
+  for try in 1 2 3; do
+    vm_start "$IMAGE" "$VMS/main"
+    if ! vm_wait_exit 900; then
+      FAILED=$((FAILED + 1)); echo "  FAIL try $try of $UPDATE_V3 did not reboot by itself"; break
+    fi
+    grep -q "ClawOS $UPDATE_V3 (" "$VM_SERIAL" || { FAILED=$((FAILED + 1)); echo "  FAIL try $try did not boot $UPDATE_V3"; break; }
+  done
+
+  log "boot U7: back on $UPDATE_V2"
+  vm_start "$IMAGE" "$VMS/main"
+  if vm_wait_ready "$BOOT_TIMEOUT"; then
+    ROLLBACK_S=$(printf '%.0f' "$(echo "$(date +%s.%N) - $ROLLBACK_T0" | bc)")
+    check "update: after three failed tries of $UPDATE_V3 the box runs $UPDATE_V2 again, its data there" update_runs "$UPDATE_V2"
+    check "update: clawctl update status says $UPDATE_V3 failed its health gate three times and why" vm_ssh "
+      clawctl update status; clawctl update status --json | jq -e --arg v3 '$UPDATE_V3' '
+        (.fell_back | test(\"^\" + \$v3 + \" used up its 3 tries \\\\(3 failed the health gate\\\\)\")) and (.fell_back | test(\"router is\"))
+        and ([.ukis[] | select(.version == \$v3 and .state == \"bad\")] | length == 1)' >/dev/null"
+    vm_poweroff
+  else
+    FAILED=$((FAILED + 1)); echo "  FAIL boot U7 (back on $UPDATE_V2)"
+  fi
+  kill "$HTTP_PID" 2>/dev/null || true
+else
+  FAILED=$((FAILED + 1)); echo "  FAIL make update-artifacts"
+fi
