@@ -61,10 +61,15 @@ table="clawos-root,,,ro,0 $sectors verity 1 PARTUUID=$root_uuid PARTUUID=$verity
 # The root is read-only, so /etc/machine-id stays empty and systemd would
 # invent a new one every boot (a new journal directory, a new DHCP client id);
 # systemd.machine_id=firmware takes the box's SMBIOS product UUID instead.
+# systemd.gpt_auto=0: the root comes from the table above and the ESP is
+# mounted at /efi by /etc/fstab; systemd-gpt-auto-generator would mount it
+# at /boot as well. systemd.ssh_auto=0: sshd is set up explicitly
+# (ssh.service), and systemd-ssh-generator's AF_VSOCK probe fails on the
+# console of a box without vsock.
 # loglevel=4: the console shows warnings and worse; the kernel's notices
 # (among them the audit records of every BPF program load) go to the
 # journal only.
-cmdline="console=ttyS0,115200 loglevel=4 ro root=/dev/dm-0 rootfstype=erofs dm-mod.waitfor=PARTUUID=$root_uuid,PARTUUID=$verity_uuid dm-mod.create=\"$table\" init=/usr/lib/systemd/systemd systemd.machine_id=firmware lockdown=integrity panic=30"
+cmdline="console=ttyS0,115200 loglevel=4 systemd.gpt_auto=0 systemd.ssh_auto=0 ro root=/dev/dm-0 rootfstype=erofs dm-mod.waitfor=PARTUUID=$root_uuid,PARTUUID=$verity_uuid dm-mod.create=\"$table\" init=/usr/lib/systemd/systemd systemd.machine_id=firmware lockdown=integrity panic=30"
 ukify build --linux="$KERNEL/bzImage" --uname="$(cat "$KERNEL/release")" --cmdline="$cmdline" \
   --os-release=@"$TREE/usr/lib/os-release" --stub=/usr/lib/systemd/boot/efi/linuxx64.efi.stub \
   --output=clawos.efi >/dev/null

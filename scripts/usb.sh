@@ -15,7 +15,7 @@ mounted=$(lsblk -nro MOUNTPOINTS "$DEV" | grep -v '^$' || true)
 size=$(lsblk -bndo SIZE "$DEV")
 (( size >= $(stat -c %s "$OUT/clawos.raw") )) || die "$DEV ($(lsblk -ndo SIZE "$DEV")) is smaller than the image"
 model=$(lsblk -ndo VENDOR,MODEL "$DEV" | xargs)
-echo "This erases everything on $DEV: ${model:-unknown model}, $(lsblk -ndo SIZE "$DEV")."
+echo "This erases everything on $DEV: ${model:-unknown model}, $(lsblk -ndo SIZE "$DEV" | xargs)."
 read -rp "Type the device's name ($DEV) to write ClawOS to it: " answer
 [[ $answer == "$DEV" ]] || die "not confirmed: nothing written"
 bmaptool copy --bmap "$OUT/clawos.bmap" "$OUT/clawos.raw" "$DEV"

@@ -4,7 +4,8 @@
 # empty, and the console shows a ClawOS banner instead of kernel chatter.
 
 efivar() { # NAME: a systemd-boot/systemd-stub EFI variable as text (UTF-16 in firmware)
-  vm_ssh "tail -c +5 /sys/firmware/efi/efivars/$1-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f" | tr -d '\0'
+  # efivarfs files cannot seek: read whole, drop the 4-byte attribute word.
+  vm_ssh "cat /sys/firmware/efi/efivars/$1-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f | tail -c +5" | tr -d '\0'
 }
 boot_loader_is_systemd_boot() {
   local info entry
@@ -16,8 +17,10 @@ check "boot: systemd-boot started this build's UKI (entry clawos_$version.efi)" 
 
 # systemd-bless-boot renames EFI/Linux/clawos_<v>+2-1.efi (the try systemd-boot
 # counted) to clawos_<v>.efi after boot-complete.target.
-check "boot: the booted UKI is blessed after boot-complete.target (no try counter left in its name)" vm_ssh "
-  systemctl is-active -q boot-complete.target systemd-bless-boot.service || { systemctl status --no-pager boot-complete.target systemd-bless-boot.service; exit 1; }
+check "boot: the health gate passed and recorded it; the booted UKI is then blessed (no try counter left in its name)" vm_ssh "
+  systemctl is-active -q clawos-update-gate.service boot-complete.target systemd-bless-boot.service ||
+    { systemctl status --no-pager clawos-update-gate.service boot-complete.target systemd-bless-boot.service; exit 1; }
+  clawctl update status --json | jq -e --arg v '$version' '.recent_gates[0].version == \$v and .recent_gates[0].healthy' >/dev/null || { clawctl update status; exit 1; }
   ls /efi/EFI/Linux/
   test -f /efi/EFI/Linux/clawos_${version}.efi && ! ls /efi/EFI/Linux/ | grep -q '+'"
 

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 mod measure;
 
-/// Where systemd-gpt-auto-generator mounts the ESP (image/mkosi.postinst.chroot).
+/// Where /etc/fstab mounts the ESP (on first access).
 const ESP: &str = "/efi";
 /// The UKIs systemd-boot finds by itself (Boot Loader Specification type #2).
 const UKI_DIR: &str = "/efi/EFI/Linux";
@@ -463,9 +463,11 @@ fn reboot() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What keeps this boot from being blessed, empty when nothing does.
-async fn problems() -> Vec<String> {
+/// What keeps this boot from being blessed (empty when nothing does), and
+/// whether waiting could change it: a vault the TPM refused stays sealed.
+async fn problems() -> (Vec<String>, bool) {
     let mut problems = Vec::new();
+    let mut lasting = false;
     match crate::status::collect().await {
         Ok(rows) => {
             for row in rows.iter().filter(|row| row.health != "healthy") {
@@ -480,29 +482,33 @@ async fn problems() -> Vec<String> {
         problems.push("/clawfs is not mounted".into());
     }
     match vault_problem().await {
-        Ok(Some(problem)) => problems.push(problem),
+        Ok(Some((problem, refused))) => {
+            problems.push(problem);
+            lasting = refused;
+        }
         Ok(None) => {}
         Err(error) => problems.push(format!("vault status: {error:#}")),
     }
-    problems
+    (problems, lasting)
 }
 
-/// A vault sealed by the TPM must unseal by itself on a good boot; a
+/// A vault sealed by the TPM must unseal by itself on a good boot (true:
+/// the TPM refused this boot's PCRs, which waiting does not change); a
 /// passphrase vault waits for its operator and does not hold the boot back.
-async fn vault_problem() -> anyhow::Result<Option<String>> {
+async fn vault_problem() -> anyhow::Result<Option<(String, bool)>> {
     let (client, _events) = crate::ipc::connect(ComponentId::SecurityAgent).await?;
     let status = security_agent::Client::new(&client).with_timeout(Duration::from_secs(5)).vault_status(&NoParams {}).await?;
     Ok((status.initialized && status.protection.as_deref() == Some("tpm2") && status.state != "unsealed")
-        .then(|| format!("the vault is not unsealed ({})", status.state_description)))
+        .then(|| (format!("the vault is not unsealed ({})", status.state_description), status.state == "pcr-mismatch")))
 }
 
 async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let deadline = Duration::from_secs(args.timeout_s);
-    let mut found = problems().await;
-    while !found.is_empty() && started.elapsed() < deadline {
+    let (mut found, mut lasting) = problems().await;
+    while !found.is_empty() && !lasting && started.elapsed() < deadline {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        found = problems().await;
+        (found, lasting) = problems().await;
     }
     let counted = loader_variable("LoaderBootCountPath").is_some();
     let record = GateRecord {
@@ -543,12 +549,13 @@ fn append_record(record: &GateRecord) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The booted UKI, as systemd-stub names it (`StubImageIdentifier`: its
-/// path on the ESP, with backslashes).
+/// The booted UKI: the one of the running version (one UKI per version;
+/// systemd-stub's StubImageIdentifier names the file as it was before
+/// systemd-bless-boot renamed it).
 fn booted_uki() -> anyhow::Result<PathBuf> {
-    let identifier = loader_variable("StubImageIdentifier").context("systemd-stub did not report the booted UKI (StubImageIdentifier)")?;
-    let relative = identifier.replace('\\', "/");
-    Ok(Path::new(ESP).join(relative.trim_start_matches('/')))
+    let version = booted_version()?;
+    let uki = ukis()?.into_iter().find(|uki| uki.version == version).with_context(|| format!("no UKI of the running version {version} in {UKI_DIR}"))?;
+    Ok(Path::new(UKI_DIR).join(uki.file))
 }
 
 /// Makes the TPM-sealed secrets open under `new_uki` as well as under this
