@@ -5,8 +5,11 @@
 # recovery key is typed at the console, the vault sealed until its recovery
 # key opens it), flips a byte of a file on /clawfs while the box is off (the
 # file must no longer read), and boots a tampered copy that dm-verity must
-# refuse; in between, it cuts the power while an update is written and
-# applies a tampered and a good update (tests/vm/update.sh). Prints
+# refuse. In between, the update boots (tests/vm/update.sh): the power cut
+# while an update is written, tampered updates refused, an update applied
+# and booted with the vault and /clawfs opened by the TPM, a broken one
+# tried three times and rolled back, booting from USB and NVMe disks. Before
+# all, `make usb` onto a loop device (tests/vm/usb.sh). Prints
 # "N passed, M failed".
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"

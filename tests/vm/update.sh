@@ -30,8 +30,8 @@ update_serve() {
     "$good/SHA256SUMS" > "$UPDATES_SERVED/bad-signature/SHA256SUMS"
   # One byte of the root changed, the signed list untouched.
   mkdir "$UPDATES_SERVED/bad-root"
-  ln -s "$good"/clawos_*.efi "$good"/clawos_*.root-verity.raw.xz "$good"/SHA256SUMS* "$UPDATES_SERVED/bad-root/"
-  root=$(basename "$good"/clawos_*.root.raw.xz)
+  ln -s "$good"/clawos_*.efi "$good"/clawos_*.root-verity.raw.gz "$good"/SHA256SUMS* "$UPDATES_SERVED/bad-root/"
+  root=$(basename "$good"/clawos_*.root.raw.gz)
   cp "$good/$root" "$UPDATES_SERVED/bad-root/$root"
   python3 - "$UPDATES_SERVED/bad-root/$root" <<'PY'
 import os, sys
@@ -70,8 +70,8 @@ update_applied() {
   # check runs this in a subshell: the figure goes through a file.
   printf '%.0f' "$(echo "$(date +%s.%N) - $t0" | bc)" > "$VMS/update-apply-$v.s"
   echo "$out" | tail -n 3
-  # The partition UUID is in the root's file name (clawos_<v>_<uuid>.root.raw.xz).
-  uuid=$(basename "$OUT/update/$v"/clawos_*.root.raw.xz | sed "s/^clawos_${v}_//; s/\\.root\\.raw\\.xz\$//")
+  # The partition UUID is in the root's file name (clawos_<v>_<uuid>.root.raw.gz).
+  uuid=$(basename "$OUT/update/$v"/clawos_*.root.raw.gz | sed "s/^clawos_${v}_//; s/\\.root\\.raw\\.gz\$//")
   vm_ssh "
     lsblk -nro PARTN,PARTLABEL,PARTUUID $BOOT_DISK | sort -n; ls /efi/EFI/Linux
     lsblk -nro PARTLABEL,PARTUUID $BOOT_DISK | grep -qx 'clawos_$v $uuid' &&
@@ -101,7 +101,9 @@ sys.exit(0 if digest in hashes else 1)'
 update_runs() {
   vm_ssh "
     . /usr/lib/os-release; echo \"running \$IMAGE_VERSION\"; [ \"\$IMAGE_VERSION\" = '$1' ] || exit 1
-    systemctl is-active -q systemd-bless-boot.service && test -f '/efi/EFI/Linux/clawos_$1.efi' || { ls /efi/EFI/Linux; exit 1; }
+    # Good (blessed, no try counter) and passed the gate this boot.
+    test -f '/efi/EFI/Linux/clawos_$1.efi' || { ls /efi/EFI/Linux; exit 1; }
+    clawctl update status --json | jq -e --arg v '$1' '.recent_gates[0].version == \$v and .recent_gates[0].healthy' >/dev/null || exit 1
     clawctl vault status --json | jq -e '.state == \"unsealed\"' >/dev/null || { clawctl vault status; exit 1; }
     journalctl -b -u systemd-cryptsetup@clawfs -o cat | grep -qi 'recovery' && { echo 'asked for the recovery key'; exit 1; }
     clawctl secret get update-canary | grep -qx 'written under $version' || exit 1
@@ -132,10 +134,10 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
     vm_ssh "clawctl update apply $UPDATE_URL/v2" > "$VMS/cut-apply.log" 2>&1 &
     # Until the root slot is being written (its download began), then the
     # power goes.
-    for _ in $(seq 120); do grep -q 'GET /v2/clawos_.*root.raw.xz' "$VMS/http.log" && break; sleep 1; done
+    for _ in $(seq 120); do grep -q 'GET /v2/clawos_.*root.raw.gz' "$VMS/http.log" && break; sleep 1; done
     sleep 3
     kill -9 "$VM_PID"; wait "$VM_PID" 2>/dev/null || true
-    check "update: the power was cut while the root slot was being written" grep -q 'GET /v2/clawos_.*root.raw.xz' "$VMS/http.log"
+    check "update: the power was cut while the root slot was being written" grep -q 'GET /v2/clawos_.*root.raw.gz' "$VMS/http.log"
   else
     FAILED=$((FAILED + 1)); echo "  FAIL boot U1"
   fi
@@ -155,6 +157,8 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
     vm_ssh "clawctl secret set update-canary <<<'written under $version' &&
       clawctl agent create vm-update >/dev/null &&
       clawctl memory store --agent vm-update --json 'Written under $version: the boat is at the north pier.' | jq -r .id > /clawfs/update-test-memory-id" >/dev/null 2>&1
+    check "update: clawctl update check lists $UPDATE_V2 as available from the signed source" vm_ssh "
+      clawctl update check $UPDATE_URL/v2 | tee /dev/stderr | grep -q '$UPDATE_V2'"
     check "update: $UPDATE_V2 applies into slot B (labelled, its partition UUID) and its UKI onto the ESP with 3 tries" \
       update_applied v2 "$UPDATE_V2"
     check "update: clawctl update status shows $version booted, $UPDATE_V2 on trial, and the health gate's record" vm_ssh "
@@ -200,6 +204,9 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
       clawctl update status; clawctl update status --json | jq -e --arg v3 '$UPDATE_V3' '
         (.fell_back | test(\"^\" + \$v3 + \" used up its 3 tries \\\\(3 failed the health gate\\\\)\")) and (.fell_back | test(\"router is\"))
         and ([.ukis[] | select(.version == \$v3 and .state == \"bad\")] | length == 1)' >/dev/null"
+    # Two versions are kept; the other one is the bad $UPDATE_V3.
+    check "update: clawctl update rollback refuses when no older good version is on the ESP, and changes nothing" vm_ssh "
+      before=\$(ls /efi/EFI/Linux); ! clawctl update rollback && [ \"\$(ls /efi/EFI/Linux)\" = \"\$before\" ]"
     vm_poweroff
   else
     FAILED=$((FAILED + 1)); echo "  FAIL boot U7 (back on $UPDATE_V2)"

@@ -3,7 +3,7 @@
 
 usb_writes_the_image_after_confirmation() {
   local target="$VMS/usb-stick.img" dev out rc=0
-  rm -f "$target"; truncate -s 2G "$target"
+  mkdir -p "$VMS"; rm -f "$target"; truncate -s 2G "$target"
   dev=$(losetup --find --show "$target") || { echo "no loop device"; return 1; }
   # A wrong answer: refused, nothing written.
   if out=$(echo /dev/not-this-one | bash "$REPO/scripts/usb.sh" "$dev" 2>&1); then

@@ -376,7 +376,7 @@ fn source_url(source: &str) -> anyhow::Result<String> {
 fn transfers(url: &str) -> [(&'static str, String); 3] {
     let partition = |name: &str, label: &str, kind: &str| {
         format!(
-            "[Transfer]\nVerify=yes\nProtectVersion=%A\n\n[Source]\nType=url-file\nPath={url}\nMatchPattern=clawos_@v_@u.{name}.raw.xz\n\n\
+            "[Transfer]\nVerify=yes\nProtectVersion=%A\n\n[Source]\nType=url-file\nPath={url}\nMatchPattern=clawos_@v_@u.{name}.raw.gz\n\n\
              [Target]\nType=partition\nPath=auto\nMatchPattern={label}\nMatchPartitionType={kind}\nReadOnly=yes\n",
         )
     };
