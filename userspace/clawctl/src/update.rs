@@ -604,8 +604,7 @@ async fn prepare_tpm(new_uki: &Path) -> anyhow::Result<()> {
 fn read_pcr(pcr: u8) -> anyhow::Result<[u8; 32]> {
     let text = fs::read_to_string(format!("{PCR_DIR}/{pcr}")).with_context(|| format!("cannot read PCR {pcr} from {PCR_DIR}"))?;
     let text = text.trim();
-    let bytes: Option<Vec<u8>> = (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect();
-    bytes.and_then(|bytes| <[u8; 32]>::try_from(bytes).ok()).with_context(|| format!("PCR {pcr} reads as {text:?}"))
+    fsutil::unhex(text).and_then(|bytes| <[u8; 32]>::try_from(bytes).ok()).with_context(|| format!("PCR {pcr} reads as {text:?}"))
 }
 
 #[cfg(test)]

@@ -32,6 +32,15 @@ pub fn hex(bytes: &[u8]) -> String {
     text
 }
 
+/// The bytes of hexadecimal `text` (either case, two digits a byte); None
+/// for an odd length or a character that is not a hex digit.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
 /// fsync(2) of a directory, so that entries created, renamed or removed in
 /// it survive a crash.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -89,6 +98,15 @@ mod tests {
     fn hex_is_lowercase_two_digits_a_byte() {
         assert_eq!(hex(&[]), "");
         assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
+    }
+
+    #[test]
+    fn unhex_reverses_hex_and_refuses_what_is_not_hex() {
+        assert_eq!(unhex("000fABff"), Some(vec![0x00, 0x0f, 0xab, 0xff]));
+        assert_eq!(unhex(""), Some(vec![]));
+        for bad in ["0", "0g", "+1", "é0"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
     }
 
     #[test]

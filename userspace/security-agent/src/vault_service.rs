@@ -279,9 +279,7 @@ impl VaultHost {
     /// `vault_prepare_update`: operator only, like an update itself.
     pub fn prepare_update(&mut self, peer: Principal, caller: &Caller, pcr4: &str) -> Result<api::VaultStatus, MethodError> {
         require_operator(peer, "vault_prepare_update")?;
-        let value = (pcr4.len() == 64)
-            .then(|| (0..32).map(|i| u8::from_str_radix(&pcr4[2 * i..2 * i + 2], 16).ok()).collect::<Option<Vec<u8>>>())
-            .flatten()
+        let value = fsutil::unhex(pcr4)
             .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
             .ok_or_else(|| MethodError::new(ErrorCode::Eproto, "pcr4 must be 64 hex digits (a SHA-256 PCR value)"))?;
         self.vault()?.prepare_update(caller, value).map_err(vault_error)?;

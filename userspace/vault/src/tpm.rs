@@ -124,11 +124,6 @@ fn digest_list(digests: &[Digest]) -> Result<DigestList, TpmError> {
     Ok(list)
 }
 
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    (hex.len() % 2 == 0).then_some(())?;
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect()
-}
-
 fn storage_primary_template() -> Result<Public, tss_esapi::Error> {
     let attributes = ObjectAttributesBuilder::new()
         .with_fixed_tpm(true)
@@ -361,7 +356,7 @@ impl Tpm {
             .branches
             .iter()
             .map(|hex| {
-                decode_hex(hex).and_then(|bytes| Digest::try_from(bytes).ok()).ok_or(TpmError::Command {
+                fsutil::unhex(hex).and_then(|bytes| Digest::try_from(bytes).ok()).ok_or(TpmError::Command {
                     command: "Load (decode sealed blob)",
                     source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::InvalidParam),
                 })
