@@ -35,10 +35,15 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The bytes of hexadecimal `text` (either case, two digits a byte); None
 /// for an odd length or a character that is not a hex digit.
 pub fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    // Digit by digit: `u8::from_str_radix` would take a sign ("+1").
+    fn digit(c: u8) -> Option<u8> {
+        char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    }
+    let bytes = text.as_bytes();
+    if bytes.len() % 2 != 0 {
         return None;
     }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+    bytes.chunks_exact(2).map(|pair| Some((digit(pair[0])? << 4) | digit(pair[1])?)).collect()
 }
 
 /// fsync(2) of a directory, so that entries created, renamed or removed in
