@@ -119,6 +119,19 @@ CREATE TABLE IF NOT EXISTS clawos_tool_call_key (
   call_id INTEGER NOT NULL UNIQUE
 );
 
+-- ClawOS extension: the tool calls' hash chain (tool call extension point).
+-- One row per call ClawOS recorded, written in the same transaction: hash is
+-- SHA-256 over the chain's previous hash and the call as recorded (its
+-- tool_calls row, its clawos_tool_call_meta row and its idempotency key;
+-- specs/agentfs/README.md, "The audit trail"). The checker recomputes it, so
+-- a call changed or removed after it was recorded shows, even by a process
+-- that bypassed every trigger.
+
+CREATE TABLE IF NOT EXISTS clawos_tool_call_chain (
+  call_id INTEGER PRIMARY KEY,
+  hash BLOB NOT NULL
+);
+
 -- ClawOS extension: sub-second file times (filesystem extension point).
 -- fs_inode keeps whole seconds; the nanoseconds live here with the seconds
 -- they belong to, so a time another implementation rewrites reads back as

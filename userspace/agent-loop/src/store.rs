@@ -25,23 +25,31 @@ use clawos_api::agent_loop::TurnOutcome;
 
 use crate::provider::{ChatMessage, Role, ToolCall};
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS clawos_session (
-    session_id TEXT PRIMARY KEY,
-    created_at_ms INTEGER NOT NULL,
-    updated_at_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS clawos_session_message (
+/// The transcript. Its CHECK is a table constraint: the reference AgentFS
+/// SDK's engine refuses to open a database with a column CHECK
+/// (specs/agentfs/README.md, "Interoperability notes").
+const MESSAGE_TABLE: &str = "CREATE TABLE IF NOT EXISTS clawos_session_message (
     session_id TEXT NOT NULL REFERENCES clawos_session(session_id),
     seq INTEGER NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool', 'summary', 'notice')),
+    role TEXT NOT NULL,
     content TEXT NOT NULL,
     tool_calls TEXT,
     tool_call_id TEXT,
     tokens INTEGER NOT NULL,
     compacted INTEGER NOT NULL DEFAULT 0,
     at_ms INTEGER NOT NULL,
-    PRIMARY KEY (session_id, seq)
+    PRIMARY KEY (session_id, seq),
+    CHECK (role IN ('user', 'assistant', 'tool', 'summary', 'notice'))
+)";
+
+/// The column CHECK of the transcript table as agent-loop first wrote it.
+const MESSAGE_TABLE_COLUMN_CHECK: &str = "role TEXT NOT NULL CHECK";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS clawos_session (
+    session_id TEXT PRIMARY KEY,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS clawos_turn (
     turn_id TEXT PRIMARY KEY,
@@ -211,7 +219,12 @@ impl Store {
         db.busy_timeout(Duration::from_secs(5)).map_err(|e| e.to_string())?;
         db.pragma_update(None, "journal_mode", "WAL").map_err(|e| e.to_string())?;
         db.pragma_update(None, "synchronous", "FULL").map_err(|e| e.to_string())?;
-        db.execute_batch(SCHEMA).map_err(|e| format!("{}: session tables: {e}", path.display()))?;
+        db.execute_batch(SCHEMA)
+            .and_then(|()| db.execute_batch(MESSAGE_TABLE))
+            .map_err(|e| format!("{}: session tables: {e}", path.display()))?;
+        agentfs::rebuild_table_if(&db, "clawos_session_message", MESSAGE_TABLE_COLUMN_CHECK, MESSAGE_TABLE)
+            .and_then(|_| agentfs::guard_audit_trail(&db))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Store { db: Mutex::new(db) })
     }
 

@@ -2,6 +2,12 @@
 //! (filesystem, overlay, key-value, tool calls) plus the invariants of
 //! ClawOS's extension tables, and reports each violation it finds.
 //!
+//! Tool call rule 5 (no record updated or deleted) is checked against
+//! ClawOS's hash chain: a call ClawOS recorded and anything changed since
+//! shows, whoever changed it. A workspace, or calls, that ClawOS's
+//! hardening does not cover (made by another implementation) are reported
+//! as such ([`Report::not_hardened`]), not as violations of the spec.
+//!
 //! It only reads: it opens the database read-only and never repairs.
 
 use std::fmt;
@@ -23,10 +29,14 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// The outcome of a check: empty when the database is consistent.
+/// The outcome of a check: no violations when the database is consistent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     pub violations: Vec<Violation>,
+    /// What of ClawOS's hardening the workspace lacks (calls outside the
+    /// hash chain, no chain at all): not a violation of the spec, which
+    /// does not ask for it, but what an operator relying on it must know.
+    pub not_hardened: Vec<String>,
 }
 
 impl Report {
@@ -39,11 +49,15 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_clean() {
-            return writeln!(f, "consistent: no violations");
+            writeln!(f, "consistent: no violations")?;
+        } else {
+            writeln!(f, "{} violation(s):", self.violations.len())?;
+            for v in &self.violations {
+                writeln!(f, "  [{}] {}: {}", v.rule, v.description, v.detail)?;
+            }
         }
-        writeln!(f, "{} violation(s):", self.violations.len())?;
-        for v in &self.violations {
-            writeln!(f, "  [{}] {}: {}", v.rule, v.description, v.detail)?;
+        for note in &self.not_hardened {
+            writeln!(f, "not hardened by ClawOS: {note}")?;
         }
         Ok(())
     }
@@ -211,14 +225,6 @@ const FS_RULES: &[Rule] = &[
                  OR (result IS NOT NULL AND NOT json_valid(result))",
     },
     Rule {
-        id: "tool_calls.5",
-        description: "the database rejects UPDATE and DELETE on tool_calls",
-        sql: "SELECT 'no trigger rejecting ' || op || ' on tool_calls'
-              FROM (SELECT 'UPDATE' AS op, 'tool_calls_reject_update' AS trig
-                    UNION ALL SELECT 'DELETE', 'tool_calls_reject_delete')
-              WHERE trig NOT IN (SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'tool_calls')",
-    },
-    Rule {
         id: "clawos.xattr",
         description: "extended attributes belong to existing inodes",
         sql: "SELECT printf('xattr %s of missing inode %d', quote(x.name), x.ino) FROM clawos_xattr x
@@ -332,7 +338,116 @@ fn run_rules(conn: &Connection) -> Result<Report> {
             detail,
         }));
     }
+    if crate::db::table_exists(conn, "tool_calls")? {
+        check_chain(conn, &mut report)?;
+    }
     Ok(report)
+}
+
+const CHAIN_RULE: &str = "tool_calls.5";
+const CHAIN_DESCRIPTION: &str =
+    "records are not updated or deleted (ClawOS's hash chain of the calls it recorded)";
+
+/// Recomputes the hash chain over the calls as they are now. Each link is
+/// checked against the stored link before it, so one changed call is
+/// reported once, not with every call after it. Removing the newest calls
+/// together with their links leaves a shorter chain that verifies: that
+/// the chain cannot show (specs/agentfs/README.md, "The audit trail").
+fn check_chain(conn: &Connection, report: &mut Report) -> Result<()> {
+    if !crate::db::table_exists(conn, "clawos_tool_call_chain")? {
+        report.not_hardened.push(
+            "no hash chain of the tool calls (clawos_tool_call_chain): the workspace was made by another \
+             implementation and not opened by ClawOS since"
+                .to_owned(),
+        );
+        return Ok(());
+    }
+    let (meta, key) = (
+        crate::db::table_exists(conn, "clawos_tool_call_meta")?,
+        crate::db::table_exists(conn, "clawos_tool_call_key")?,
+    );
+    if !(meta && key) {
+        report.violations.push(Violation {
+            rule: CHAIN_RULE,
+            description: CHAIN_DESCRIPTION,
+            detail:
+                "the hash chain is there but clawos_tool_call_meta or clawos_tool_call_key is gone"
+                    .to_owned(),
+        });
+        return Ok(());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT ch.call_id, ch.hash, c.id, c.name, c.parameters, c.result, c.error, c.started_at,
+                c.completed_at, c.duration_ms, m.session_id, m.parent_call_id, m.started_at_ms,
+                m.completed_at_ms, k.idempotency_key
+         FROM clawos_tool_call_chain ch
+         LEFT JOIN tool_calls c ON c.id = ch.call_id
+         LEFT JOIN clawos_tool_call_meta m ON m.call_id = ch.call_id
+         LEFT JOIN clawos_tool_call_key k ON k.call_id = ch.call_id
+         ORDER BY ch.call_id",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut previous = crate::tool_calls::CHAIN_START.to_vec();
+    while let Some(row) = rows.next()? {
+        let call_id: i64 = row.get(0)?;
+        let stored: Vec<u8> = row.get(1)?;
+        let detail = if row.get::<_, Option<i64>>(2)?.is_none() {
+            Some(format!("call {call_id} was deleted"))
+        } else {
+            let (name, parameters, result, error): (
+                String,
+                Option<String>,
+                Option<String>,
+                Option<String>,
+            ) = (row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?);
+            let (session_id, idempotency_key): (Option<String>, Option<String>) =
+                (row.get(10)?, row.get(14)?);
+            let call = crate::tool_calls::ChainedCall {
+                id: call_id,
+                name: &name,
+                parameters: parameters.as_deref(),
+                result: result.as_deref(),
+                error: error.as_deref(),
+                started_at: row.get(7)?,
+                completed_at: row.get(8)?,
+                duration_ms: row.get(9)?,
+                session_id: session_id.as_deref(),
+                parent_call_id: row.get(11)?,
+                started_at_ms: row.get(12)?,
+                completed_at_ms: row.get(13)?,
+                idempotency_key: idempotency_key.as_deref(),
+            };
+            (call.hash(&previous) != stored.as_slice()).then(|| {
+                format!("call {call_id} ({name}) does not match its hash: changed after it was recorded, or a call before it removed")
+            })
+        };
+        if let Some(detail) = detail {
+            report.violations.push(Violation {
+                rule: CHAIN_RULE,
+                description: CHAIN_DESCRIPTION,
+                detail,
+            });
+        }
+        previous = stored;
+    }
+    let outside: Vec<i64> = conn
+        .prepare("SELECT id FROM tool_calls WHERE id NOT IN (SELECT call_id FROM clawos_tool_call_chain) ORDER BY id")?
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !outside.is_empty() {
+        let ids: Vec<String> = outside.iter().take(20).map(i64::to_string).collect();
+        let more = if outside.len() > ids.len() {
+            ", ..."
+        } else {
+            ""
+        };
+        report.not_hardened.push(format!(
+            "{} tool call(s) outside the hash chain (recorded by another implementation, or before ClawOS kept one): ids {}{more}",
+            outside.len(),
+            ids.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 impl crate::AgentFs {

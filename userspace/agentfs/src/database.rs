@@ -121,8 +121,10 @@ impl AgentFs {
             // Only takes effect before the first page is written.
             conn.pragma_update(None, "page_size", page_size)?;
         }
-        db::apply_pragmas(&conn)?;
+        db::configure_connection(&conn)?;
         let chunk_size = db::init(&mut conn, options.chunk_size)?;
+        // A database this open created had no tables for the guards yet.
+        conn.execute_batch(db::AUDIT_TRIGGERS_SQL)?;
         let base = match &options.base {
             Some(source) => {
                 let base = source.open()?;

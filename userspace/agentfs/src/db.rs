@@ -12,9 +12,22 @@ use crate::types::{Stat, Timestamp};
 /// The schema of the spec plus ClawOS's extension tables, idempotent
 /// (specs/agentfs/schema.sql, run as the spec writes it).
 pub const SCHEMA_SQL: &str = include_str!("../../../specs/agentfs/schema.sql");
-/// Triggers that make `tool_calls` insert-only and validate each insert
-/// (specs/agentfs/audit_triggers.sql).
+/// TEMP triggers that make the audit trail insert-only and validate each
+/// insert, on the connection that runs them (specs/agentfs/audit_triggers.sql).
 pub const AUDIT_TRIGGERS_SQL: &str = include_str!("../../../specs/agentfs/audit_triggers.sql");
+
+/// The triggers ClawOS stored in the workspaces it created before the
+/// guards became TEMP triggers. The reference SDK's engine refuses to open
+/// a database holding any trigger, so opening a workspace drops them.
+const STORED_TRIGGERS: &[&str] = &[
+    "tool_calls_validate_insert",
+    "tool_calls_reject_update",
+    "tool_calls_reject_delete",
+    "clawos_tool_call_meta_reject_update",
+    "clawos_tool_call_meta_reject_delete",
+    "clawos_tool_call_key_reject_update",
+    "clawos_tool_call_key_reject_delete",
+];
 
 /// How long a connection waits for another process's write lock before the
 /// operation fails with [`Error::Busy`]; SQLite retries within this bound.
@@ -32,12 +45,26 @@ PRAGMA synchronous = NORMAL;
 PRAGMA temp_store = MEMORY;
 ";
 
-/// Applies the busy timeout and the pragmas to a connection. Other
-/// crates that open an AgentFS database (ClawFS keeps its search tables in
-/// the same file) call this so every connection runs with the same settings.
-pub fn apply_pragmas(conn: &Connection) -> Result<()> {
+/// Applies the busy timeout and the pragmas to a connection and, once the
+/// workspace has its tables, the audit trail's guards. Other crates that
+/// open an AgentFS database (ClawFS keeps its search tables in the same
+/// file, agent-loop its sessions) call this so every connection runs with
+/// the same settings and none can rewrite a recorded tool call.
+pub fn configure_connection(conn: &Connection) -> Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(PRAGMAS_SQL)?;
+    guard_audit_trail(conn)
+}
+
+/// Installs the audit trail's guards ([`AUDIT_TRIGGERS_SQL`]) on `conn`,
+/// for a connection with settings of its own (agent-loop's sessions). The
+/// guards name ClawOS's extension tables: on a database not yet
+/// initialized this does nothing, and the `AgentFs::open` that initializes
+/// it installs them on its own connection.
+pub fn guard_audit_trail(conn: &Connection) -> Result<()> {
+    if table_exists(conn, "clawos_tool_call_chain")? {
+        conn.execute_batch(AUDIT_TRIGGERS_SQL)?;
+    }
     Ok(())
 }
 
@@ -48,10 +75,9 @@ pub(crate) fn init(conn: &mut Connection, chunk_size: u64) -> Result<u64> {
         return Err(Error::invalid("chunk_size must be positive"));
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let fresh = !table_exists(&tx, "fs_config")?;
     tx.execute_batch(SCHEMA_SQL)?;
-    if fresh {
-        tx.execute_batch(AUDIT_TRIGGERS_SQL)?;
+    for name in STORED_TRIGGERS {
+        tx.execute_batch(&format!("DROP TRIGGER IF EXISTS main.{name}"))?;
     }
     tx.execute(
         "INSERT OR IGNORE INTO fs_config (key, value) VALUES ('chunk_size', ?)",
@@ -71,6 +97,41 @@ pub(crate) fn init(conn: &mut Connection, chunk_size: u64) -> Result<u64> {
     let chunk_size = read_chunk_size(&tx)?;
     tx.commit()?;
     Ok(chunk_size)
+}
+
+/// Rebuilds `table` from `create_sql` (its `CREATE TABLE IF NOT EXISTS`
+/// statement, same columns in the same order), keeping its rows, when its
+/// stored definition contains `stale`; returns whether it did. For the
+/// definitions the reference SDK's engine refuses (a column `CHECK`), which
+/// ALTER TABLE cannot change. Runs in a savepoint: all or nothing.
+pub fn rebuild_table_if(
+    conn: &Connection,
+    table: &str,
+    stale: &str,
+    create_sql: &str,
+) -> Result<bool> {
+    let stored: Option<String> = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+            [table],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if !stored.is_some_and(|sql| sql.contains(stale)) {
+        return Ok(false);
+    }
+    conn.execute_batch(&format!(
+        "SAVEPOINT clawos_rebuild;
+         ALTER TABLE {table} RENAME TO {table}__old;
+         {create_sql};
+         INSERT INTO {table} SELECT * FROM {table}__old;
+         DROP TABLE {table}__old;
+         RELEASE clawos_rebuild;"
+    ))
+    .inspect_err(|_| {
+        let _ = conn.execute_batch("ROLLBACK TO clawos_rebuild; RELEASE clawos_rebuild;");
+    })?;
+    Ok(true)
 }
 
 pub(crate) fn table_exists(conn: &Connection, name: &str) -> Result<bool> {

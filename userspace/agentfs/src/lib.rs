@@ -32,7 +32,10 @@ mod types;
 mod database;
 
 pub use base::BaseSource;
-pub use db::{apply_pragmas, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, MAX_FILE_SIZE, SCHEMA_SQL};
+pub use db::{
+    configure_connection, guard_audit_trail, rebuild_table_if, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT,
+    MAX_FILE_SIZE, SCHEMA_SQL,
+};
 pub use error::{Error, Result};
 pub use kv::KvEntry;
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};

@@ -1,11 +1,13 @@
 //! The insert-only tool call audit trail (`tool_calls`) and ClawOS's
-//! extensions: timing (`clawos_tool_call_meta`) and idempotency keys
-//! (`clawos_tool_call_key`).
+//! extensions: timing (`clawos_tool_call_meta`), idempotency keys
+//! (`clawos_tool_call_key`) and the hash chain (`clawos_tool_call_chain`,
+//! specs/agentfs/README.md, "The audit trail").
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::params;
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::AgentFs;
@@ -74,6 +76,84 @@ pub struct ToolStats {
     pub avg_duration_ms: f64,
 }
 
+/// A call as the hash chain covers it: its `tool_calls` row, its
+/// `clawos_tool_call_meta` row and its idempotency key.
+pub(crate) struct ChainedCall<'a> {
+    pub id: i64,
+    pub name: &'a str,
+    pub parameters: Option<&'a str>,
+    pub result: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub started_at: i64,
+    pub completed_at: i64,
+    pub duration_ms: i64,
+    pub session_id: Option<&'a str>,
+    pub parent_call_id: Option<i64>,
+    pub started_at_ms: Option<i64>,
+    pub completed_at_ms: Option<i64>,
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// The hash before the first call of a chain.
+pub(crate) const CHAIN_START: [u8; 32] = [0; 32];
+
+impl ChainedCall<'_> {
+    /// SHA-256 over a version tag, the previous hash and every field, each
+    /// text length-prefixed and each optional field tagged present or
+    /// absent, so no two different calls encode alike.
+    pub(crate) fn hash(&self, previous: &[u8]) -> [u8; 32] {
+        fn text(hasher: &mut Sha256, value: Option<&str>) {
+            match value {
+                None => hasher.update([0]),
+                Some(text) => {
+                    hasher.update([1]);
+                    hasher.update((text.len() as u64).to_le_bytes());
+                    hasher.update(text.as_bytes());
+                }
+            }
+        }
+        fn integer(hasher: &mut Sha256, value: Option<i64>) {
+            match value {
+                None => hasher.update([0]),
+                Some(number) => {
+                    hasher.update([1]);
+                    hasher.update(number.to_le_bytes());
+                }
+            }
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(b"clawos tool call chain v1\0");
+        hasher.update(previous);
+        integer(&mut hasher, Some(self.id));
+        text(&mut hasher, Some(self.name));
+        text(&mut hasher, self.parameters);
+        text(&mut hasher, self.result);
+        text(&mut hasher, self.error);
+        for value in [self.started_at, self.completed_at, self.duration_ms] {
+            integer(&mut hasher, Some(value));
+        }
+        text(&mut hasher, self.session_id);
+        for value in [
+            self.parent_call_id,
+            self.started_at_ms,
+            self.completed_at_ms,
+        ] {
+            integer(&mut hasher, value);
+        }
+        text(&mut hasher, self.idempotency_key);
+        hasher.finalize().into()
+    }
+}
+
+/// The hash of the newest call in the chain, or [`CHAIN_START`].
+fn chain_head(conn: &Connection) -> Result<Vec<u8>> {
+    let head: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT hash FROM clawos_tool_call_chain ORDER BY call_id DESC LIMIT 1")?
+        .query_row([], |row| row.get(0))
+        .optional()?;
+    Ok(head.unwrap_or_else(|| CHAIN_START.to_vec()))
+}
+
 fn unix_millis(time: SystemTime) -> Result<i64> {
     let millis = time
         .duration_since(UNIX_EPOCH)
@@ -114,9 +194,10 @@ fn call_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCall> {
 }
 
 impl AgentFs {
-    /// Records a finished call (spec: Record Tool Call), its timing row and
-    /// its idempotency key, in one transaction; returns the call id. A key
-    /// already recorded is a constraint error and records nothing.
+    /// Records a finished call (spec: Record Tool Call), its timing row, its
+    /// idempotency key and its link of the hash chain, in one transaction;
+    /// returns the call id. A key already recorded is a constraint error and
+    /// records nothing.
     ///
     /// `tool_calls` keeps whole seconds with `duration_ms` derived from them
     /// as consistency rule 3 requires; the measured milliseconds go to
@@ -129,6 +210,7 @@ impl AgentFs {
         }
         let (started_at, completed_at) = (started_ms.div_euclid(1000), completed_ms.div_euclid(1000));
         let parameters = call.parameters.map(Value::to_string);
+        let duration_ms = (completed_at - started_at) * 1000;
         let (result, error) = match call.outcome {
             Ok(value) => (Some(value.to_string()), None),
             Err(message) => (None, Some(message)),
@@ -148,7 +230,7 @@ impl AgentFs {
                         error,
                         started_at,
                         completed_at,
-                        (completed_at - started_at) * 1000
+                        duration_ms
                     ],
                     |row| row.get(0),
                 )?;
@@ -164,6 +246,25 @@ impl AgentFs {
                     .prepare_cached("INSERT INTO clawos_tool_call_key (idempotency_key, call_id) VALUES (?, ?)")?
                     .execute(params![key, id])?;
             }
+            let link = ChainedCall {
+                id,
+                name: call.name,
+                parameters: parameters.as_deref(),
+                result: result.as_deref(),
+                error,
+                started_at,
+                completed_at,
+                duration_ms,
+                session_id: call.session_id,
+                parent_call_id: call.parent_call_id,
+                started_at_ms: Some(started_ms),
+                completed_at_ms: Some(completed_ms),
+                idempotency_key: call.idempotency_key,
+            }
+            .hash(&chain_head(cx.conn)?);
+            cx.conn
+                .prepare_cached("INSERT INTO clawos_tool_call_chain (call_id, hash) VALUES (?, ?)")?
+                .execute(params![id, link.as_slice()])?;
             Ok(id)
         })
     }

@@ -10,6 +10,17 @@ fn rules_after(damage: &str) -> Vec<&'static str> {
     ws.write_file("/d/f", &[1u8; 5000]).unwrap();
     ws.symlink("/l", "/d/f").unwrap();
     ws.kv_set("k", &serde_json::json!(1)).unwrap();
+    ws.record_tool_call(&agentfs::NewToolCall {
+        name: "t",
+        parameters: None,
+        outcome: Ok(&serde_json::json!("ok")),
+        started: std::time::UNIX_EPOCH,
+        completed: std::time::UNIX_EPOCH,
+        session_id: None,
+        parent_call_id: None,
+        idempotency_key: None,
+    })
+    .unwrap();
     assert!(ws.check().unwrap().is_clean());
     ws.connection().execute_batch(damage).unwrap();
     let report = agentfs::check::check_database(&ws.path).unwrap();
@@ -40,7 +51,11 @@ fn each_rule_is_detected() {
         ("INSERT INTO fs_origin VALUES (999, 3)", "overlay.5"),
         ("UPDATE kv_store SET value = '{'", "kv.2"),
         ("UPDATE kv_store SET created_at = 'yesterday'", "kv.3"),
-        ("DROP TRIGGER tool_calls_reject_delete", "tool_calls.5"),
+        // A process without ClawOS's guards (dropped here) changes or
+        // removes a recorded call: the hash chain shows it.
+        ("DROP TRIGGER temp.clawos_guard_tool_calls_update; UPDATE tool_calls SET result = '\"forged\"'", "tool_calls.5"),
+        ("DROP TRIGGER temp.clawos_guard_tool_calls_delete; DELETE FROM tool_calls", "tool_calls.5"),
+        ("DROP TRIGGER temp.clawos_guard_tool_call_meta_update; UPDATE clawos_tool_call_meta SET session_id = 'x'", "tool_calls.5"),
         ("INSERT INTO clawos_xattr VALUES (999, 'user.x', x'00')", "clawos.xattr"),
         ("INSERT INTO clawos_inode_nsec (ino, mtime, mtime_nsec) VALUES (999, 1, 5)", "clawos.inode_nsec"),
         ("UPDATE clawos_inode_nsec SET ctime_nsec = 1000000000", "clawos.inode_nsec"),
@@ -54,7 +69,7 @@ fn each_rule_is_detected() {
 #[test]
 fn tool_call_rules_are_detected_without_triggers() {
     let rules = rules_after(
-        "DROP TRIGGER tool_calls_validate_insert;
+        "DROP TRIGGER temp.clawos_guard_tool_calls_insert;
          INSERT INTO tool_calls (name, parameters, result, error, started_at, completed_at, duration_ms)
          VALUES ('t', '{', '1', 'e', 1, 2, 5);",
     );

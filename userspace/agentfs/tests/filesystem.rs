@@ -337,15 +337,22 @@ fn a_created_workspace_holds_exactly_what_the_spec_sql_defines() {
     let spec = rusqlite::Connection::open_in_memory().unwrap();
     spec.execute_batch(include_str!("../../../specs/agentfs/schema.sql")).unwrap();
     spec.execute_batch(include_str!("../../../specs/agentfs/audit_triggers.sql")).unwrap();
-    let objects = |conn: &rusqlite::Connection| {
-        let mut query = conn.prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name").unwrap();
+    let objects = |conn: &rusqlite::Connection, schema: &str| {
+        let sql = format!("SELECT type, name, tbl_name, sql FROM {schema} ORDER BY type, name");
+        let mut query = conn.prepare(&sql).unwrap();
         let rows = query.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap();
         rows.collect::<rusqlite::Result<Vec<(String, String, String, Option<String>)>>>().unwrap()
     };
     let ws = Workspace::new();
-    let created = objects(ws.connection());
-    assert!(created.iter().any(|(kind, name, ..)| kind == "trigger" && name == "tool_calls_reject_update"));
-    assert_eq!(created, objects(&spec));
+    // The file stores tables and indexes only (the reference SDK's engine
+    // refuses a database that stores triggers); the guards are the
+    // connection's TEMP triggers.
+    let stored = objects(ws.connection(), "sqlite_schema");
+    assert!(stored.iter().all(|(kind, ..)| kind == "table" || kind == "index"), "{stored:?}");
+    assert_eq!(stored, objects(&spec, "sqlite_schema"));
+    let guards = objects(ws.connection(), "sqlite_temp_schema");
+    assert!(guards.iter().any(|(kind, name, ..)| kind == "trigger" && name == "clawos_guard_tool_calls_update"));
+    assert_eq!(guards, objects(&spec, "sqlite_temp_schema"));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Interoperability with the reference AgentFS SDK (PyPI `agentfs-sdk`
 //! 0.6.4): a workspace written here is read by the SDK and the other way
-//! round. `make test` installs the SDK (scripts/agentfs-sdk.sh) and requires
+//! round, each side through its ordinary API (`AgentFS.open` with a path,
+//! `AgentFs::open`), and the checker finds both consistent. `make test`
+//! installs the SDK (scripts/agentfs-sdk.sh) and requires
 //! it (`clawos_test_require`): a missing SDK is a failure there; a bare
 //! `cargo test` without it skips these tests, saying so.
 
@@ -26,8 +28,8 @@ fn sdk_available() -> bool {
     found
 }
 
-fn sdk(command: &str, db: &Path) -> String {
-    let output = Command::new("python3").arg(SCRIPT).arg(command).arg(db).output().unwrap();
+fn sdk(command: &str, db: &Path, args: &[&str]) -> String {
+    let output = Command::new("python3").arg(SCRIPT).arg(command).arg(db).args(args).output().unwrap();
     assert!(output.status.success(), "sdk.py {command} failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
 }
@@ -58,7 +60,7 @@ fn sdk_reads_a_clawos_workspace() {
         .unwrap();
         common::assert_consistent(&fs);
     }
-    let seen: Value = serde_json::from_str(&sdk("read", &path)).unwrap();
+    let seen: Value = serde_json::from_str(&sdk("read", &path, &[])).unwrap();
     assert_eq!(seen["root"], json!(["big.bin", "docs"]));
     assert_eq!(seen["docs"], json!(["link", "readme"]));
     assert_eq!(seen["readme"], "hello from clawos");
@@ -67,9 +69,10 @@ fn sdk_reads_a_clawos_workspace() {
     assert_eq!(seen["link_target"], "readme");
     assert_eq!(seen["kv"], json!({"model": "small", "tokens": 512}));
     assert_eq!(seen["calls"], json!([["read_file", "{\"path\":\"/docs/readme\"}", "\"ok\"", null, 1000]]));
-    // The SDK's open rewrites only what it owns; the workspace stays consistent.
+    // The SDK's open rewrites only what it owns; the workspace stays
+    // consistent, its call still in ClawOS's hash chain.
     let report = agentfs::check::check_database(&path).unwrap();
-    assert!(report.is_clean(), "{report}");
+    assert!(report.is_clean() && report.not_hardened.is_empty(), "{report}");
 }
 
 #[test]
@@ -79,7 +82,7 @@ fn clawos_reads_an_sdk_workspace() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sdk.db");
-    sdk("write", &path);
+    sdk("write", &path, &[]);
     let mut fs = AgentFs::open(&path).unwrap();
     assert_eq!(fs.read_file("/notes/todo.txt").unwrap(), b"from the sdk");
     let blob: Vec<u8> = (0..=255u8).cycle().take(256 * 40).collect();
@@ -92,13 +95,14 @@ fn clawos_reads_an_sdk_workspace() {
     assert_eq!(calls[0].parameters.as_deref(), Some(r#"{"q": "x"}"#));
     assert_eq!(calls[0].result.as_deref(), Some(r#"{"hits": 2}"#));
     assert_eq!((calls[0].started_at, calls[0].completed_at), (1_700_000_000, 1_700_000_002));
-    // Writing through ClawOS keeps the SDK's workspace consistent for both.
+    // Writing through ClawOS keeps the SDK's workspace consistent for both:
+    // the checker finds nothing wrong, says the SDK's call is outside the
+    // hash chain, and the SDK opens the workspace again and reads the file.
     fs.write_file("/notes/reply.txt", b"from clawos").unwrap();
-    let report = fs.check().unwrap();
-    let filesystem_violations: Vec<_> = report
-        .violations
-        .iter()
-        .filter(|v| !v.rule.starts_with("tool_calls"))
-        .collect();
-    assert!(filesystem_violations.is_empty(), "{report}");
+    drop(fs);
+    let report = agentfs::check::check_database(&path).unwrap();
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.not_hardened.len(), 1, "{report}");
+    assert!(report.not_hardened[0].starts_with("1 tool call(s) outside the hash chain"), "{report}");
+    assert_eq!(sdk("cat", &path, &["/notes/reply.txt"]), "from clawos");
 }

@@ -114,3 +114,119 @@ fn audit_trail_is_insert_only_and_validated_by_the_database() {
     let count: i64 = conn.query_row("SELECT COUNT(*) FROM tool_calls", [], |r| r.get(0)).unwrap();
     assert_eq!(count, 1);
 }
+
+#[test]
+fn every_clawos_connection_guards_the_audit_trail() {
+    let mut ws = Workspace::new();
+    ws.record_tool_call(&call("t", Ok(&json!(1)), 1_000, 5))
+        .unwrap();
+    // A second connection to the same file, as ClawFS's search index opens.
+    let other = rusqlite::Connection::open(&ws.path).unwrap();
+    agentfs::configure_connection(&other).unwrap();
+    assert!(other
+        .execute("UPDATE tool_calls SET result = '2'", [])
+        .is_err());
+    assert!(other
+        .execute("DELETE FROM clawos_tool_call_chain", [])
+        .is_err());
+}
+
+#[test]
+fn the_hash_chain_shows_a_call_changed_or_removed_behind_the_guards() {
+    let mut ws = Workspace::new();
+    let ok = json!({"bytes": 3});
+    let ids: Vec<i64> = (0..4)
+        .map(|n| {
+            ws.record_tool_call(&NewToolCall {
+                idempotency_key: Some(&format!("k{n}")),
+                ..call("read_file", Ok(&ok), 1_000 * n, 5)
+            })
+            .unwrap()
+        })
+        .collect();
+    assert!(ws.check().unwrap().is_clean());
+    // A process that opens the file without ClawOS's guards, as any SQLite
+    // client can: its edits go through, and the chain shows each.
+    let raw = rusqlite::Connection::open(&ws.path).unwrap();
+    raw.execute(
+        "UPDATE tool_calls SET result = '{\"bytes\": 4}' WHERE id = ?",
+        [ids[1]],
+    )
+    .unwrap();
+    raw.execute(
+        "UPDATE clawos_tool_call_key SET idempotency_key = 'other' WHERE call_id = ?",
+        [ids[2]],
+    )
+    .unwrap();
+    raw.execute("DELETE FROM tool_calls WHERE id = ?", [ids[3]])
+        .unwrap();
+    let report = ws.check().unwrap();
+    let details: Vec<&str> = report
+        .violations
+        .iter()
+        .filter(|v| v.rule == "tool_calls.5")
+        .map(|v| v.detail.as_str())
+        .collect();
+    assert_eq!(details.len(), 3, "{report}");
+    assert!(
+        details[0].starts_with(&format!(
+            "call {} (read_file) does not match its hash",
+            ids[1]
+        )),
+        "{report}"
+    );
+    assert!(
+        details[1].starts_with(&format!("call {} (read_file) does not match", ids[2])),
+        "{report}"
+    );
+    assert_eq!(details[2], format!("call {} was deleted", ids[3]));
+    // A call written without its link (as the reference SDK records one)
+    // is outside the chain: reported as not hardened, not as a violation.
+    raw.execute_batch(
+        "INSERT INTO tool_calls (name, result, started_at, completed_at, duration_ms) VALUES ('sdk', '1', 5, 5, 0)",
+    )
+    .unwrap();
+    let report = ws.check().unwrap();
+    assert_eq!(
+        report
+            .violations
+            .iter()
+            .filter(|v| v.rule == "tool_calls.5")
+            .count(),
+        3,
+        "{report}"
+    );
+    assert!(
+        report
+            .not_hardened
+            .iter()
+            .any(|note| note.starts_with("1 tool call(s) outside the hash chain")),
+        "{report}"
+    );
+    std::mem::forget(ws); // damaged on purpose: skip the drop-time check
+}
+
+#[test]
+fn opening_a_workspace_drops_the_triggers_older_clawos_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(agentfs::SCHEMA_SQL).unwrap();
+        conn.execute_batch(
+            "CREATE TRIGGER tool_calls_reject_update BEFORE UPDATE ON tool_calls BEGIN SELECT RAISE(ABORT, 'no'); END;
+             CREATE TRIGGER tool_calls_reject_delete BEFORE DELETE ON tool_calls BEGIN SELECT RAISE(ABORT, 'no'); END;",
+        )
+        .unwrap();
+    }
+    drop(agentfs::AgentFs::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let stored: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, 0);
+}

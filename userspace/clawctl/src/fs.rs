@@ -155,7 +155,8 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
                     .iter()
                     .map(|v| json!({ "rule": v.rule, "description": v.description, "detail": v.detail }))
                     .collect();
-                println!("{}", json!({ "consistent": report.is_clean(), "violations": violations }));
+                let not_hardened = &report.not_hardened;
+                println!("{}", json!({ "consistent": report.is_clean(), "violations": violations, "not_hardened": not_hardened }));
             } else {
                 print!("{report}");
             }

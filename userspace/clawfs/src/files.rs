@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{io, Error, Result};
-use crate::index::{DATABASE_FILE, HNSW_FILE};
+use crate::index::{DATABASE_FILE, HNSW_FILE, SEARCH_FILE};
 
 /// Largest read or write in one request (the IPC message limit is 4 MiB,
 /// and base64 grows data by a third).
@@ -71,7 +71,7 @@ pub struct Resolved {
 
 /// Files in an agent directory that only their own methods change.
 fn maintained_by_clawfs(name: &str) -> bool {
-    name == "identity.json" || name == AGENT_CONFIG_FILE || name.starts_with(DATABASE_FILE) || name.starts_with(HNSW_FILE)
+    name == "identity.json" || name == AGENT_CONFIG_FILE || name.starts_with(DATABASE_FILE) || name.starts_with(SEARCH_FILE) || name.starts_with(HNSW_FILE)
 }
 
 /// An agent's configuration in its directory (`specs/agent/README.md`): the

@@ -36,6 +36,12 @@ use crate::workspace::{write_json_atomic, WorkspaceMetadata};
 
 /// The workspace database's file name.
 pub const DATABASE_FILE: &str = "workspace.db";
+/// The search index's database (chunks, their FTS5 table, vectors),
+/// beside the workspace database. A file of its own: the reference AgentFS
+/// SDK's engine cannot open a database holding an FTS5 table, and the
+/// workspace database must stay one it opens (specs/clawfs/README.md,
+/// "Search index").
+pub const SEARCH_FILE: &str = "search.db";
 /// The HNSW index file, beside the database.
 pub const HNSW_FILE: &str = "workspace.hnsw";
 /// What the HNSW file holds, for the check on open.
@@ -226,7 +232,8 @@ pub fn digest_chunk(hasher: &mut Sha256, path: &str, content: &str, vector: Opti
     }
 }
 
-/// Page size of workspace databases. A 1536-dimension float32 vector is
+/// Page size of the search database (and of workspace databases ClawFS
+/// creates). A 1536-dimension float32 vector is
 /// 6 KiB: on SQLite's default 4 KiB pages each one fills a leaf page of its
 /// own plus an overflow page (8 KiB); 32 KiB pages hold five (6.6 KiB each).
 const PAGE_SIZE: u32 = 32768;
@@ -241,18 +248,66 @@ pub(crate) fn open_agentfs(path: &Path) -> Result<agentfs::AgentFs> {
     agentfs::AgentFs::open_with(path, &options).map_err(|source| Error::AgentFs { path: path.to_owned(), source })
 }
 
-fn open_connection(path: &Path) -> Result<Connection> {
-    // AgentFS creates its own schema; ours lives beside it in the same file.
-    open_agentfs(path)?;
-    let connection = Connection::open(path).map_err(sqlite(path))?;
-    agentfs::apply_pragmas(&connection).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
+/// Opens the search database of the workspace in `dir` (creating the
+/// workspace database too, if it does not exist yet), moving an index an
+/// older ClawFS kept inside the workspace database into it.
+fn open_connection(dir: &Path) -> Result<Connection> {
+    let workspace = dir.join(DATABASE_FILE);
+    open_agentfs(&workspace)?;
+    let path = dir.join(SEARCH_FILE);
+    let connection = Connection::open(&path).map_err(sqlite(&path))?;
+    // Only takes effect before the first page is written (WAL mode fixes it).
+    connection.pragma_update(None, "page_size", PAGE_SIZE).map_err(sqlite(&path))?;
+    agentfs::configure_connection(&connection).map_err(|source| Error::AgentFs { path: path.clone(), source })?;
     // The vector leg reads 200 float32 vectors at random per query: map
     // the whole database (the spec's size target is 1 GiB) so those reads
     // are page-cache hits without a copy into SQLite's cache.
-    connection.execute_batch(&format!("PRAGMA mmap_size = {MMAP_SIZE};")).map_err(sqlite(path))?;
-    connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(sqlite(path))?;
-    connection.execute_batch(SCHEMA).map_err(sqlite(path))?;
+    connection.execute_batch(&format!("PRAGMA mmap_size = {MMAP_SIZE};")).map_err(sqlite(&path))?;
+    connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(sqlite(&path))?;
+    connection.execute_batch(SCHEMA).map_err(sqlite(&path))?;
+    move_index_out_of(&connection, &workspace).map_err(sqlite(&workspace))?;
     Ok(connection)
+}
+
+/// Moves the index tables an older ClawFS kept in the workspace database
+/// into the search database: first copied (the insert trigger fills FTS5
+/// again) and committed, then dropped from the workspace database. A crash
+/// between the two finds the copy made and only drops; one before finds
+/// nothing copied and starts again.
+fn move_index_out_of(search: &Connection, workspace: &Path) -> rusqlite::Result<()> {
+    search.execute("ATTACH DATABASE ?1 AS workspace", [workspace.to_string_lossy()])?;
+    let moved = (|| {
+        let old: bool =
+            search.query_row("SELECT EXISTS (SELECT 1 FROM workspace.sqlite_schema WHERE name = 'clawfs_chunks')", [], |row| row.get(0))?;
+        if !old {
+            return Ok(());
+        }
+        let copied: bool = search.query_row("SELECT EXISTS (SELECT 1 FROM main.clawfs_chunks)", [], |row| row.get(0))?;
+        if !copied {
+            search.execute_batch(
+                "BEGIN IMMEDIATE;
+                 INSERT INTO main.clawfs_chunks SELECT * FROM workspace.clawfs_chunks;
+                 INSERT INTO main.clawfs_vectors SELECT * FROM workspace.clawfs_vectors;
+                 UPDATE main.clawfs_vector_state SET (count, checksum, dimension, model_id) =
+                     (SELECT count, checksum, dimension, model_id FROM workspace.clawfs_vector_state WHERE id = 1)
+                     WHERE EXISTS (SELECT 1 FROM workspace.clawfs_vector_state WHERE id = 1);
+                 COMMIT;",
+            )?;
+        }
+        search.execute_batch(
+            "BEGIN IMMEDIATE;
+             DROP TABLE IF EXISTS workspace.clawfs_chunks_fts;
+             DROP TABLE IF EXISTS workspace.clawfs_vectors;
+             DROP TABLE IF EXISTS workspace.clawfs_vector_state;
+             DROP TABLE IF EXISTS workspace.clawfs_chunks;
+             COMMIT;",
+        )
+    })();
+    if moved.is_err() && !search.is_autocommit() {
+        let _ = search.execute_batch("ROLLBACK");
+    }
+    search.execute_batch("DETACH DATABASE workspace")?;
+    moved
 }
 
 fn read_state(connection: &Connection, path: &Path) -> Result<VectorState> {
@@ -279,8 +334,8 @@ impl MemoryIndex {
     /// is no embedder, when its dimension is not the workspace's, or when
     /// the stored vectors come from another model.
     pub fn open(dir: &Path, metadata: &WorkspaceMetadata, embedder: Option<Arc<dyn Embedder>>) -> Result<Self> {
-        let db_path = dir.join(DATABASE_FILE);
-        let connection = open_connection(&db_path)?;
+        let db_path = dir.join(SEARCH_FILE);
+        let connection = open_connection(dir)?;
         let state = read_state(&connection, &db_path)?;
         let lengths = Arc::new(RwLock::new(ChunkLengths::default()));
         bm25::register(&connection, lengths.clone()).map_err(sqlite(&db_path))?;
@@ -366,7 +421,7 @@ impl MemoryIndex {
 
     /// Rebuilds the HNSW index from the vectors in the database and saves it.
     fn rebuild_hnsw(&mut self) -> Result<()> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         let hnsw_path = self.dir.join(HNSW_FILE);
         self.hnsw.reset().map_err(|e| hnsw_error(&hnsw_path, e))?;
         let mut statement = self.connection.prepare("SELECT key, embedding FROM clawfs_vectors").map_err(sqlite(&db_path))?;
@@ -399,7 +454,7 @@ impl MemoryIndex {
 
     /// Number of chunks in the index.
     pub fn chunk_count(&self) -> Result<u64> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         self.connection.query_row("SELECT count(*) FROM clawfs_chunks", [], |row| row.get(0)).map_err(sqlite(&db_path))
     }
 
@@ -461,7 +516,7 @@ impl MemoryIndex {
     /// not written: call [`MemoryIndex::save`] after the last batch (until
     /// then, a reopen finds it stale and rebuilds it).
     pub fn insert_embedded(&mut self, chunks: Vec<(Chunk, Option<Vec<f32>>)>, model_id: &str) -> Result<()> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         let dimension = self.hnsw.dimensions();
         if let Some(stored) = self.state.model_id.as_deref().filter(|stored| self.state.count > 0 && *stored != model_id) {
             return Err(Error::Config(format!("{}: its vectors come from `{stored}`, not `{model_id}`", db_path.display())));
@@ -481,7 +536,7 @@ impl MemoryIndex {
     /// SHA-256 over every chunk in insertion order, fed by [`digest_chunk`]:
     /// what a copy of a workspace (a migration) checks itself against.
     pub fn digest(&self) -> Result<(u64, [u8; 32])> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         let mut statement = self
             .connection
             .prepare("SELECT c.path, c.content, v.embedding FROM clawfs_chunks c LEFT JOIN clawfs_vectors v USING (key) ORDER BY c.key")
@@ -502,7 +557,7 @@ impl MemoryIndex {
     /// from the model `(dimension, id)`) in one transaction, then updates
     /// the in-memory HNSW index.
     fn commit(&mut self, stale_keys: &[u64], new_chunks: &[Chunk], vectors: Vec<Option<Vec<f32>>>, model: Option<(usize, &str)>) -> Result<()> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         let mut state = self.state.clone();
         let mut added_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
         let mut added_lengths: Vec<(u64, u32)> = Vec::with_capacity(new_chunks.len());
@@ -555,7 +610,7 @@ impl MemoryIndex {
 
     /// The paths of every document in the index, sorted.
     pub fn documents(&self) -> Result<Vec<String>> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         let mut statement = self.connection.prepare("SELECT DISTINCT path FROM clawfs_chunks ORDER BY path").map_err(sqlite(&db_path))?;
         let rows = statement.query_map([], |row| row.get(0)).map_err(sqlite(&db_path))?;
         rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))
@@ -600,7 +655,7 @@ impl MemoryIndex {
     }
 
     fn chunk_ids_of(&self, path: &str) -> Result<HashMap<String, u64>> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         let mut statement = self
             .connection
             .prepare_cached("SELECT chunk_id, key FROM clawfs_chunks WHERE path = ?1")
@@ -657,7 +712,7 @@ impl MemoryIndex {
     /// Up to `count` chunks nearest to `query`: HNSW candidates re-ranked
     /// by exact cosine similarity over their float32 vectors, best first.
     fn nearest(&self, query: &[f32], count: usize) -> Result<Vec<(u64, f32)>> {
-        let (db_path, hnsw_path) = (self.dir.join(DATABASE_FILE), self.dir.join(HNSW_FILE));
+        let (db_path, hnsw_path) = (self.dir.join(SEARCH_FILE), self.dir.join(HNSW_FILE));
         let query_i8 = quantize(query);
         let matches = if self.hnsw.size() < EXACT_BELOW {
             self.hnsw.exact_search(&query_i8, rerank_candidates(count))
@@ -684,7 +739,7 @@ impl MemoryIndex {
 
     /// BM25 over the chunks, as (key, score) with higher better.
     fn keyword_leg(&self, query: &str, limit: usize) -> Result<Vec<(u64, f32)>> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         ChunkLengths::refresh(&self.lengths, &self.connection, FTS_DOCSIZE_TABLE).map_err(sqlite(&db_path))?;
         let mut statement = self
             .connection
@@ -712,7 +767,7 @@ impl MemoryIndex {
     }
 
     fn chunk(&self, key: u64) -> Result<(String, String, String, u32, String)> {
-        let db_path = self.dir.join(DATABASE_FILE);
+        let db_path = self.dir.join(SEARCH_FILE);
         self.connection
             .prepare_cached("SELECT chunk_id, path, heading, ordinal, content FROM clawfs_chunks WHERE key = ?1")
             .and_then(|mut statement| statement.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))))
@@ -722,8 +777,8 @@ impl MemoryIndex {
     /// Replaces every vector of the workspace in `dir` with `embedder`'s
     /// and rebuilds the HNSW index; returns the number of chunks embedded.
     pub(crate) fn reembed(dir: &Path, metadata: &WorkspaceMetadata, embedder: Arc<dyn Embedder>) -> Result<usize> {
-        let db_path = dir.join(DATABASE_FILE);
-        let mut connection = open_connection(&db_path)?;
+        let db_path = dir.join(SEARCH_FILE);
+        let mut connection = open_connection(dir)?;
         let chunks: Vec<(u64, String)> = {
             let mut statement = connection.prepare("SELECT key, content FROM clawfs_chunks ORDER BY key").map_err(sqlite(&db_path))?;
             let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).map_err(sqlite(&db_path))?;
@@ -764,8 +819,44 @@ fn fts_query(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fts_query, quantize, MemoryIndex, QUANTIZATION_SIGMAS};
+    use super::{fts_query, open_agentfs, open_connection, quantize, MemoryIndex, DATABASE_FILE, QUANTIZATION_SIGMAS, SCHEMA};
     use crate::{Clawfs, Config};
+
+    #[test]
+    fn an_index_kept_in_the_workspace_database_moves_to_the_search_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join(DATABASE_FILE);
+        open_agentfs(&workspace).unwrap();
+        // The layout of an older ClawFS: the index tables inside workspace.db.
+        let old = rusqlite::Connection::open(&workspace).unwrap();
+        old.execute_batch(SCHEMA).unwrap();
+        old.execute_batch(
+            "INSERT INTO clawfs_chunks VALUES (7, 'c7', 'notes.md', 'Keys', 0, 'the vault seals its keys');
+             INSERT INTO clawfs_vectors VALUES (7, x'0000803f');
+             UPDATE clawfs_vector_state SET count = 1, checksum = 42, dimension = 1, model_id = 'm' WHERE id = 1;",
+        )
+        .unwrap();
+        drop(old);
+        for _ in 0..2 {
+            let search = open_connection(dir.path()).unwrap();
+            let found: i64 = search
+                .query_row("SELECT rowid FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH 'seals'", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(found, 7);
+            let state: (i64, i64, String) = search
+                .query_row("SELECT count, checksum, model_id FROM clawfs_vector_state", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap();
+            assert_eq!(state, (1, 42, "m".to_owned()));
+            let vectors: i64 = search.query_row("SELECT COUNT(*) FROM clawfs_vectors", [], |r| r.get(0)).unwrap();
+            assert_eq!(vectors, 1);
+        }
+        let left: i64 = rusqlite::Connection::open(&workspace)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM sqlite_schema WHERE name LIKE 'clawfs%'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0);
+        assert!(agentfs::check::check_database(&workspace).unwrap().is_clean());
+    }
 
     /// A note of `words` words drawn from a small vocabulary, so that
     /// queries match many notes with varied frequencies and lengths.

@@ -58,7 +58,7 @@ pub use identity::{
 };
 pub use files::{DirEntry, EntryKind};
 pub use snapshot::Snapshot;
-pub use index::{digest_chunk, IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
+pub use index::{digest_chunk, IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
 pub use namespace::{
     agent_dir, create_namespace, identity_checksum, initial_identity, DirSpec, NamespaceReport, Owners, AGENT_DIR_GROUP,
     AGENT_DIR_MODE, AGENT_DIR_OWNER, TOP_LEVEL,

@@ -1,12 +1,13 @@
 //! Workspace snapshots (specs/clawfs/README.md, "Snapshots"): full,
 //! consistent copies of a workspace database as
 //! `snapshots/snapshot-YYYY-MM-DD.db`, one per day (a second snapshot the
-//! same day replaces the first), with the HNSW index beside them. Taken
-//! online with `VACUUM INTO`, which copies one read transaction, so a writer
-//! working meanwhile never tears a snapshot.
+//! same day replaces the first), with the search database and the HNSW
+//! index beside them. Databases are copied online with `VACUUM INTO`, which
+//! copies one read transaction, so a writer working meanwhile never tears a
+//! snapshot.
 //!
-//! Restoring swaps the file in atomically. It must run with no connection
-//! to the workspace open (fs-engine closes its index first): the live
+//! Restoring swaps each file in atomically. It must run with no connection
+//! to the workspace open (fs-engine closes its index first): a live
 //! database's write-ahead log is checkpointed and removed before the swap,
 //! because replayed onto the restored file it would corrupt it.
 
@@ -17,7 +18,7 @@ use fsutil::today;
 use rusqlite::Connection;
 
 use crate::error::{io, Error, Result};
-use crate::index::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
+use crate::index::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
 use crate::names::parse_snapshot_file;
 use crate::workspace::{dir_entries, sync_dir, Clawfs};
 
@@ -34,6 +35,36 @@ pub struct Snapshot {
 fn index_copies(snapshot: &Path) -> [(PathBuf, &'static str); 2] {
     let with = |suffix: &str| PathBuf::from(format!("{}{suffix}", snapshot.display()));
     [(with(".hnsw"), HNSW_FILE), (with(".hnsw.json"), HNSW_SIDECAR_FILE)]
+}
+
+/// The search database kept with a snapshot: `<snapshot>.search`.
+fn search_copy(snapshot: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.search", snapshot.display()))
+}
+
+/// Copies the database `source` online into `target` (one read transaction).
+fn vacuum_into(source: &Path, target: &Path) -> Result<()> {
+    let conn = Connection::open(source).map_err(sqlite(source))?;
+    conn.execute("VACUUM INTO ?1", [target.to_string_lossy()]).map_err(sqlite(source))?;
+    fs::File::open(target).and_then(|f| f.sync_all()).map_err(io("sync", target))
+}
+
+/// Puts a copy of `copy` in place of the database `live`: the copy first
+/// beside it, then the live write-ahead log folded in and removed (it must
+/// never be replayed onto the restored file), then the rename.
+fn swap_in(copy: &Path, live: &Path) -> Result<()> {
+    let name = live.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let incoming = live.with_file_name(format!(".{name}.restoring"));
+    fs::copy(copy, &incoming).map_err(io("copy", copy))?;
+    fs::File::open(&incoming).and_then(|f| f.sync_all()).map_err(io("sync", &incoming))?;
+    if live.exists() {
+        let conn = Connection::open(live).map_err(sqlite(live))?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(sqlite(live))?;
+    }
+    for suffix in ["-wal", "-shm"] {
+        remove_if_present(&PathBuf::from(format!("{}{suffix}", live.display())))?;
+    }
+    fs::rename(&incoming, live).map_err(io("rename", &incoming))
 }
 
 fn sqlite(path: &Path) -> impl FnOnce(rusqlite::Error) -> Error + '_ {
@@ -72,21 +103,23 @@ impl Clawfs {
         let target = snapshots.join(&file);
         let partial = snapshots.join(format!(".{file}.partial"));
         remove_if_present(&partial)?;
-        let source = self.workspace_dir(workspace)?.join(DATABASE_FILE);
-        let conn = Connection::open(&source).map_err(sqlite(&source))?;
-        conn.execute("VACUUM INTO ?1", [partial.to_string_lossy()]).map_err(sqlite(&source))?;
-        drop(conn);
-        let kept = require_consistent(&partial).and_then(|()| {
-            fs::File::open(&partial).and_then(|f| f.sync_all()).map_err(io("sync", &partial))?;
-            fs::rename(&partial, &target).map_err(io("rename", &partial))
-        });
+        let live = self.workspace_dir(workspace)?;
+        let kept = vacuum_into(&live.join(DATABASE_FILE), &partial)
+            .and_then(|()| require_consistent(&partial))
+            .and_then(|()| fs::rename(&partial, &target).map_err(io("rename", &partial)));
         if let Err(error) = kept {
             let _ = fs::remove_file(&partial);
             return Err(error);
         }
-        // The index as it is on disk; should it lag the database, opening
-        // the restored workspace detects that and rebuilds it.
-        let live = self.workspace_dir(workspace)?;
+        // The search index, taken after the files it indexes: a document
+        // changed in between is indexed again when next written.
+        remove_if_present(&search_copy(&target))?;
+        if live.join(SEARCH_FILE).exists() {
+            vacuum_into(&live.join(SEARCH_FILE), &search_copy(&target))?;
+        }
+        // The HNSW file as it is on disk; should it lag the search
+        // database, opening the restored workspace detects that and
+        // rebuilds it.
         for (copy, name) in index_copies(&target) {
             match fs::copy(live.join(name), &copy) {
                 Ok(_) => {}
@@ -125,19 +158,17 @@ impl Clawfs {
         }
         require_consistent(&snapshot)?;
         let dir = self.workspace_dir(workspace)?;
-        let live = dir.join(DATABASE_FILE);
-        let incoming = dir.join(format!(".{DATABASE_FILE}.restoring"));
-        fs::copy(&snapshot, &incoming).map_err(io("copy", &snapshot))?;
-        fs::File::open(&incoming).and_then(|f| f.sync_all()).map_err(io("sync", &incoming))?;
-        // Fold the live write-ahead log into the old file, then drop it, so
-        // it can never be replayed onto the restored one.
-        let conn = Connection::open(&live).map_err(sqlite(&live))?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(sqlite(&live))?;
-        drop(conn);
-        for suffix in ["-wal", "-shm"] {
-            remove_if_present(&PathBuf::from(format!("{}{suffix}", live.display())))?;
+        swap_in(&snapshot, &dir.join(DATABASE_FILE))?;
+        let search = search_copy(&snapshot);
+        if search.exists() {
+            swap_in(&search, &dir.join(SEARCH_FILE))?;
+        } else {
+            // A snapshot of an older ClawFS keeps its index inside the
+            // workspace database: the next open moves it out again.
+            for suffix in ["", "-wal", "-shm"] {
+                remove_if_present(&PathBuf::from(format!("{}{suffix}", dir.join(SEARCH_FILE).display())))?;
+            }
         }
-        fs::rename(&incoming, &live).map_err(io("rename", &incoming))?;
         for (copy, name) in index_copies(&snapshot) {
             let target = dir.join(name);
             if copy.exists() {
@@ -161,6 +192,7 @@ impl Clawfs {
             for (copy, _) in index_copies(&path) {
                 remove_if_present(&copy)?;
             }
+            remove_if_present(&search_copy(&path))?;
             remove_if_present(&path)?;
         }
         sync_dir(&snapshots)?;

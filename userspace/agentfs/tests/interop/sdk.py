@@ -1,22 +1,22 @@
 """Drives the reference AgentFS SDK (PyPI agentfs-sdk) for tests/interop.rs.
 
-usage: sdk.py read DB   -> prints what the SDK sees in a ClawOS workspace, as JSON
-       sdk.py write DB  -> fills a fresh workspace through the SDK
+usage: sdk.py read DB       -> prints what the SDK sees in a ClawOS workspace, as JSON
+       sdk.py write DB      -> fills a fresh workspace through the SDK
+       sdk.py cat DB PATH   -> prints the file PATH as the SDK reads it
+
+Every workspace is opened the way the SDK's users open one,
+AgentFS.open(AgentFSOptions(path=...)), with no engine option.
 """
 
 import asyncio
 import json
 import sys
 
-from agentfs_sdk import AgentFS
-from turso.aio import connect
+from agentfs_sdk import AgentFS, AgentFSOptions
 
 
 async def open_workspace(path):
-    # pyturso refuses databases with triggers unless the feature is enabled;
-    # ClawOS workspaces carry the audit trail's insert-only triggers.
-    db = await connect(path, experimental_features="triggers")
-    return await AgentFS.open_with(db)
+    return await AgentFS.open(AgentFSOptions(path=path))
 
 
 async def read(path):
@@ -55,6 +55,12 @@ async def write(path):
     await agent.close()
 
 
+async def cat(path, file):
+    agent = await open_workspace(path)
+    sys.stdout.write(await agent.fs.read_file(file))
+    await agent.close()
+
+
 if __name__ == "__main__":
-    command, path = sys.argv[1], sys.argv[2]
-    asyncio.run({"read": read, "write": write}[command](path))
+    command, path, *rest = sys.argv[1:]
+    asyncio.run({"read": read, "write": write, "cat": cat}[command](path, *rest))
