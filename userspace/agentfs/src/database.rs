@@ -35,6 +35,17 @@ pub const MAX_SYMLINK_FOLLOWS: usize = 40;
 /// this many seconds, as Linux's relatime: reads then stay read-only.
 const RELATIME_WINDOW_SECS: i64 = 24 * 60 * 60;
 
+/// Freed pages are given back to the file system (a `VACUUM` after the
+/// commit that freed them) once at least this many bytes are free ...
+const RECLAIM_MIN_FREE_BYTES: u64 = 16 << 20;
+/// ... and no more bytes are in use than free, and at most this many:
+/// `VACUUM` copies the pages in use through a temporary database held in
+/// memory (`temp_store = MEMORY`), and the components that open workspaces
+/// run with 256 to 768 MiB (their units' `MemoryMax`). Auto-vacuum would
+/// need no copy, but the reference SDK's engine corrupts a database that has
+/// it on (specs/agentfs/README.md, "Interoperability notes").
+const RECLAIM_MAX_USED_BYTES: u64 = 64 << 20;
+
 /// How to open a workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenOptions {
@@ -59,6 +70,7 @@ impl Default for OpenOptions {
 pub struct AgentFs {
     conn: Connection,
     chunk_size: u64,
+    file_size_limit: u64,
     base: Option<Box<dyn BaseLayer>>,
     owner: (u32, u32),
     batch: BatchState,
@@ -125,6 +137,7 @@ impl AgentFs {
         let chunk_size = db::init(&mut conn, options.chunk_size)?;
         // A database this open created had no tables for the guards yet.
         conn.execute_batch(db::AUDIT_TRIGGERS_SQL)?;
+        let file_size_limit = db::read_file_size_limit(&conn)?;
         let base = match &options.base {
             Some(source) => {
                 let base = source.open()?;
@@ -139,12 +152,54 @@ impl AgentFs {
             }
             None => None,
         };
-        Ok(AgentFs { conn, chunk_size, base, owner: (0, 0), batch: BatchState::None })
+        Ok(AgentFs { conn, chunk_size, file_size_limit, base, owner: (0, 0), batch: BatchState::None })
     }
 
     /// The chunk size of this workspace's `fs_data`.
     pub fn chunk_size(&self) -> u64 {
         self.chunk_size
+    }
+
+    /// The largest size a file of this workspace may grow to by a write or
+    /// a truncate (EFBIG past it): [`crate::DEFAULT_FILE_SIZE_LIMIT`] unless
+    /// the workspace set another.
+    pub fn file_size_limit(&self) -> u64 {
+        self.file_size_limit
+    }
+
+    /// Sets this workspace's file size limit (up to [`crate::MAX_FILE_SIZE`]),
+    /// kept in the workspace (`fs_config`); files already larger stay as
+    /// they are but cannot grow. Handles open elsewhere read it when they
+    /// open the workspace.
+    pub fn set_file_size_limit(&mut self, limit: u64) -> Result<()> {
+        self.write_tx(|cx| db::write_file_size_limit(cx.conn, limit))?;
+        self.file_size_limit = limit;
+        Ok(())
+    }
+
+    /// Gives the pages freed by deleted or shrunk files back to the file
+    /// system once enough are free (see [`RECLAIM_MIN_FREE_BYTES`]), so the
+    /// database's size follows its content; returns whether it did. Runs
+    /// after every committed write, outside a batch. Best effort: it is
+    /// skipped while another connection writes, and tried again after a
+    /// later write.
+    pub fn reclaim_free_pages(&mut self) -> Result<bool> {
+        if self.batch != BatchState::None {
+            return Ok(false);
+        }
+        let pragma = |name: &str| -> Result<u64> { Ok(self.conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))?) };
+        let (free, pages, page_size) = (pragma("freelist_count")?, pragma("page_count")?, pragma("page_size")?);
+        let (free_bytes, used_bytes) = (free * page_size, (pages - free) * page_size);
+        if free_bytes < RECLAIM_MIN_FREE_BYTES || used_bytes > free_bytes || used_bytes > RECLAIM_MAX_USED_BYTES {
+            return Ok(false);
+        }
+        match self.conn.execute_batch("VACUUM") {
+            Ok(()) => Ok(true),
+            Err(error) => match Error::from(error) {
+                Error::Busy => Ok(false),
+                error => Err(error),
+            },
+        }
     }
 
     /// The underlying connection, for the checker and for read-only queries.
@@ -178,13 +233,18 @@ impl AgentFs {
     }
 
     fn atomic<T>(&mut self, behavior: TransactionBehavior, op: impl FnOnce(&Ctx<'_>) -> Result<T>) -> Result<T> {
-        let (chunk_size, base, owner) = (self.chunk_size, self.base.as_deref(), self.owner);
-        let run = |conn: &Connection| op(&Ctx { conn, chunk_size, base, owner });
+        let (chunk_size, file_size_limit, base, owner) = (self.chunk_size, self.file_size_limit, self.base.as_deref(), self.owner);
+        let run = |conn: &Connection| op(&Ctx { conn, chunk_size, file_size_limit, base, owner });
         match &self.batch {
             BatchState::None => {
                 let tx = self.conn.transaction_with_behavior(behavior)?;
                 let out = run(&tx)?;
                 tx.commit()?;
+                if matches!(behavior, TransactionBehavior::Immediate) {
+                    // The write is committed: a failed reclaim must not
+                    // report it as failed.
+                    let _ = self.reclaim_free_pages();
+                }
                 Ok(out)
             }
             BatchState::RolledBack { cause, errno } => {
@@ -251,7 +311,10 @@ impl AgentFs {
     /// commit fails, nothing of it is kept and the error says why; either
     /// way the handle is back to one transaction per operation.
     pub fn commit_batch(&mut self) -> Result<()> {
-        self.end_batch(true)
+        self.end_batch(true)?;
+        // Committed: a failed reclaim must not report the batch as failed.
+        let _ = self.reclaim_free_pages();
+        Ok(())
     }
 
     fn end_batch(&mut self, keep: bool) -> Result<()> {
@@ -309,7 +372,7 @@ impl AgentFs {
                 }
                 None => cx.create_in(&parent, parent_node, name, S_IFREG | 0o644, 0, None)?,
             };
-            db::replace_content(cx.conn, cx.chunk_size, ino, data)
+            db::replace_content(cx.conn, cx.chunk_size, cx.file_size_limit, ino, data)
         })
     }
 
@@ -327,7 +390,7 @@ impl AgentFs {
         self.write_tx(|cx| {
             let (real, node) = cx.resolve(path, true)?;
             let ino = cx.regular_in_delta(&real, node)?;
-            db::write_chunks(cx.conn, cx.chunk_size, ino, offset, data)
+            db::write_chunks(cx.conn, cx.chunk_size, cx.file_size_limit, ino, offset, data)
         })
     }
 
@@ -337,7 +400,7 @@ impl AgentFs {
             let (real, node) = cx.resolve(path, true)?;
             let ino = cx.regular_in_delta(&real, node)?;
             let size = db::inode_stat(cx.conn, ino, true)?.size;
-            db::write_chunks(cx.conn, cx.chunk_size, ino, size, data)
+            db::write_chunks(cx.conn, cx.chunk_size, cx.file_size_limit, ino, size, data)
         })
     }
 

@@ -36,13 +36,15 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connection pragmas (specs/agentfs/README.md, "Connection settings"). WAL
 /// with `synchronous = NORMAL` survives a killed process with every committed
 /// transaction; a power cut may lose the last few commits but never
-/// consistency.
+/// consistency. The write-ahead log is cut back to 64 MiB after a
+/// checkpoint, or one large write (a `VACUUM`) would leave it at its size.
 const PRAGMAS_SQL: &str = "
 PRAGMA journal_mode = WAL;
 PRAGMA cache_size = -64000;
 PRAGMA mmap_size = 268435456;
 PRAGMA synchronous = NORMAL;
 PRAGMA temp_store = MEMORY;
+PRAGMA journal_size_limit = 67108864;
 ";
 
 /// Applies the busy timeout and the pragmas to a connection and, once the
@@ -443,15 +445,51 @@ fn set_size(conn: &Connection, ino: i64, size: u64) -> Result<()> {
     record_nsec(conn, ino, &Times::modified(now))
 }
 
-/// The largest file size (EFBIG past it). AgentFS stores every chunk up to
-/// the end (all but the last are exactly `chunk_size` bytes, so there are no
-/// holes): a `truncate` to a petabyte would try to write a petabyte of
-/// zeros. 64 GiB is far past any agent's file, and a size a disk can hold.
+/// The largest file size a workspace may allow (EFBIG past it). AgentFS
+/// stores every chunk up to the end (all but the last are exactly
+/// `chunk_size` bytes, so the spec leaves no room for holes): a `truncate`
+/// to a petabyte would try to write a petabyte of zeros.
 pub const MAX_FILE_SIZE: u64 = 64 << 30;
 
+/// A workspace's file size limit when it sets none: a write or truncate
+/// past it fails with EFBIG instead of writing zeros into /clawfs until the
+/// disk is full (one byte written at 2 GiB stores 2 GiB). 1 GiB is far past
+/// any note, transcript or tool output an agent keeps; a workspace that
+/// needs more raises it ([`crate::AgentFs::set_file_size_limit`]).
+pub const DEFAULT_FILE_SIZE_LIMIT: u64 = 1 << 30;
+
+/// The `fs_config` key of a workspace's file size limit (the spec allows
+/// keys of an implementation's own).
+const FILE_SIZE_LIMIT_KEY: &str = "clawos_file_size_limit";
+
+/// The file size limit of the workspace behind `conn`.
+pub(crate) fn read_file_size_limit(conn: &Connection) -> Result<u64> {
+    let value: Option<String> = conn
+        .query_row("SELECT value FROM fs_config WHERE key = ?", [FILE_SIZE_LIMIT_KEY], |row| row.get(0))
+        .optional()?;
+    match value {
+        None => Ok(DEFAULT_FILE_SIZE_LIMIT),
+        Some(text) => match text.parse::<u64>() {
+            Ok(limit) if limit <= MAX_FILE_SIZE => Ok(limit),
+            _ => Err(Error::corrupt(format!("{FILE_SIZE_LIMIT_KEY} {text:?} is not a size up to {MAX_FILE_SIZE}"))),
+        },
+    }
+}
+
+pub(crate) fn write_file_size_limit(conn: &Connection, limit: u64) -> Result<()> {
+    if limit > MAX_FILE_SIZE {
+        return Err(Error::invalid(format!("a file size limit is at most {MAX_FILE_SIZE} bytes")));
+    }
+    conn.execute(
+        "INSERT INTO fs_config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        params![FILE_SIZE_LIMIT_KEY, limit.to_string()],
+    )?;
+    Ok(())
+}
+
 /// Writes `data` at `offset`, zero-filling any gap after the old end, and
-/// rewrites only the chunks the write (or gap) touches.
-pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset: u64, data: &[u8]) -> Result<u64> {
+/// rewrites only the chunks the write (or gap) touches; EFBIG past `limit`.
+pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, limit: u64, ino: i64, offset: u64, data: &[u8]) -> Result<u64> {
     let size: u64 = conn
         .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
         .query_row([ino], |row| row.get(0))?;
@@ -460,8 +498,8 @@ pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset:
     }
     let end = offset
         .checked_add(data.len() as u64)
-        .filter(|end| *end <= MAX_FILE_SIZE)
-        .ok_or(Error::FileTooLarge)?;
+        .filter(|end| *end <= limit)
+        .ok_or(Error::FileTooLarge { limit })?;
     let new_size = size.max(end);
     let start = offset.min(size);
     for index in start / chunk_size..=(end - 1) / chunk_size {
@@ -482,8 +520,12 @@ pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset:
     Ok(new_size)
 }
 
-/// Replaces the whole content of `ino` (spec: Creating a File, steps 6-7).
-pub(crate) fn replace_content(conn: &Connection, chunk_size: u64, ino: i64, data: &[u8]) -> Result<()> {
+/// Replaces the whole content of `ino` (spec: Creating a File, steps 6-7);
+/// EFBIG past `limit`.
+pub(crate) fn replace_content(conn: &Connection, chunk_size: u64, limit: u64, ino: i64, data: &[u8]) -> Result<()> {
+    if data.len() as u64 > limit {
+        return Err(Error::FileTooLarge { limit });
+    }
     conn.prepare_cached("DELETE FROM fs_data WHERE ino = ?")?.execute([ino])?;
     for (index, piece) in data.chunks(chunk_size as usize).enumerate() {
         put_chunk(conn, ino, index as u64, piece)?;
@@ -491,10 +533,11 @@ pub(crate) fn replace_content(conn: &Connection, chunk_size: u64, ino: i64, data
     set_size(conn, ino, data.len() as u64)
 }
 
-/// Sets the size of `ino`, dropping chunks past the end or zero-filling up to it.
-pub(crate) fn truncate(conn: &Connection, chunk_size: u64, ino: i64, new_size: u64) -> Result<()> {
-    if new_size > MAX_FILE_SIZE {
-        return Err(Error::FileTooLarge);
+/// Sets the size of `ino`, dropping chunks past the end or zero-filling up
+/// to it; EFBIG past `limit`.
+pub(crate) fn truncate(conn: &Connection, chunk_size: u64, limit: u64, ino: i64, new_size: u64) -> Result<()> {
+    if new_size > limit {
+        return Err(Error::FileTooLarge { limit });
     }
     let size: u64 = conn
         .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?

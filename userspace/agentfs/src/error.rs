@@ -46,9 +46,10 @@ pub enum Error {
     /// The extended attribute does not exist (ENODATA).
     #[error("{name}: no such extended attribute")]
     NoSuchAttribute { name: String },
-    /// A write or truncate past [`crate::MAX_FILE_SIZE`] (EFBIG).
-    #[error("file too large: the limit is {} bytes", crate::MAX_FILE_SIZE)]
-    FileTooLarge,
+    /// A write or truncate past the workspace's file size limit
+    /// ([`crate::AgentFs::file_size_limit`]) (EFBIG).
+    #[error("file too large: this workspace's limit is {limit} bytes")]
+    FileTooLarge { limit: u64 },
     /// The disk holding the database is full (ENOSPC).
     #[error("no space left on device")]
     NoSpace,
@@ -105,7 +106,7 @@ impl Error {
             Error::CrossDevice { .. } => libc::EXDEV,
             Error::NoSuchAttribute { .. } => libc::ENODATA,
             Error::NoSpace => libc::ENOSPC,
-            Error::FileTooLarge => libc::EFBIG,
+            Error::FileTooLarge { .. } => libc::EFBIG,
             Error::Busy => libc::EBUSY,
             Error::BatchRolledBack { errno, .. } => *errno,
             Error::Host { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),

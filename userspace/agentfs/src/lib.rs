@@ -34,7 +34,7 @@ mod database;
 pub use base::BaseSource;
 pub use db::{
     configure_connection, guard_audit_trail, rebuild_table_if, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT,
-    MAX_FILE_SIZE, SCHEMA_SQL,
+    DEFAULT_FILE_SIZE_LIMIT, MAX_FILE_SIZE, SCHEMA_SQL,
 };
 pub use error::{Error, Result};
 pub use kv::KvEntry;

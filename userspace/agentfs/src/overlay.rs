@@ -38,6 +38,8 @@ pub(crate) enum Node {
 pub(crate) struct Ctx<'a> {
     pub(crate) conn: &'a Connection,
     pub(crate) chunk_size: u64,
+    /// The workspace's file size limit (EFBIG past it).
+    pub(crate) file_size_limit: u64,
     pub(crate) base: Option<&'a dyn BaseLayer>,
     pub(crate) owner: (u32, u32),
 }
@@ -202,7 +204,8 @@ impl Ctx<'_> {
         )?;
         if stat.is_file() {
             let data = base.read(path, 0, stat.size)?;
-            db::replace_content(self.conn, self.chunk_size, ino, &data)?;
+            // A copy-up keeps the base's file whole, whatever its size.
+            db::replace_content(self.conn, self.chunk_size, db::MAX_FILE_SIZE, ino, &data)?;
         } else if stat.is_symlink() {
             self.conn.execute(
                 "INSERT INTO fs_symlink (ino, target) VALUES (?, ?)",
@@ -465,7 +468,7 @@ impl Ctx<'_> {
         }
         let ino = self.in_delta(path, node)?;
         if let Some(size) = attr.size {
-            db::truncate(self.conn, self.chunk_size, ino, size)?;
+            db::truncate(self.conn, self.chunk_size, self.file_size_limit, ino, size)?;
         }
         let mode = attr
             .permissions

@@ -470,3 +470,47 @@ fn sizes_past_the_file_size_limit_are_efbig_at_once() {
     ws.truncate("/f", 3 << 20).unwrap();
     assert_eq!(ws.stat("/f").unwrap().size, 3 << 20);
 }
+
+#[test]
+fn a_file_cannot_grow_past_its_workspace_limit() {
+    let mut ws = Workspace::new();
+    assert_eq!(ws.file_size_limit(), agentfs::DEFAULT_FILE_SIZE_LIMIT);
+    ws.write_file("/f", b"data").unwrap();
+    // The case: one byte written at 2 GiB + 1 would store 2 GiB.
+    assert_eq!(errno(ws.write("/f", (2 << 30) + 1, b"x")), libc::EFBIG);
+    assert_eq!(errno(ws.truncate("/f", agentfs::DEFAULT_FILE_SIZE_LIMIT + 1)), libc::EFBIG);
+    ws.set_file_size_limit(10_000).unwrap();
+    assert_eq!(errno(ws.write_file("/g", &[1u8; 10_001])), libc::EFBIG);
+    assert_eq!(errno(ws.append("/f", &[1u8; 9_997])), libc::EFBIG);
+    assert!(!ws.exists("/g").unwrap(), "a refused write_file leaves nothing");
+    assert_eq!(ws.read_file("/f").unwrap(), b"data");
+    ws.write("/f", 9_999, b"x").unwrap();
+    assert_eq!(errno(ws.set_file_size_limit(agentfs::MAX_FILE_SIZE + 1)), libc::EINVAL);
+    // The limit is the workspace's: another handle opened later has it.
+    let again = agentfs::AgentFs::open(&ws.path).unwrap();
+    assert_eq!(again.file_size_limit(), 10_000);
+}
+
+#[test]
+fn the_database_shrinks_when_its_files_are_deleted() {
+    let mut ws = Workspace::new();
+    ws.write_file("/keep", b"small").unwrap();
+    let file_bytes = |ws: &mut Workspace| {
+        ws.sync().unwrap();
+        std::fs::metadata(&ws.path).unwrap().len()
+    };
+    let before = file_bytes(&mut ws);
+    ws.write_file("/big", &vec![7u8; 24 << 20]).unwrap();
+    assert!(file_bytes(&mut ws) > 24 << 20);
+    ws.unlink("/big").unwrap();
+    let after = file_bytes(&mut ws);
+    assert!(after < before + (1 << 20), "{after} bytes after deleting 24 MiB ({before} before)");
+    let wal = std::fs::metadata(format!("{}-wal", ws.path.display())).map(|m| m.len()).unwrap_or(0);
+    assert!(wal <= 64 << 20, "the write-ahead log is {wal} bytes");
+    assert_eq!(ws.read_file("/keep").unwrap(), b"small");
+    // Below the threshold nothing is copied: a small delete leaves its pages free.
+    ws.write_file("/medium", &vec![1u8; 1 << 20]).unwrap();
+    ws.unlink("/medium").unwrap();
+    let free: u64 = ws.connection().query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+    assert!(free > 0);
+}

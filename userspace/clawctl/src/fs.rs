@@ -26,6 +26,8 @@ const WRITE_PART_BYTES: usize = 1024 * 1024;
 pub enum FsCommand {
     /// Verify every AgentFS consistency rule of a workspace database (exit 1 on a violation).
     Check(CheckArgs),
+    /// Print a workspace database's file size limit, or set it (EFBIG past it).
+    FileSizeLimit(FileSizeLimitArgs),
     /// Mount a workspace through FUSE; runs until unmounted or sent SIGTERM/SIGINT.
     Mount(MountArgs),
     /// Print a file under /clawfs (through fs-engine).
@@ -66,6 +68,14 @@ pub struct CheckArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+pub struct FileSizeLimitArgs {
+    /// The workspace database.
+    db: PathBuf,
+    /// The new limit in bytes (at most 64 GiB); without it, print the limit.
+    bytes: Option<u64>,
 }
 
 #[derive(Args)]
@@ -144,6 +154,17 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
             let client = connect_fs_engine().await?;
             let deleted = fs_engine(&client).delete_file(&FilePath { path: args.path, agent: args.agent }).await?;
             eprintln!("removed {}", deleted.path);
+            Ok(ExitCode::SUCCESS)
+        }
+        FsCommand::FileSizeLimit(args) => {
+            if !args.db.exists() {
+                anyhow::bail!("{}: no such workspace database", args.db.display());
+            }
+            let mut workspace = agentfs::AgentFs::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
+            if let Some(bytes) = args.bytes {
+                workspace.set_file_size_limit(bytes).with_context(|| format!("cannot set the limit of {}", args.db.display()))?;
+            }
+            println!("{}", workspace.file_size_limit());
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::Check(args) => {
