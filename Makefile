@@ -16,7 +16,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz clean
 all: image
 
 deps:
@@ -96,6 +96,11 @@ test-pg: deps
 # small initramfs with the test harness as /init (seconds, not minutes).
 test-ebpf-vm: kernel ebpf
 	bash tests/ebpf-vm/run.sh
+
+# The IPC decoder under libFuzzer for FUZZ_SECONDS (default 300) on rustup's
+# nightly; the corpus is kept in userspace/ipc/fuzz/corpus. Not part of test.
+fuzz:
+	bash scripts/fuzz.sh
 
 # The same VM with the monitor's overhead, event-rate and per-program numbers.
 bench-ebpf: kernel ebpf
