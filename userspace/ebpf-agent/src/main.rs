@@ -151,18 +151,30 @@ fn event_loop(state: &Mutex<State>, runtime: &Runtime, mut evaluator: Evaluator)
                     publish_finding(runtime, finding);
                 }
             }
-            for stats in state.monitor.program_stats() {
-                let reported = state.lost.insert(stats.name, stats.lost_events).unwrap_or(0);
-                if stats.lost_events > reported {
-                    let mut data = Object::new();
-                    data.insert("program".into(), json!(stats.name));
-                    data.insert("lost".into(), json!(stats.lost_events - reported));
-                    data.insert("lost_total".into(), json!(stats.lost_events));
-                    runtime.publish("events_lost", data);
-                }
+            let programs = state.monitor.program_stats();
+            for data in newly_lost(&mut state.lost, &programs) {
+                runtime.publish("events_lost", data);
             }
         }
     }
+}
+
+/// The `events_lost` events to publish: one per program whose ring buffer
+/// dropped records since the last call (`reported` holds the totals already
+/// published), with the new and the total count.
+fn newly_lost(reported: &mut std::collections::HashMap<&'static str, u64>, programs: &[clawos_ebpf_monitor::ProgramStats]) -> Vec<Object> {
+    let mut events = Vec::new();
+    for stats in programs {
+        let before = reported.insert(stats.name, stats.lost_events).unwrap_or(0);
+        if stats.lost_events > before {
+            let mut data = Object::new();
+            data.insert("program".into(), json!(stats.name));
+            data.insert("lost".into(), json!(stats.lost_events - before));
+            data.insert("lost_total".into(), json!(stats.lost_events));
+            events.push(data);
+        }
+    }
+    events
 }
 
 fn publish_finding(runtime: &Runtime, finding: Finding) {
@@ -229,4 +241,26 @@ impl Component for Daemon {
 
 fn main() -> std::process::ExitCode {
     clawos_runtime::main(ComponentId::EbpfAgent, env!("CARGO_PKG_VERSION"), Daemon::start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn program(name: &'static str, lost_events: u64) -> clawos_ebpf_monitor::ProgramStats {
+        clawos_ebpf_monitor::ProgramStats { name, id: 1, run_count: 0, run_time_ns: 0, lost_events, coalesced_events: 0 }
+    }
+
+    #[test]
+    fn events_lost_is_published_once_per_overflow_with_the_new_count() {
+        let mut reported = std::collections::HashMap::new();
+        assert!(newly_lost(&mut reported, &[program("file_open", 0), program("tcp_connect", 0)]).is_empty());
+        let events = newly_lost(&mut reported, &[program("file_open", 40), program("tcp_connect", 0)]);
+        assert_eq!(events.len(), 1);
+        assert_eq!(serde_json::Value::Object(events[0].clone()), json!({"program": "file_open", "lost": 40, "lost_total": 40}));
+        // Nothing new: nothing published; more lost: only the difference.
+        assert!(newly_lost(&mut reported, &[program("file_open", 40)]).is_empty());
+        let events = newly_lost(&mut reported, &[program("file_open", 45)]);
+        assert_eq!(serde_json::Value::Object(events[0].clone()), json!({"program": "file_open", "lost": 5, "lost_total": 45}));
+    }
 }
