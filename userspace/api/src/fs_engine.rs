@@ -30,7 +30,10 @@ service! {
     /// Removes one document from a workspace's memory index.
     fn memory_remove(MemoryRemove) -> MemoryRemoved { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Hybrid (keyword + vector) search of a workspace's memory.
-    fn memory_search(MemorySearch) -> SearchResponse { timeout_ms: 5000, errors: [Eperm, Enoent, Eio] }
+    // 30 s, as memory_recall: the first search of a workspace opens its
+    // index, the query is embedded, and fs-engine may be indexing an agent's
+    // memory files meanwhile (one lock), seconds each on a slow CPU.
+    fn memory_search(MemorySearch) -> SearchResponse { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Stores a memory of an agent: a new entry in its category's file,
     /// indexed before the answer.
     fn memory_store(MemoryStore) -> MemoryEntry { timeout_ms: 30000, errors: [Eperm, Eio] }
