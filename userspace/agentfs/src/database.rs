@@ -187,8 +187,11 @@ impl AgentFs {
         if self.batch != BatchState::None {
             return Ok(false);
         }
-        let pragma = |name: &str| -> Result<u64> { Ok(self.conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))?) };
-        let (free, pages, page_size) = (pragma("freelist_count")?, pragma("page_count")?, pragma("page_size")?);
+        // One cached statement: this runs after every committed write.
+        let (free, pages, page_size): (u64, u64, u64) = self
+            .conn
+            .prepare_cached("SELECT f.freelist_count, c.page_count, s.page_size FROM pragma_freelist_count() f, pragma_page_count() c, pragma_page_size() s")?
+            .query_row([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
         let (free_bytes, used_bytes) = (free * page_size, (pages - free) * page_size);
         if free_bytes < RECLAIM_MIN_FREE_BYTES || used_bytes > free_bytes || used_bytes > RECLAIM_MAX_USED_BYTES {
             return Ok(false);
