@@ -35,6 +35,13 @@ check "agents: a typo written into config.toml over SSH stops that agent with th
     ! clawctl agent resume typo 2>/dev/null &&
     clawctl agent rm typo >/dev/null && test ! -e /clawfs/agents/typo'
 
+check "agents: an agent whose database does not open is listed as stopped, with why; the others are listed" \
+  vm_ssh 'clawctl agent create broken-db >/dev/null &&
+    rm /clawfs/agents/broken-db/workspace.db && mkdir /clawfs/agents/broken-db/workspace.db &&
+    clawctl agent list | grep -E "^broken-db +stopped +.*workspace.db" &&
+    clawctl agent list | grep -Eq "^default +idle" &&
+    clawctl agent rm broken-db >/dev/null && test ! -e /clawfs/agents/broken-db'
+
 check "agents: a pause is kept across a restart of agent-loop and refuses turns" \
   vm_ssh 'clawctl agent pause kernel-engine >/dev/null && systemctl restart clawos-agent-loop &&
     clawctl agent list | grep -Eq "^kernel-engine +paused" &&

@@ -383,10 +383,15 @@ impl agent_loop::Service for Daemon {
 
     async fn agent_list(&self, _call: &Call, _p: NoParams) -> Result<AgentList, MethodError> {
         let names = clawfs::namespace::list_agents(&self.config.clawfs_root).map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
-        let mut agents = Vec::new();
-        for name in names {
-            agents.push(self.info(&name)?.0);
-        }
+        // One agent whose database does not open is listed as stopped, with
+        // why; it does not hide the others.
+        let agents = names
+            .into_iter()
+            .map(|agent| match self.info(&agent) {
+                Ok((info, _, _)) => info,
+                Err(e) => AgentInfo { agent, state: AgentState::Stopped, error: Some(e.message), model: None },
+            })
+            .collect();
         Ok(AgentList { agents })
     }
 

@@ -90,7 +90,7 @@ pub enum AgentState {
     Running,
     /// Paused by the operator.
     Paused,
-    /// Its config does not load; `error` says why.
+    /// Its config or its database does not load; `error` says why.
     Stopped,
     /// The soul guard holds a change to its `soul.md` or `identity.md`
     /// until the operator decides (`agent_guard`); `error` says which.

@@ -459,10 +459,17 @@ impl fs_engine::Service for Daemon {
 
     async fn agent_dir_remove(&self, call: &Call, params: AgentRef) -> Result<Done, MethodError> {
         let caller = call.peer();
-        // Close its memory index first so no handle outlives its files.
-        let agent = params.agent.clone();
-        self.blocking(move |s| Ok(s.agent_indexes.remove(&agent))).await?;
-        self.files(move |files| files.remove_agent(caller, params)).await?;
+        let files = self.files.clone();
+        // Its memory index is closed and the directory removed under one
+        // hold of the state lock: the watcher re-indexes an agent's memory
+        // under the same lock, and reopening the index between the two
+        // (a rescan of the new agent's files) wrote `search.db` into the
+        // directory as it was being removed ("Directory not empty").
+        self.blocking(move |s| {
+            s.agent_indexes.remove(&params.agent);
+            files.remove_agent(caller, params)
+        })
+        .await?;
         Ok(Done {})
     }
 }
