@@ -158,13 +158,29 @@ vm_kill() {
   return 0
 }
 
-# check NAME CMD...: runs CMD, counts and reports the result.
+# check NAME CMD...: runs CMD, counts and reports the result, with its
+# time when it took 10 s or more (the suite's time is spent in few checks).
 check() {
   local name=$1; shift
-  local output
-  if output=$("$@" 2>&1); then
-    PASSED=$((PASSED + 1)); printf '  ok   %s\n' "$name"
+  local output status=0 t0=$SECONDS took=""
+  output=$("$@" 2>&1) || status=$?
+  (( SECONDS - t0 < 10 )) || took=" [$((SECONDS - t0)) s]"
+  if ((status == 0)); then
+    PASSED=$((PASSED + 1)); printf '  ok   %s%s\n' "$name" "$took"
   else
-    FAILED=$((FAILED + 1)); printf '  FAIL %s\n%s\n' "$name" "$(sed 's/^/       /' <<<"$output" | tail -n 30)"
+    FAILED=$((FAILED + 1)); printf '  FAIL %s%s\n%s\n' "$name" "$took" "$(sed 's/^/       /' <<<"$output" | tail -n 30)"
   fi
+}
+
+# phase NAME: starts timing the suite's part NAME, ending the one before;
+# phase_times prints them all ("usb 31 s, boot 1 1460 s, ...").
+PHASE_NAME="" PHASE_T0=0 PHASE_TIMES=()
+phase() {
+  [[ -z $PHASE_NAME ]] || PHASE_TIMES+=("$PHASE_NAME $((SECONDS - PHASE_T0)) s")
+  PHASE_NAME=$1 PHASE_T0=$SECONDS
+}
+phase_times() {
+  phase ""
+  local IFS=,
+  echo "${PHASE_TIMES[*]}" | sed 's/,/, /g'
 }
