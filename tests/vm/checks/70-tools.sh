@@ -30,6 +30,22 @@ check "tools: spin-forever is stopped by its 2 s timeout and the daemon keeps se
   test $(( $(date +%s) - start )) -lt 10 || { echo "the timeout took too long"; exit 1; }
   clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"text-stats\",\"arguments\":{\"text\":\"x\"},\"agent\":\"wasm-agent\"}" | jq -e ".result.bytes == 1" &&
     test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
+# The tool cgroups (specs/toolhost/README.md, cgroup v2): the call's thread
+# runs in daemon/tool-<id> with cpu.max at the tool's cpu_quota_percent (5 %
+# for spin-forever), so two seconds of spinning get about 0.1 s of CPU and
+# the cgroup counts the throttling; pids.max is the concurrent calls' bound
+# (the kernel applies it to threads created in the cgroup, which WASI gives
+# a tool no way to do, so it is read back, not driven).
+check "tools: a spinning tool's thread is held to its cpu.max in its own threaded cgroup (throttled, at most 0.5 s of CPU in a 2 s call)" vm_ssh '
+  cg=/sys/fs/cgroup/clawos.slice/clawos-wasm-daemon.service/daemon/tool-spin-forever
+  test "$(cat $cg/cgroup.type)" = threaded && test "$(cat $cg/cpu.max)" = "5000 100000" && test "$(cat $cg/pids.max)" = 32 ||
+    { echo "$cg: $(cat $cg/cgroup.type) cpu.max $(cat $cg/cpu.max) pids.max $(cat $cg/pids.max)"; exit 1; }
+  cpu() { awk -v k=$1 "\$1 == k { print \$2 }" $cg/cpu.stat; }
+  usage=$(cpu usage_usec) throttled=$(cpu nr_throttled)
+  clawctl ipc call wasm-daemon execute_tool "{\"tool_name\":\"spin-forever\",\"agent\":\"wasm-agent\"}" 2>&1 | grep -q ETIMEOUT || exit 1
+  used=$(( $(cpu usage_usec) - usage )); throttled=$(( $(cpu nr_throttled) - throttled ))
+  echo "spin-forever: ${used} us of CPU in its call, throttled $throttled times"
+  test $used -gt 0 && test $used -le 500000 && test $throttled -ge 1'
 check "tools: scratchpad notes survive a daemon restart (kept in the agent's workspace)" vm_ssh '
   clawctl tool run scratchpad "{\"op\":\"set\",\"key\":\"plan\",\"value\":\"boot check\"}" --agent wasm-agent >/dev/null || exit 1
   systemctl restart clawos-wasm-daemon || exit 1

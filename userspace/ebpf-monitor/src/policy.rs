@@ -72,7 +72,7 @@ pub struct Policy {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CgroupRule {
-    /// Path below the cgroup mount, e.g. `system.slice/clawos-wasm-daemon.service`.
+    /// Path below the cgroup mount, e.g. `clawos.slice/clawos-wasm-daemon.service`.
     pub path: String,
     /// Default audit.
     #[serde(default)]
