@@ -3,9 +3,11 @@
 # host (the guest reaches the host's loopback as 10.0.2.2), made by
 # scripts/update-artifacts.sh and signed with the release key the image
 # trusts: $version.2, and $version.3 whose router cannot start.
-#   boot U1: the power is cut while $version.2 is being written;
-#   boot U2: still $version; a bad signature and a tampered root are
-#            refused and change nothing; $version.2 applies;
+#   boot U1: the power is cut while $version.2 is being written and
+#            files, notes and bulk data are being written to /clawfs;
+#   boot U2: still $version, /clawfs clean and its acknowledged writes
+#            there; a bad signature and a tampered root are refused and
+#            change nothing; $version.2 applies;
 #   boot U3: $version.2 runs, blessed, the vault and /clawfs opened by the
 #            TPM, data of $version there; $version.3 applies;
 #   boots U4-U6: $version.3 fails its health gate three times;
@@ -110,6 +112,50 @@ update_runs() {
     clawctl memory get --agent vm-update --json \$(cat /clawfs/update-test-memory-id) | jq -e '.content | startswith(\"Written under\")' >/dev/null"
 }
 
+# The power cut of boot U1 also lands on /clawfs under heavy writes: files
+# written through fs-engine (each one synced before it is acknowledged) and
+# scratchpad notes into an AgentFS database, each acknowledged one recorded
+# here on the host, beside a bulk writer that keeps the disk busy.
+power_cut_writers_start() {
+  vm_ssh 'for i in $(seq 100000); do echo "cut-$i" | clawctl fs write --agent kernel-engine -p cut/$i && echo $i; done' \
+    > "$VMS/cut-files.acked" 2>/dev/null &
+  CUT_PIDS=($!)
+  vm_ssh 'for i in $(seq 100000); do clawctl tool run scratchpad "{\"op\":\"set\",\"key\":\"cut-$i\",\"value\":\"v$i\"}" --agent wasm-agent >/dev/null && echo $i; done' \
+    > "$VMS/cut-notes.acked" 2>/dev/null &
+  CUT_PIDS+=($!)
+  vm_ssh 'while :; do dd if=/dev/urandom of=/clawfs/cut-bulk bs=1M count=32 conv=fsync status=none || exit; done' >/dev/null 2>&1 &
+  CUT_PIDS+=($!)
+}
+power_cut_writers_stop() {
+  kill "${CUT_PIDS[@]}" 2>/dev/null || true
+  wait "${CUT_PIDS[@]}" 2>/dev/null || true
+}
+
+# After the cut: /clawfs mounted read-write with no ext4 or integrity error
+# in the kernel's log; every acknowledged file there; wasm-agent's database
+# consistent (clawctl fs check: the AgentFS rules, the audit trail's hash
+# chain); of the acknowledged notes, those found are the first ones (a power
+# cut may take an AgentFS database's last commits, specs/agentfs/README.md,
+# "Connection settings", never leave a hole), and how many were lost is said.
+power_cut_survived() {
+  local files notes found
+  files=$(tr '\n' ' ' < "$VMS/cut-files.acked") notes=$(wc -l < "$VMS/cut-notes.acked")
+  echo "acknowledged before the cut: $(wc -w <<<"$files") file writes, $notes scratchpad notes"
+  [[ -n $files ]] && ((notes > 0)) || return 1
+  vm_ssh "
+    findmnt -no OPTIONS /clawfs | grep -q '^rw' || exit 1
+    if journalctl -b -k -o cat | grep -E 'EXT4-fs error|with errors|integrity.*([Cc]hecksum|mismatch|error)|Buffer I/O error'; then exit 1; fi
+    for i in $files; do [ \"\$(cat /clawfs/agents/kernel-engine/cut/\$i)\" = cut-\$i ] || { echo \"file \$i lost\"; exit 1; }; done
+    clawctl fs check /clawfs/agents/wasm-agent/workspace.db || exit 1
+    rm -rf /clawfs/agents/kernel-engine/cut /clawfs/cut-bulk" || return 1
+  found=$(vm_ssh "for i in \$(seq 1 $notes); do
+      clawctl tool run scratchpad '{\"op\":\"get\",\"key\":\"cut-'\$i'\"}' --agent wasm-agent | jq -e --arg v v\$i '.value == \$v' >/dev/null || break
+      echo \$i; done | tail -n 1") || return 1
+  echo "notes found after the cut: 1-${found:-0} of $notes (${found:-0} kept, $((notes - ${found:-0})) lost)"
+  vm_ssh "for i in \$(seq $(( ${found:-0} + 1 )) $notes); do
+      clawctl tool run scratchpad '{\"op\":\"get\",\"key\":\"cut-'\$i'\"}' --agent wasm-agent | jq -e '.value == null' >/dev/null || { echo \"note \$i is there after a lost one\"; exit 1; }; done"
+}
+
 UPDATE_BUILD_T0=$(date +%s)
 log "update: building $UPDATE_V2 and $UPDATE_V3 (make update-artifacts)"
 # $UPDATE_V3's router cannot start, and its gate gives up after 20 s rather
@@ -126,17 +172,21 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
   UPDATE_DOWNLOAD_MIB=$(du -cm --apparent-size "$OUT/update/$UPDATE_V2"/clawos_* | tail -n 1 | cut -f1)
 
   log "boot U1 (the disk on USB): the power is cut while $UPDATE_V2 is being written"
-  vm_start "$IMAGE" "$VMS/main" --disk-bus usb
+  # writeback: the guest's flushes reach the disk file, as a real disk's
+  # do, so what the guest synced before the cut is on it after.
+  vm_start "$IMAGE" "$VMS/main" --disk-bus usb --disk-cache writeback
   if vm_wait_ready "$BOOT_TIMEOUT"; then
     check "hardware: the box boots from a USB stick (usb-storage on xHCI): its root is on a USB disk" vm_ssh "
       disk=$BOOT_DISK; echo \"\$disk: \$(lsblk -ndo TRAN,MODEL \$disk)\"; [ \"\$(lsblk -ndo TRAN \$disk)\" = usb ]"
     check "update: /clawfs's TPM2 keyslot policy hash is TPM2_PolicyPCR of this boot's PCRs 4 and 12" keyslot_policy_is_this_boots
+    power_cut_writers_start
     vm_ssh "clawctl update apply $UPDATE_URL/v2" > "$VMS/cut-apply.log" 2>&1 &
     # Until the root slot is being written (its download began), then the
     # power goes.
     for _ in $(seq 120); do grep -q 'GET /v2/clawos_.*root.raw.gz' "$VMS/http.log" && break; sleep 1; done
     sleep 3
     kill -9 "$VM_PID"; wait "$VM_PID" 2>/dev/null || true
+    power_cut_writers_stop
     check "update: the power was cut while the root slot was being written" grep -q 'GET /v2/clawos_.*root.raw.gz' "$VMS/http.log"
   else
     FAILED=$((FAILED + 1)); echo "  FAIL boot U1"
@@ -150,6 +200,8 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
     check "update: after the power cut the box runs $version, and no $UPDATE_V2 UKI or slot label exists" vm_ssh "
       . /usr/lib/os-release; [ \"\$IMAGE_VERSION\" = '$version' ] &&
       ! ls /efi/EFI/Linux | grep -q '$UPDATE_V2' && ! lsblk -nro PARTLABEL $BOOT_DISK | grep -q '$UPDATE_V2'"
+    check "clawfs: after the power cut under heavy writes /clawfs mounts clean, every acknowledged file write is there, and the agent's database checks consistent" \
+      power_cut_survived
     check "update: an update whose SHA256SUMS does not match its signature is refused, nothing changes" \
       update_refused_and_nothing_changed bad-signature
     check "update: an update with one changed byte in its root image is refused, nothing changes" \
