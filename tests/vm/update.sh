@@ -146,14 +146,16 @@ power_cut_survived() {
     findmnt -no OPTIONS /clawfs | grep -q '^rw' || exit 1
     if journalctl -b -k -o cat | grep -E 'EXT4-fs error|with errors|integrity.*([Cc]hecksum|mismatch|error)|Buffer I/O error'; then exit 1; fi
     for i in $files; do [ \"\$(cat /clawfs/agents/kernel-engine/cut/\$i)\" = cut-\$i ] || { echo \"file \$i lost\"; exit 1; }; done
-    clawctl fs check /clawfs/agents/wasm-agent/workspace.db || exit 1
     rm -rf /clawfs/agents/kernel-engine/cut /clawfs/cut-bulk" || return 1
+  # The notes first: wasm-daemon opening the database recovers its
+  # write-ahead log, which the checker's read-only connection cannot.
   found=$(vm_ssh "for i in \$(seq 1 $notes); do
       clawctl tool run scratchpad '{\"op\":\"get\",\"key\":\"cut-'\$i'\"}' --agent wasm-agent | jq -e --arg v v\$i '.value == \$v' >/dev/null || break
       echo \$i; done | tail -n 1") || return 1
   echo "notes found after the cut: 1-${found:-0} of $notes (${found:-0} kept, $((notes - ${found:-0})) lost)"
   vm_ssh "for i in \$(seq $(( ${found:-0} + 1 )) $notes); do
-      clawctl tool run scratchpad '{\"op\":\"get\",\"key\":\"cut-'\$i'\"}' --agent wasm-agent | jq -e '.value == null' >/dev/null || { echo \"note \$i is there after a lost one\"; exit 1; }; done"
+      clawctl tool run scratchpad '{\"op\":\"get\",\"key\":\"cut-'\$i'\"}' --agent wasm-agent | jq -e '.value == null' >/dev/null || { echo \"note \$i is there after a lost one\"; exit 1; }; done
+    clawctl fs check /clawfs/agents/wasm-agent/workspace.db"
 }
 
 UPDATE_BUILD_T0=$(date +%s)

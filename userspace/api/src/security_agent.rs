@@ -25,6 +25,11 @@ service! {
     fn vault_prepare_update(VaultPrepareUpdate) -> VaultStatus { timeout_ms: 30000, errors: [Eperm, Enoent, Eproto, Eio] }
     /// Replaces the master key and re-encrypts every secret under it.
     fn vault_rotate(NoParams) -> VaultStatus { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Reads and decrypts every version of every secret and verifies the
+    /// vault's audit chain (operator only); no value is answered. Each
+    /// version's key is derived once (PBKDF2), so it takes time in
+    /// proportion to the versions kept.
+    fn vault_check(NoParams) -> VaultCheck { timeout_ms: 300000, errors: [Eperm, Enoent, Eio] }
     /// Stores a new version of a secret.
     fn secret_set(SecretSet) -> SecretVersion { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
     /// Reads a secret (its newest version, or the one asked for), if the
@@ -271,6 +276,19 @@ pub struct VaultPrepareUpdate {
     /// have, as `clawctl update apply` computed it from this boot's event
     /// log (specs/update/README.md, "The TPM across an update").
     pub pcr4: String,
+}
+
+/// `vault_check` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VaultCheck {
+    /// Secrets found.
+    pub secrets: u32,
+    /// Versions, of all secrets, that decrypted and verified.
+    pub versions: u32,
+    /// Audit log entries whose MAC chain verified.
+    pub audit_entries: u64,
+    /// What did not verify; empty when the vault is consistent.
+    pub problems: Vec<String>,
 }
 
 /// The vault's state (`vault_status` and the other vault methods' result).

@@ -1,4 +1,4 @@
-//! `clawctl vault init|status|unlock|recover|reseal|rotate`: the vault
+//! `clawctl vault init|status|unlock|recover|reseal|rotate|check`: the vault
 //! hosted by the security agent (specs/vault/README.md).
 //!
 //! The recovery key and passphrases are read from a no-echo prompt or
@@ -18,7 +18,7 @@ pub enum VaultCommand {
     /// and show its recovery key once.
     Init(InitArgs),
     /// Protection in force (TPM or passphrase) and whether the vault is open.
-    Status(StatusArgs),
+    Status(OutputArgs),
     /// Open a passphrase-protected vault after a reboot (passphrase from a prompt or stdin).
     Unlock,
     /// Open the vault with the recovery key when the TPM refuses (key from a prompt or stdin).
@@ -27,6 +27,8 @@ pub enum VaultCommand {
     Reseal,
     /// Replace the master key and re-encrypt every secret; the old key is kept 30 days.
     Rotate,
+    /// Decrypt every version of every secret and verify the audit chain (exit 1 on a problem); prints no value.
+    Check(OutputArgs),
 }
 
 #[derive(Args)]
@@ -38,7 +40,7 @@ pub struct InitArgs {
 }
 
 #[derive(Args)]
-pub struct StatusArgs {
+pub struct OutputArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -100,6 +102,21 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
             let status = security_agent::Client::new(&client).vault_rotate(&NoParams {}).await?;
             eprintln!("Rotated: every secret is now under master-key generation {}.", status.generation.unwrap_or(0));
             print_status(&status);
+        }
+        VaultCommand::Check(args) => {
+            let client = client.await?;
+            let report = security_agent::Client::new(&client).vault_check(&NoParams {}).await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("{} secrets, {} versions decrypted and verified; {} audit entries verified", report.secrets, report.versions, report.audit_entries);
+                for problem in &report.problems {
+                    println!("problem: {problem}");
+                }
+            }
+            if !report.problems.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

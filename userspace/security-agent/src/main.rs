@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 
 use clawos_api::security_agent::{
     self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, CheckPolicy, Decision, PolicyDecision, SecretGet, SecretHistory, SecretList,
-    SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultInit, VaultInitialized, VaultPrepareUpdate, VaultRecover, VaultStatus, VaultUnlock,
+    SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultCheck, VaultInit, VaultInitialized, VaultPrepareUpdate, VaultRecover, VaultStatus, VaultUnlock,
 };
 use clawos_api::{Call, NoParams};
 use clawos_ipc::server::MethodError;
@@ -109,6 +109,10 @@ impl security_agent::Service for Daemon {
 
     async fn vault_rotate(&self, call: &Call, _params: NoParams) -> Result<VaultStatus, MethodError> {
         self.vault.run(call.peer(), "vault_rotate", |host, caller| host.rotate(caller)).await
+    }
+
+    async fn vault_check(&self, call: &Call, _params: NoParams) -> Result<VaultCheck, MethodError> {
+        self.vault.run(call.peer(), "vault_check", |host, caller| host.check(caller)).await
     }
 
     async fn secret_set(&self, call: &Call, params: SecretSet) -> Result<SecretVersion, MethodError> {

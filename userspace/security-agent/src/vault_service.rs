@@ -292,6 +292,12 @@ impl VaultHost {
         self.status()
     }
 
+    /// `vault_check`.
+    pub fn check(&mut self, caller: &Caller) -> Result<api::VaultCheck, MethodError> {
+        let report = self.vault()?.check(caller).map_err(vault_error)?;
+        Ok(api::VaultCheck { secrets: report.secrets, versions: report.versions, audit_entries: report.audit_entries, problems: report.problems })
+    }
+
     /// `secret_set`.
     pub fn set(&mut self, caller: &Caller, params: SecretSet) -> Result<SecretVersion, MethodError> {
         let value = Zeroizing::new(

@@ -45,5 +45,5 @@ pub use policy::{AccessPolicy, Caller, Capability, Grant, SecretScope};
 pub use tpm::{SealedKey, TpmError};
 pub use vault::{
     validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo,
-    SecretValue, Vault, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,
+    SecretValue, Vault, VaultCheck, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,
 };

@@ -38,7 +38,7 @@ use crate::policy::{AccessPolicy, Caller, Capability};
 use crate::tpm::{Tpm, TpmError};
 
 pub use rotation::ARCHIVE_RETENTION_SECONDS;
-pub use secrets::{validate_secret_id, SecretInfo, SecretValue, MAX_SECRET_ID_LEN};
+pub use secrets::{validate_secret_id, SecretInfo, SecretValue, VaultCheck, MAX_SECRET_ID_LEN};
 
 use secrets::current_secret_ids;
 
