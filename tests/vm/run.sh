@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Boot tests of the ClawOS image (`make test-vm`, part of `make test`). Boots out/clawos.raw
-# under QEMU with OVMF and swtpm, checks it over SSH, reboots it, boots it
+# under QEMU with OVMF and swtpm, checks it over SSH, reboots it (checks
+# again, then kills components at random under writes: after-reboot/70-chaos.sh), boots it
 # with a changed kernel command line (/clawfs must stay shut until the
 # recovery key is typed at the console, the vault sealed until its recovery
 # key opens it), flips a byte of a file on /clawfs while the box is off (the
