@@ -16,7 +16,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz soak clean
 all: image
 
 deps:
@@ -101,6 +101,12 @@ test-ebpf-vm: kernel ebpf
 # nightly; the corpus is kept in userspace/ipc/fuzz/corpus. Not part of test.
 fuzz:
 	bash scripts/fuzz.sh
+
+# Every component under sustained IPC load in the booted image (SOAK_SECONDS,
+# default 600): calls, errors, restarts and RSS growth per component. Not
+# part of make test.
+soak: image
+	bash tests/vm/soak.sh
 
 # The same VM with the monitor's overhead, event-rate and per-program numbers.
 bench-ebpf: kernel ebpf
