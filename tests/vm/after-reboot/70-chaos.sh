@@ -1,14 +1,14 @@
 # Chaos: while a client writes files through fs-engine, secrets through the
 # vault and notes through a tool into an AgentFS database at a steady rate,
 # the components are killed with SIGKILL at random, one every 2-5 s
-# (CLAWOS_CHAOS_KILLS of them, 30 by default). Each acknowledged write is
+# (CLAWOS_CHAOS_KILLS of them, 24 by default). Each acknowledged write is
 # recorded here on the host as it is answered; afterwards every one of them
 # must be there, wasm-agent's database must pass clawctl fs check, the
 # vault clawctl vault check, and clawctl status must report all eight
 # components healthy within CHAOS_HEALTHY_S of the last kill. Unacknowledged
 # writes (a component killed mid-request) may or may not be there: the
 # client saw an error and would retry.
-CHAOS_KILLS=${CLAWOS_CHAOS_KILLS:-30}
+CHAOS_KILLS=${CLAWOS_CHAOS_KILLS:-24}
 CHAOS_HEALTHY_S=120
 CHAOS_COMPONENTS="agent-loop wasm-daemon ebpf-agent security-agent fs-engine observability router scheduler"
 
