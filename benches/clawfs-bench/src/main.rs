@@ -10,7 +10,13 @@
 //! Reports insert throughput (SQLite + FTS5 + HNSW, embedding excluded),
 //! p50/p95 of keyword, vector and hybrid top-10 queries, recall@10 of the
 //! vector leg against exact (brute-force) search, the time to open the
-//! workspace with its persisted index, and the size on disk.
+//! workspace with its persisted index, and the size on disk. Those queries
+//! come with their vectors (a stored note's plus noise), so they time the
+//! search alone. With `--vectors minilm` it also runs held-out queries the
+//! way fs-engine serves `memory_search`: a question in words of one topic,
+//! written fresh (no stored note holds it), embedded by the model at query
+//! time; it reports that end-to-end latency and, per leg, how many of the
+//! top 10 are notes of the question's topic.
 //!
 //! Run: `cargo run --release -p clawos-clawfs-bench -- --help`.
 
@@ -214,10 +220,13 @@ fn main() -> anyhow::Result<()> {
         _ => Words::of_model(&cli.model_dir, cli.clusters)?,
     };
     let (texts, topics) = generate_texts(&words, cli.documents, cli.clusters, &mut rng);
-    let (vectors, dimension, model_id) = match cli.vectors {
-        Vectors::Synthetic => (synthetic_vectors(&topics, cli.clusters, cli.dimension, &mut rng), cli.dimension, "synthetic-clustered".to_owned()),
-        Vectors::Minilm => {
-            let model = minilm::MiniLmEmbedder::load(&cli.model_dir)?;
+    let model = match cli.vectors {
+        Vectors::Minilm => Some(Arc::new(minilm::MiniLmEmbedder::load(&cli.model_dir)?)),
+        Vectors::Synthetic => None,
+    };
+    let (vectors, dimension, model_id) = match &model {
+        None => (synthetic_vectors(&topics, cli.clusters, cli.dimension, &mut rng), cli.dimension, "synthetic-clustered".to_owned()),
+        Some(model) => {
             let started = Instant::now();
             let all: Vec<&str> = texts.iter().map(String::as_str).collect();
             // candle's matrix products use one core at this size: one
@@ -336,5 +345,57 @@ fn main() -> anyhow::Result<()> {
     println!("insert throughput: {:.0} documents/s (target >= 2000)", cli.documents as f64 / insert_seconds);
     println!("open with the persisted index: {open_ms:.1} ms, median of {OPENS} (target < 1000 ms)");
     println!("size on disk: {:.1} MiB (database, WAL, HNSW index; spec target < 1 GiB)", bytes as f64 / (1024.0 * 1024.0));
+    if let Some(model) = model {
+        held_out_queries(&clawfs, model, &words, &topics, cli.clusters, cli.queries, &mut rng)?;
+    }
+    Ok(())
+}
+
+/// Questions about one topic each, in words of its vocabulary and none of
+/// the notes' text ("what did I write about <w1> <w2> and <w3>"), searched
+/// as fs-engine does: the query text embedded by the model per search.
+/// Prints the end-to-end hybrid latency (embedding included) and, for each
+/// leg alone and fused, the share of the top 10 that are notes of the
+/// question's topic (any of the ~documents/clusters notes of a topic is a
+/// right answer; there is no single relevant note to find).
+fn held_out_queries(
+    clawfs: &Clawfs,
+    model: Arc<minilm::MiniLmEmbedder>,
+    words: &Words,
+    topics: &[usize],
+    clusters: usize,
+    queries: usize,
+    rng: &mut StdRng,
+) -> anyhow::Result<()> {
+    let questions: Vec<(usize, String)> = (0..queries)
+        .map(|_| {
+            let topic = rng.random_range(0..clusters);
+            let mut word = || words.topic_word(topic, rng.random_range(0..TOPIC_WORDS));
+            (topic, format!("what did I write about {} {} and {}", word(), word(), word()))
+        })
+        .collect();
+    // The keyword leg alone from an index without the model: nothing to embed.
+    let (embedding, keyword_only) = (clawfs.open_memory("bench", Some(model))?, clawfs.open_memory("bench", None)?);
+    let legs = [
+        ("keyword", &keyword_only, Fusion::Weighted { vector: 0.0, keyword: 1.0 }),
+        ("vector", &embedding, Fusion::Weighted { vector: 1.0, keyword: 0.0 }),
+        ("hybrid", &embedding, Fusion::default()),
+    ];
+    println!("held-out questions, the vector leg's embedded by all-MiniLM-L6-v2 at query time ({queries} each):");
+    for (leg, index, fusion) in legs {
+        let (mut samples, mut on_topic, mut returned) = (Vec::with_capacity(queries), 0usize, 0usize);
+        for (topic, question) in &questions {
+            let started = Instant::now();
+            let response = index.search(&SearchRequest { query: question.clone(), fusion: fusion.clone(), ..SearchRequest::new("") })?;
+            samples.push(started.elapsed());
+            returned += response.results.len();
+            on_topic += response.results.iter().filter(|hit| topics[document_number(&hit.path)] == *topic).count();
+        }
+        let (p50, p95) = percentiles(samples);
+        println!(
+            "  {leg:<7}  {p50:>7.3} / {p95:>7.3} ms end to end (p50 / p95); on the question's topic: {on_topic} of {returned} results ({:.3} of the top 10)",
+            on_topic as f64 / (10 * queries) as f64
+        );
+    }
     Ok(())
 }
