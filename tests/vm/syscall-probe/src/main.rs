@@ -11,8 +11,9 @@
 //! `KillProcess` applies exactly as it would to a flaw inside the daemon.
 //!
 //! x86_64 only (the image's architecture). Prints one line: `killed by
-//! signal N`, `exited with N`, or `returned R` when the call was allowed
-//! (the process then goes on, its own interrupted call made again).
+//! signal N`, `exited with N`, or `returned R (stops: ...)` when the call
+//! was allowed (the process then goes on, its own interrupted call made
+//! again), with the ptrace stops seen on the way.
 
 use std::process::ExitCode;
 
@@ -51,9 +52,11 @@ fn wait(pid: libc::pid_t) -> Result<libc::c_int, String> {
 
 fn probe(pid: libc::pid_t, nr: u64) -> Result<String, String> {
     let null = std::ptr::null_mut::<libc::c_void>();
-    // SAFETY: PTRACE_SEIZE and PTRACE_INTERRUPT take no pointers.
-    check("PTRACE_SEIZE", unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, null, null) })?;
-    // SAFETY: as above.
+    // Syscall stops report SIGTRAP | 0x80, told apart from a real SIGTRAP.
+    let options = libc::PTRACE_O_TRACESYSGOOD as usize as *mut libc::c_void;
+    // SAFETY: PTRACE_SEIZE takes the options as its data word, no pointer.
+    check("PTRACE_SEIZE", unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, null, options) })?;
+    // SAFETY: PTRACE_INTERRUPT takes no pointers.
     check("PTRACE_INTERRUPT", unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, pid, null, null) })?;
     let status = wait(pid)?;
     if !libc::WIFSTOPPED(status) {
@@ -76,10 +79,14 @@ fn probe(pid: libc::pid_t, nr: u64) -> Result<String, String> {
     regs.rip = at;
     (regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9) = (0, 0, 0, 0, 0, 0);
     set_regs(pid, &mut regs)?;
-    // Two syscall stops if the filter lets the call through: its entry, its exit.
-    for _stop in ["entry", "exit"] {
-        // SAFETY: PTRACE_SYSCALL takes no pointers.
-        check("PTRACE_SYSCALL", unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, null, null) })?;
+    // Until the process ends or our call's exit stop: a signal meant for the
+    // process is delivered on, other stops (another call's, an event) are
+    // passed over; each is noted for the report.
+    let (mut entered, mut signal, mut stops) = (false, 0, Vec::new());
+    loop {
+        // SAFETY: PTRACE_SYSCALL takes the signal to deliver as its data word, no pointer.
+        check("PTRACE_SYSCALL", unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, null, signal as usize as *mut libc::c_void) })?;
+        signal = 0;
         let status = wait(pid)?;
         if libc::WIFSIGNALED(status) {
             return Ok(format!("killed by signal {}", libc::WTERMSIG(status)));
@@ -87,16 +94,29 @@ fn probe(pid: libc::pid_t, nr: u64) -> Result<String, String> {
         if libc::WIFEXITED(status) {
             return Ok(format!("exited with {}", libc::WEXITSTATUS(status)));
         }
+        let stopped_by = libc::WSTOPSIG(status);
+        if stopped_by != libc::SIGTRAP | 0x80 {
+            stops.push(format!("signal {stopped_by}, event {}", status >> 16));
+            if status >> 16 == 0 {
+                signal = stopped_by;
+            }
+            continue;
+        }
+        get_regs(pid, &mut regs)?;
+        stops.push(format!("call {} (rax {})", regs.orig_rax as i64, regs.rax as i64));
+        if regs.orig_rax != nr || !entered {
+            entered |= regs.orig_rax == nr;
+            continue;
+        }
+        let returned = regs.rax as i64;
+        // Allowed: the process goes on where it was stopped, its own call made again.
+        regs = saved;
+        (regs.rax, regs.rip) = (saved.orig_rax, at);
+        set_regs(pid, &mut regs)?;
+        // SAFETY: PTRACE_DETACH takes no pointers.
+        check("PTRACE_DETACH", unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, null, null) })?;
+        return Ok(format!("returned {returned} (stops: {})", stops.join(", ")));
     }
-    get_regs(pid, &mut regs)?;
-    let returned = regs.rax as i64;
-    // Allowed: the process goes on where it was stopped, its own call made again.
-    regs = saved;
-    (regs.rax, regs.rip) = (saved.orig_rax, at);
-    set_regs(pid, &mut regs)?;
-    // SAFETY: PTRACE_DETACH takes no pointers.
-    check("PTRACE_DETACH", unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, null, null) })?;
-    Ok(format!("returned {returned}"))
 }
 
 fn get_regs(pid: libc::pid_t, regs: &mut libc::user_regs_struct) -> Result<(), String> {
