@@ -48,7 +48,7 @@ service! {
     /// How many memory entries an agent has.
     fn memory_count(MemoryCount) -> MemoryCounted { timeout_ms: 5000, errors: [Eperm, Eio] }
     /// Rebuilds an agent's memory index from its files alone.
-    fn memory_reindex(AgentRef) -> Reindexed { timeout_ms: 300000, errors: [Eperm, Eio] }
+    fn memory_reindex(AgentRef) -> Reindexed { timeout_ms: 30000, errors: [Eperm, Eio] }
     /// Archives an agent's old daily logs and purges old archives.
     fn memory_hygiene(MemoryHygiene) -> Hygiene { timeout_ms: 30000, errors: [Eperm, Eio] }
     /// Takes today's snapshot of a workspace database.

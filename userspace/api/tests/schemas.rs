@@ -69,6 +69,14 @@ fn every_method_has_a_schema_for_its_params_and_result() {
         for kind in ["params", "result"] {
             assert!(files.contains(&format!("{dir}/{}.{kind}.json", method.name)), "{dir}/{} has no {kind} schema", method.name);
         }
+        // The client sends the method's timeout as the request's timeout_ms,
+        // which the request schema caps (specs/ipc/schemas/request.json).
+        assert!(
+            method.timeout <= clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT,
+            "{dir}/{}: a timeout of {:?} is more than a request may ask for",
+            method.name,
+            method.timeout
+        );
         let params = (method.params_schema)();
         let result = (method.result_schema)();
         assert_eq!(params.get("type").and_then(|t| t.as_str()), Some("object"), "{dir}/{} params are not an object", method.name);
