@@ -29,7 +29,8 @@ log "boot 1: fresh VM"
 # A 3 GiB disk: the first boot's integrity wipe of the data partition is
 # linear in its size (specs/clawfs/encryption.md, "Numbers"), and 1.2 GiB of
 # data partition beside the two root slots is room for every check.
-vm_start "$IMAGE" "$VMS/main" --fresh --disk-size 3G
+VM_DISK_SIZE=3G
+vm_start "$IMAGE" "$VMS/main" --fresh --disk-size "$VM_DISK_SIZE"
 vm_wait_ready "$BOOT_TIMEOUT" || die "the image did not boot"
 READY_FIRST=$VM_READY_S
 for t in "$REPO"/tests/vm/checks/*.sh; do
@@ -76,7 +77,9 @@ PY
 # /clawfs's TPM2 keyslot is sealed to PCR 4 too: the boot stops at the
 # console asking for the recovery key, with nothing started (no SSH), as
 # long as it is not given; the console is typed at through a socket.
-vm_start "$changed/clawos.raw" "$changed" --console-socket "$changed/console.sock"
+# The same disk size as the VM it was copied from: a larger one would grow
+# the data partition (systemd-repart) under its formatted LUKS2 volume.
+vm_start "$changed/clawos.raw" "$changed" --disk-size "$VM_DISK_SIZE" --console-socket "$changed/console.sock"
 source "$REPO/tests/vm/changed-cmdline/10-clawfs-console.sh"
 if vm_wait_ready "$BOOT_TIMEOUT"; then
   source "$REPO/tests/vm/changed-cmdline/55-clawfs.sh"
@@ -87,7 +90,7 @@ if vm_wait_ready "$BOOT_TIMEOUT"; then
   check "clawfs: a byte of a file on /clawfs is flipped on the disk while the box is off" \
     clawfs_flip_byte "$changed/disk.qcow2" "$(cat "$VMS/clawfs-canary.offset" 2>/dev/null)"
   log "boot 4: the changed UKI again, after the reseal, with the edited file"
-  vm_start "$changed/clawos.raw" "$changed"
+  vm_start "$changed/clawos.raw" "$changed" --disk-size "$VM_DISK_SIZE"
   if vm_wait_ready "$BOOT_TIMEOUT"; then
     source "$REPO/tests/vm/changed-cmdline/after-reseal-clawfs.sh"
     source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"

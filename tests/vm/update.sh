@@ -117,6 +117,10 @@ update_runs() {
 # scratchpad notes into an AgentFS database, each acknowledged one recorded
 # here on the host, beside a bulk writer that keeps the disk busy.
 power_cut_writers_start() {
+  local _
+  # The tool compiled first (its cache does not outlive a boot), so notes
+  # are being written when the power goes.
+  vm_ssh 'clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"cut-0\"}" --agent wasm-agent' >/dev/null 2>&1
   vm_ssh 'for i in $(seq 100000); do echo "cut-$i" | clawctl fs write --agent kernel-engine -p cut/$i && echo $i; done' \
     > "$VMS/cut-files.acked" 2>/dev/null &
   CUT_PIDS=($!)
@@ -125,6 +129,10 @@ power_cut_writers_start() {
   CUT_PIDS+=($!)
   vm_ssh 'while :; do dd if=/dev/urandom of=/clawfs/cut-bulk bs=1M count=32 conv=fsync status=none || exit; done' >/dev/null 2>&1 &
   CUT_PIDS+=($!)
+  for _ in $(seq 120); do
+    [[ -s $VMS/cut-files.acked && -s $VMS/cut-notes.acked ]] && return 0
+    sleep 1
+  done
 }
 power_cut_writers_stop() {
   kill "${CUT_PIDS[@]}" 2>/dev/null || true
