@@ -26,10 +26,8 @@ source "$REPO/tests/vm/usb.sh"
 
 phase "boot 1"
 log "boot 1: fresh VM"
-# A 3 GiB disk: the first boot's integrity wipe of the data partition is
-# linear in its size (specs/clawfs/encryption.md, "Numbers"), and 1.2 GiB of
-# data partition beside the two root slots is room for every check.
-VM_DISK_SIZE=3G
+# The main VM's disk; boots 3 and 4 copy it and must keep its size.
+VM_DISK_SIZE=4G
 vm_start "$IMAGE" "$VMS/main" --fresh --disk-size "$VM_DISK_SIZE"
 vm_wait_ready "$BOOT_TIMEOUT" || die "the image did not boot"
 READY_FIRST=$VM_READY_S
