@@ -66,7 +66,9 @@ vm_wait_ready() {
     fi
     sleep 2
   done
-  warn "VM not ready within $1 s"; vm_boot_report; return 1
+  # A VM that never got ready is stopped: left running, it would take the
+  # CPU from every boot after it.
+  warn "VM not ready within $1 s"; vm_boot_report; vm_kill; wait "$VM_PID" 2>/dev/null; return 1
 }
 
 # vm_boot_report: what a failed boot leaves to go on. CI shows only the end
