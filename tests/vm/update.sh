@@ -120,7 +120,7 @@ power_cut_writers_start() {
   local _
   # The tool compiled first (its cache does not outlive a boot), so notes
   # are being written when the power goes.
-  vm_ssh 'clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"cut-0\"}" --agent wasm-agent' >/dev/null 2>&1
+  vm_ssh 'clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"cut-0\"}" --agent wasm-agent' >/dev/null 2>&1 || true
   vm_ssh 'for i in $(seq 100000); do echo "cut-$i" | clawctl fs write --agent kernel-engine -p cut/$i && echo $i; done' \
     > "$VMS/cut-files.acked" 2>/dev/null &
   CUT_PIDS=($!)
