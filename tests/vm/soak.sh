@@ -81,7 +81,7 @@ printf '%-15s %9s %7s %7s %9s %12s %10s %10s %8s\n' component calls EAGAIN error
 read -ra r0 <<<"$RESTARTS0"; read -ra r1 <<<"$RESTARTS1"
 for i in "${!COMPONENTS[@]}"; do
   c=${COMPONENTS[$i]} col=$((i + 2))
-  read -r calls eagain errors < <(vm_ssh "cat /run/clawos-test/soak/$c.calls /run/clawos-test/soak/$c.eagain /run/clawos-test/soak/$c.errors" | tr '\n' ' ')
+  read -r calls eagain errors < <(vm_ssh "cat /run/clawos-test/soak/$c.calls /run/clawos-test/soak/$c.eagain /run/clawos-test/soak/$c.errors" | tr '\n' ' '; echo)
   first=$(awk -v c="$col" '$1 >= 60 { print $c; exit }' "$STATE/rss")
   last=$(tail -n 1 "$STATE/rss" | awk -v c="$col" '{ print $c }')
   peak=$(awk -v c="$col" '$c > m { m = $c } END { print m }' "$STATE/rss")
