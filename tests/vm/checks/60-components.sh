@@ -48,11 +48,12 @@ check "cgroups: the components and the in-box model run in clawos.slice with the
   total=$(awk "/^MemTotal:/ { print \$2 * 1024 }" /proc/meminfo)
   max=$(cat $slice/memory.max); tasks=$(cat $slice/pids.max)
   echo "clawos.slice: memory.max $max of $total, pids.max $tasks"
-  test "$max" != max && test "$max" -lt "$total" && test "$tasks" = 1152
+  # set -e does not stop at a failed test inside an && list: each ends in exit.
+  test "$max" != max && test "$max" -lt "$total" && test "$tasks" = 1152 || exit 1
   for c in agent-loop wasm-daemon ebpf-agent security-agent fs-engine observability router scheduler; do
     u=clawos-$c.service; cg=$slice/$u
     test "$(systemctl show -P ControlGroup $u)" = /clawos.slice/$u || { echo "$u: $(systemctl show -P ControlGroup $u)"; exit 1; }
-    test "$(cat $cg/memory.max)" = "$(systemctl show -P MemoryMax $u)" && test "$(systemctl show -P MemoryMax $u)" != infinity
+    test "$(cat $cg/memory.max)" = "$(systemctl show -P MemoryMax $u)" && test "$(systemctl show -P MemoryMax $u)" != infinity || { echo "$u: memory.max $(cat $cg/memory.max)"; exit 1; }
     test "$(cat $cg/pids.max)" = 64 && test "$(cat $cg/cpu.weight)" = 100 || { echo "$u: pids.max $(cat $cg/pids.max), cpu.weight $(cat $cg/cpu.weight)"; exit 1; }
   done
   test "$(systemctl show -P Slice clawos-model.service)" = clawos.slice && test "$(systemctl show -P CPUWeight clawos-model.service)" = 20'
