@@ -216,9 +216,10 @@ impl Store {
     /// Opens `workspace.db` at `path` and makes the session tables.
     pub fn open(path: &Path) -> Result<Store, String> {
         let db = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        db.busy_timeout(Duration::from_secs(5)).map_err(|e| e.to_string())?;
-        db.pragma_update(None, "journal_mode", "WAL").map_err(|e| e.to_string())?;
-        db.pragma_update(None, "synchronous", "FULL").map_err(|e| e.to_string())?;
+        db.busy_timeout(Duration::from_secs(5))
+            .and_then(|()| db.pragma_update(None, "journal_mode", "WAL"))
+            .and_then(|()| db.pragma_update(None, "synchronous", "FULL"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         db.execute_batch(SCHEMA)
             .and_then(|()| db.execute_batch(MESSAGE_TABLE))
             .map_err(|e| format!("{}: session tables: {e}", path.display()))?;

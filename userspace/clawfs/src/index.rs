@@ -248,11 +248,16 @@ pub(crate) fn open_agentfs(path: &Path) -> Result<agentfs::AgentFs> {
     agentfs::AgentFs::open_with(path, &options).map_err(|source| Error::AgentFs { path: path.to_owned(), source })
 }
 
-/// Opens the search database of the workspace in `dir` (creating the
-/// workspace database too, if it does not exist yet), moving an index an
-/// older ClawFS kept inside the workspace database into it.
+/// Opens the search database of the workspace in `dir`, moving an index an
+/// older ClawFS kept inside the workspace database into it. The workspace
+/// database must exist: only the one creating a workspace or an agent makes
+/// it, with its mode (`namespace::create_agent`), never an index opened on a
+/// directory still being made.
 fn open_connection(dir: &Path) -> Result<Connection> {
     let workspace = dir.join(DATABASE_FILE);
+    if !workspace.is_file() {
+        return Err(Error::Io { operation: "open", path: workspace, source: std::io::ErrorKind::NotFound.into() });
+    }
     open_agentfs(&workspace)?;
     let path = dir.join(SEARCH_FILE);
     let connection = Connection::open(&path).map_err(sqlite(&path))?;
@@ -821,6 +826,14 @@ fn fts_query(text: &str) -> Option<String> {
 mod tests {
     use super::{fts_query, open_agentfs, open_connection, quantize, MemoryIndex, DATABASE_FILE, QUANTIZATION_SIGMAS, SCHEMA};
     use crate::{Clawfs, Config};
+
+    #[test]
+    fn an_index_opened_on_a_directory_without_its_workspace_database_makes_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = open_connection(dir.path()).err().expect("no workspace database");
+        assert!(error.to_string().contains(DATABASE_FILE), "{error}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn an_index_kept_in_the_workspace_database_moves_to_the_search_database() {

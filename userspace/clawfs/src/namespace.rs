@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use fsutil::now_rfc3339;
@@ -134,8 +134,20 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
     let dir = root.join(&agent_rel);
     let db = dir.join(DATABASE_FILE);
     if !db.exists() {
+        // The file gets its mode before SQLite opens it: the -wal and -shm
+        // files SQLite makes take the database's mode of that moment, and
+        // fs-engine's watcher may open the new database at once. Made 0600
+        // by the unit's umask and widened after, they would stay 0600 while
+        // the watcher held them, and agent-loop could not open the database
+        // ("unable to open database file").
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(AGENT_DB_MODE)
+            .open(&db)
+            .and_then(|file| file.set_permissions(fs::Permissions::from_mode(AGENT_DB_MODE)))
+            .map_err(io("create", &db))?;
         open_agentfs(&db)?;
-        fs::set_permissions(&db, fs::Permissions::from_mode(AGENT_DB_MODE)).map_err(io("chmod", &db))?;
         report.created.push(format!("{agent_rel}/{DATABASE_FILE}"));
     }
     let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
