@@ -13,6 +13,16 @@
 //! The memory controller is not threaded in cgroup v2, so memory cannot be
 //! limited per tool thread: the per-call limiter is the per-tool memory line,
 //! and `daemon/memory.max` caps all tools together.
+//!
+//! Why plain cgroupfs writes and not the `cgroups-rs` crate: 0.5.1 (the
+//! newest, which does handle threaded cgroups and `cgroup.threads`) pulls in
+//! 73 crates, 29 of them new to this workspace (`cargo tree -e normal` of a
+//! crate depending on `cgroups-rs = "=0.5.1"` alone, against Cargo.lock):
+//! a D-Bus client (zbus 5, not optional) and a second async runtime
+//! (async-io, async-executor, blocking) inside wasm-daemon, the component
+//! that runs untrusted code and whose seccomp filter and attack surface we
+//! keep small, for the five file writes below. Each write names its file in
+//! [`CgroupError`].
 
 use std::fs;
 use std::path::{Path, PathBuf};
