@@ -21,7 +21,7 @@
 //! a D-Bus client (zbus 5, not optional) and a second async runtime
 //! (async-io, async-executor, blocking) inside wasm-daemon, the component
 //! that runs untrusted code and whose seccomp filter and attack surface we
-//! keep small, for the five file writes below. Each write names its file in
+//! keep small, for the few cgroupfs file writes below. Each names its file in
 //! [`CgroupError`].
 
 use std::fs;
