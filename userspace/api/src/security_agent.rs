@@ -173,7 +173,10 @@ pub enum ApprovalState {
     Used,
 }
 
-/// One approval.
+/// One approval. Its action fields repeat [`CheckPolicy`]'s rather than
+/// sharing a struct: serde cannot combine `#[serde(flatten)]` with
+/// `deny_unknown_fields`, which every params type keeps, and nesting them
+/// would change the approvals' wire format (`specs/ipc/schemas/methods/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Approval {
     /// Its ID (`a` and 10 hex digits).
