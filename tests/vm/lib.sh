@@ -59,7 +59,7 @@ vm_ssh_shared() {
 # vm_ssh_unshare: ends the shared connection, if any.
 vm_ssh_unshare() {
   [[ -S $VM_SSH_SOCKET ]] && ssh -o "ControlPath=$VM_SSH_SOCKET" -O exit root@127.0.0.1 >/dev/null 2>&1
-  rm -f "$VM_SSH_SOCKET"; rmdir "$VM_SSH_DIR" 2>/dev/null
+  rm -f "$VM_SSH_SOCKET"; rmdir "$VM_SSH_DIR" 2>/dev/null || true
   return 0
 }
 
