@@ -68,12 +68,24 @@ check "tools: the hostile tools are contained with their own errors (fork-bomb f
   run fork-bomb | jq -e ".processes_started == 0 and .threads_started == 0" >/dev/null || { run fork-bomb; exit 1; }
   clawctl tool run path-escape "{\"paths\":[\"/clawfs/workspaces/../vault/master-key.enc\"]}" --agent wasm-agent 2>&1 | grep -q capability_denied || exit 1
   test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
-# That an unlisted call kills the process under this same filter is
-# wasm-daemon's seccomp unit test (SIGSYS in a child that installed it).
 check "tools: the daemon runs under its own seccomp filter, installed at its start" vm_ssh '
   pid=$(systemctl show -P MainPID clawos-wasm-daemon)
   grep -q "^Seccomp:[[:space:]]*2" /proc/$pid/status &&
     journalctl -b -u clawos-wasm-daemon -o cat | grep -q "seccomp filter installed"'
+# specs/toolhost/seccomp.md, "Checking the filter": the daemon's binary,
+# as shipped, installs its filter in a child process on this kernel and
+# calls ptrace; the child dies of SIGSYS and the kernel's audit record of
+# the kill (journald's audit transport or the kernel log) names it.
+check "tools: wasm-daemon's seccomp filter kills an unlisted system call (ptrace) with SIGSYS in the booted kernel, and the kill's audit record is in the journal" vm_ssh '
+  out=$(clawos-wasm-daemon --check-seccomp) || { echo "$out"; exit 1; }
+  echo "$out"
+  pid=$(echo "$out" | sed -n "s/.*killed process \([0-9]*\) .*/\1/p")
+  test -n "$pid" || exit 1
+  for _ in $(seq 20); do
+    journalctl -b -o cat | grep -E "(type=1326|SECCOMP) .*pid=$pid .*sig=31 .*syscall=101" && exit 0
+    sleep 0.5
+  done
+  journalctl -b -o cat | grep -E "type=1326|SECCOMP" | tail -n 3; exit 1'
 
 # web-fetch is install-only: its network grant is the operator's choice. A
 # test server on the host (QEMU user networking: 10.0.2.2 is the host's

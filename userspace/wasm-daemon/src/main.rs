@@ -469,6 +469,9 @@ impl Component for Daemon {
 }
 
 fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("--check-seccomp") {
+        return seccomp::check();
+    }
     clawos_runtime::main(ComponentId::WasmDaemon, env!("CARGO_PKG_VERSION"), Daemon::start)
 }
 

@@ -87,6 +87,50 @@ pub fn install() -> Result<usize, libseccomp::error::SeccompError> {
     Ok(allowed + 1)
 }
 
+/// `clawos-wasm-daemon --check-seccomp`: shows on this kernel that the
+/// filter kills. A child process installs [`install`]'s filter and makes
+/// one call it does not allow (`ptrace`); the parent says how the child
+/// ended: SIGSYS is success. The kernel's audit log has the kill
+/// (`type=1326 ... pid=<child> ... sig=31 ... syscall=101`), as it would
+/// have the daemon's (specs/toolhost/seccomp.md, "Checking the filter").
+/// Called before the runtime starts any thread, so the fork is safe.
+pub fn check() -> std::process::ExitCode {
+    use std::process::ExitCode;
+    // SAFETY: the process has one thread here (main, before the runtime).
+    match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!("fork: {}", std::io::Error::last_os_error());
+            ExitCode::FAILURE
+        }
+        0 => {
+            if let Err(error) = install() {
+                eprintln!("installing the seccomp filter: {error}");
+                // SAFETY: ends the child without running the parent's exit handlers.
+                unsafe { libc::_exit(2) };
+            }
+            // SAFETY: PTRACE_TRACEME with null arguments touches no memory.
+            unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) };
+            // SAFETY: as above; reached only if the filter let ptrace through.
+            unsafe { libc::_exit(1) }
+        }
+        child => {
+            let mut status = 0;
+            // SAFETY: `status` is a valid out-pointer for waitpid.
+            if unsafe { libc::waitpid(child, &mut status, 0) } != child {
+                eprintln!("waitpid: {}", std::io::Error::last_os_error());
+                return ExitCode::FAILURE;
+            }
+            if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS {
+                println!("the seccomp filter killed process {child} for ptrace (syscall {}) with SIGSYS", libc::SYS_ptrace);
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("process {child} under the seccomp filter was not killed by SIGSYS (wait status {status:#x})");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::process::ExitStatusExt;
