@@ -173,10 +173,12 @@ pub enum ApprovalState {
     Used,
 }
 
-/// One approval. Its action fields repeat [`CheckPolicy`]'s rather than
-/// sharing a struct: serde cannot combine `#[serde(flatten)]` with
-/// `deny_unknown_fields`, which every params type keeps, and nesting them
-/// would change the approvals' wire format (`specs/ipc/schemas/methods/`).
+// The action fields repeat `CheckPolicy`'s rather than sharing a struct:
+// serde cannot combine `#[serde(flatten)]` with `deny_unknown_fields`, which
+// every params type keeps, and nesting them would change the approvals' wire
+// format (specs/ipc/schemas/methods/). A plain comment, so the schema's
+// description stays the one clients read.
+/// One approval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Approval {
     /// Its ID (`a` and 10 hex digits).
