@@ -23,9 +23,9 @@
 use aya_ebpf::{
     bindings::path,
     helpers::{
-        bpf_d_path, bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_current_uid_gid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_buf,
-        bpf_probe_read_kernel_str_bytes,
+        bpf_d_path, bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_current_comm,
+        bpf_get_current_pid_tgid, bpf_get_current_uid_gid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_buf, bpf_probe_read_kernel_str_bytes,
     },
     macros::{lsm, map, raw_tracepoint, tracepoint},
     maps::{lpm_trie::Key, HashMap, LpmTrie, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
@@ -126,13 +126,52 @@ fn offsets() -> KernelOffsets {
     unsafe { core::ptr::read_volatile(&KERNEL_OFFSETS) }
 }
 
+/// The deepest cgroup level [`scope`] looks at for an ancestor's entry: the
+/// tool cgroups are at level 4 (`clawos.slice/<unit>/daemon/tool-<id>`).
+const MAX_CGROUP_DEPTH: i32 = 8;
+
 /// The current task's cgroup id and policy, or `None` outside the scope.
 #[inline(always)]
-fn scope() -> Option<(u64, CgroupPolicy)> {
+fn own_scope() -> Option<(u64, CgroupPolicy)> {
     // SAFETY: helper without pointer arguments.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     // SAFETY: the value is plain data copied out at once.
     unsafe { SCOPE.get(&cgroup_id) }.map(|policy| (cgroup_id, *policy))
+}
+
+/// The policy that judges the current task: its own cgroup's entry or, for
+/// a cgroup made since the agent last resolved the policy (it does every
+/// second), the entry of its nearest ancestor in `SCOPE`, which is the rule
+/// the agent will copy to it. Without this a tool's first call in a new
+/// cgroup would run unjudged for up to a second. The id returned is that of
+/// the entry that matched: grants are keyed by it and records carry it.
+#[inline(always)]
+fn scope() -> Option<(u64, CgroupPolicy)> {
+    if let Some(found) = own_scope() {
+        return Some(found);
+    }
+    // SAFETY: helpers without pointer arguments.
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    // Level 0 is the root; the walk stops at the task's own level (its id)
+    // or below it (0). Only the id is kept in the loop: the verifier refuses
+    // the arithmetic LLVM makes of a map value pointer carried across it.
+    let mut nearest = 0;
+    for level in 1..MAX_CGROUP_DEPTH {
+        // SAFETY: as above.
+        let ancestor = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
+        if ancestor == 0 || ancestor == cgroup_id {
+            break;
+        }
+        // SAFETY: only whether the entry exists is read.
+        if unsafe { SCOPE.get(&ancestor) }.is_some() {
+            nearest = ancestor;
+        }
+    }
+    if nearest == 0 {
+        return None;
+    }
+    // SAFETY: the value is plain data copied out at once.
+    unsafe { SCOPE.get(&nearest) }.map(|policy| (nearest, *policy))
 }
 
 /// The decision for an action that `rule` of `policy` governs and that the
@@ -535,10 +574,13 @@ fn emit_privilege(
 }
 
 /// `sys_enter(struct pt_regs *regs, long id)`: counts syscalls per monitored
-/// cgroup. Counting in a per-CPU map avoids atomics on the hottest path.
+/// cgroup. Counting in a per-CPU map avoids atomics on the hottest path,
+/// which is also why it looks at the task's own cgroup only: a cgroup's
+/// first second goes uncounted rather than every system call of the box
+/// paying for the ancestor walk.
 #[raw_tracepoint(tracepoint = "sys_enter")]
 pub fn sys_enter(_ctx: RawTracePointContext) -> i32 {
-    let Some((cgroup_id, _)) = scope() else { return 0 };
+    let Some((cgroup_id, _)) = own_scope() else { return 0 };
     match SYSCALL_COUNTS.get_ptr_mut(&cgroup_id) {
         // SAFETY: per-CPU value, only this CPU writes it while the program runs.
         Some(count) => unsafe { *count += 1 },

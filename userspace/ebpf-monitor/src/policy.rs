@@ -3,9 +3,10 @@
 //!
 //! A policy names cgroups by their path under the cgroup v2 mount; each
 //! existing cgroup at or below a named one is monitored with the policy of
-//! the nearest named ancestor. The programs match the task's own cgroup id,
-//! so cgroups created later are picked up by the next [`resolve`] (the agent
-//! rescans every second and on reload).
+//! the nearest named ancestor. Cgroups created later get their own entries
+//! at the next [`resolve`] (the agent rescans every second and on reload);
+//! until then the programs judge them by their nearest ancestor's entry
+//! (specs/ebpf/events.md).
 use std::{
     collections::BTreeMap,
     net::IpAddr,
@@ -45,6 +46,9 @@ pub enum PolicyError {
     /// A connect grant is not `address` or `address/prefix`.
     #[error("connect grant {0:?} must be an IP address or CIDR")]
     ConnectGrant(String),
+    /// `connect_except` without `connect_grants` to carve it from.
+    #[error("cgroup {0:?} has connect_except but no connect_grants")]
+    ExceptWithoutGrants(String),
 }
 
 /// Whether forbidden actions are blocked or only reported.
@@ -91,6 +95,13 @@ pub struct CgroupRule {
     /// connects are not restricted.
     #[serde(default)]
     pub connect_grants: Option<Vec<String>>,
+    /// Addresses or CIDRs carved out of `connect_grants`: "the internet but
+    /// not the box's own loopback" is `connect_grants = ["0.0.0.0/0"]` with
+    /// `connect_except = ["127.0.0.0/8"]`. The kernel's trie only grants, so
+    /// the difference is turned into the ranges that remain (one per prefix
+    /// bit between a grant and an exception: a handful of map entries).
+    #[serde(default)]
+    pub connect_except: Vec<String>,
 }
 
 /// The map entries for one existing cgroup.
@@ -124,8 +135,11 @@ impl Policy {
             for grant in rule.open_grants.iter().flatten() {
                 open_grant_bytes(grant)?;
             }
-            for grant in rule.connect_grants.iter().flatten() {
+            for grant in rule.connect_grants.iter().flatten().chain(&rule.connect_except) {
                 parse_cidr(grant)?;
+            }
+            if rule.connect_grants.is_none() && !rule.connect_except.is_empty() {
+                return Err(PolicyError::ExceptWithoutGrants(rule.path.clone()));
             }
         }
         Ok(policy)
@@ -177,11 +191,10 @@ impl CgroupRule {
                 (((8 + bytes.len()) * 8) as u32, key)
             })
             .collect();
-        let connect_grants = self
-            .connect_grants
-            .iter()
-            .flatten()
-            .filter_map(|grant| parse_cidr(grant).ok())
+        let cidrs = |list: &[String]| list.iter().filter_map(|cidr| parse_cidr(cidr).ok()).collect::<Vec<_>>();
+        let granted = cidrs(self.connect_grants.as_deref().unwrap_or_default());
+        let connect_grants = subtract(granted, &cidrs(&self.connect_except))
+            .into_iter()
             .map(|(addr, bits)| (64 + bits, NetGrantKey { cgroup_id: id, addr }))
             .collect();
         ScopeEntry { path, cgroup_id, policy: CgroupPolicy { mode, rules }, open_grants, connect_grants }
@@ -241,6 +254,37 @@ fn parse_cidr(grant: &str) -> Result<([u8; 16], u32), PolicyError> {
             Ok((v6.octets(), bits))
         }
     }
+}
+
+/// The ranges of `granted` outside every range of `except`, as (address,
+/// prefix bits) in the 128-bit space `parse_cidr` maps both families into.
+/// A grant that contains an exception is split along the exception's
+/// prefix: each bit on the way down keeps its other half.
+fn subtract(granted: Vec<([u8; 16], u32)>, except: &[([u8; 16], u32)]) -> Vec<([u8; 16], u32)> {
+    let mask = |bits: u32| if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
+    let contains = |(outer, outer_bits): (u128, u32), (inner, inner_bits): (u128, u32)| {
+        outer_bits <= inner_bits && (outer ^ inner) & mask(outer_bits) == 0
+    };
+    let mut ranges: Vec<(u128, u32)> =
+        granted.into_iter().map(|(addr, bits)| (u128::from_be_bytes(addr) & mask(bits), bits)).collect();
+    for &(addr, bits) in except {
+        let cut = (u128::from_be_bytes(addr) & mask(bits), bits);
+        ranges = ranges
+            .into_iter()
+            .flat_map(|range| {
+                if contains(cut, range) {
+                    Vec::new()
+                } else if !contains(range, cut) {
+                    vec![range]
+                } else {
+                    // Each bit from the range's prefix to the cut's: the half
+                    // the cut is not in stays granted.
+                    (range.1..cut.1).map(|bit| ((cut.0 & mask(bit + 1)) ^ (1u128 << (127 - bit)), bit + 1)).collect()
+                }
+            })
+            .collect();
+    }
+    ranges.into_iter().map(|(addr, bits)| (addr.to_be_bytes(), bits)).collect()
 }
 
 #[cfg(test)]
@@ -305,6 +349,40 @@ mod tests {
         assert_eq!(bits, 64 + 96 + 8);
         assert_eq!(&key.addr[10..13], &[0xff, 0xff, 10]);
         assert_eq!(entry.connect_grants[1].0, 64 + 128);
+    }
+
+    #[test]
+    fn exceptions_are_carved_out_of_connect_grants() {
+        let text = r#"
+            [[cgroup]]
+            path = "t"
+            connect_grants = ["0.0.0.0/0", "2000::/3"]
+            connect_except = ["127.0.0.0/8", "169.254.0.0/16", "10.1.2.3", "2001:db8::/32"]
+        "#;
+        let entry = Policy::parse(text).unwrap().cgroups[0].entry("t".into(), 5);
+        // The kernel's lookup: the longest matching prefix of the cgroup's keys.
+        let granted = |addr: &str| {
+            let (addr, _) = parse_cidr(addr).unwrap();
+            entry.connect_grants.iter().any(|(bits, key)| {
+                let bits = bits - 64;
+                let (full, rest) = ((bits / 8) as usize, bits % 8);
+                key.addr[..full] == addr[..full] && (rest == 0 || (key.addr[full] ^ addr[full]) >> (8 - rest) == 0)
+            })
+        };
+        for denied in ["127.0.0.1", "127.255.255.254", "169.254.169.254", "10.1.2.3", "2001:db8::1", "::1", "fe80::1"] {
+            assert!(!granted(denied), "{denied} granted");
+        }
+        for allowed in ["10.0.2.2", "10.1.2.2", "10.1.2.4", "126.255.255.255", "128.0.0.0", "169.253.0.1", "8.8.8.8", "2001:db9::1"] {
+            assert!(granted(allowed), "{allowed} not granted");
+        }
+        // One range per prefix bit between an exception and the range that
+        // held it: 127/8 in 0/0 (8), then 169.254/16 in 128/1 (15 for 1),
+        // 10.1.2.3 in 0/2 (30 for 1), 2001:db8::/32 in 2000::/3 (29).
+        assert_eq!(entry.connect_grants.len(), 8 + 14 + 29 + 29, "{:?}", entry.connect_grants);
+        assert!(matches!(
+            Policy::parse("[[cgroup]]\npath = \"a\"\nconnect_except = [\"127.0.0.1\"]"),
+            Err(PolicyError::ExceptWithoutGrants(_))
+        ));
     }
 
     fn padded(bytes: &[u8]) -> [u8; GRANT_PATH_LEN] {

@@ -561,6 +561,21 @@ fn policy_update_scenario(monitor: &mut Monitor) -> Outcome {
     Ok(format!("audit -> enforce -> audit with the same {} programs loaded", before.len()))
 }
 
+/// A cgroup made after the policy was resolved (the agent adds it at its
+/// next rescan, within a second) is judged by its parent's entry meanwhile.
+fn young_cgroup_scenario(monitor: &mut Monitor) -> Outcome {
+    let young = format!("{ENFORCE}/young");
+    let dir = Path::new(CGROUP_ROOT).join(&young);
+    fs::create_dir(&dir).map_err(|err| format!("cgroup {young}: {err}"))?;
+    drain(monitor);
+    let codes = [run_in(&young, &["open", FORBIDDEN_FILE]).code, run_in(&young, &["open", GRANTED_FILE]).code];
+    let denied: Vec<Event> = drain(monitor).into_values().flatten().filter(|event| event.decision() == Decision::Denied).collect();
+    let _ = fs::remove_dir(&dir);
+    ensure(codes == [libc::EPERM, 0], || format!("forbidden and granted opens in {young} gave errnos {codes:?}, wanted EPERM and 0"))?;
+    ensure(denied.len() == 1 && denied[0].header().cgroup_id == cgroup_id(ENFORCE), || format!("denied events [{}]", describe(&denied)))?;
+    Ok("a cgroup made after the policy was resolved is held to its parent's grants at once, reported under the parent's id".into())
+}
+
 fn repeated_opens_scenario(monitor: &mut Monitor) -> Outcome {
     const OPENS: u64 = 100;
     let coalesced = |monitor: &Monitor| stats(&monitor.program_stats(), "file_open").map_or(0, |program| program.coalesced_events);
@@ -624,7 +639,7 @@ fn run_all() {
     if let Err(err) = runtime.block_on(async { monitor.forward_program_logs(logs.clone()) }) {
         return println!("VMTEST FAIL setup: program logs: {err} ({:?})", std::error::Error::source(&err));
     }
-    let scenarios: [(&str, Scenario); 10] = [
+    let scenarios: [(&str, Scenario); 11] = [
         ("exec-reported-with-fields", exec_scenario),
         ("open-reported-with-fields", open_scenario),
         ("connect-reported-with-fields", connect_scenario),
@@ -635,6 +650,8 @@ fn run_all() {
         ("audit-lets-through", audit_scenario),
         ("policy-update-without-reload", policy_update_scenario),
         ("watch-only-opens-coalesced", repeated_opens_scenario),
+        // After the last policy change: the new cgroup must not be resolved.
+        ("young-cgroup-judged-by-its-parent", young_cgroup_scenario),
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut report = |name: &str, outcome: Outcome| match outcome {
