@@ -127,6 +127,8 @@ pub struct Monitor {
     syscall_counts: PerCpuHashMap<MapData, u64, SyscallCount>,
     lost_events: PerCpuArray<MapData, u64>,
     coalesced_opens: PerCpuArray<MapData, u64>,
+    /// What the maps hold since the last [`Monitor::apply`] that succeeded.
+    applied: Vec<ScopeEntry>,
     // Keeps kernel.bpf_stats_enabled on while held, when we may take it
     // (CAP_SYS_ADMIN). The appliance's ebpf-agent may not; there the
     // sysctl is set at boot (usr/lib/sysctl.d/50-clawos-bpf.conf) instead.
@@ -202,6 +204,7 @@ impl Monitor {
             syscall_counts: take(&mut ebpf, "SYSCALL_COUNTS")?,
             lost_events: take(&mut ebpf, "LOST_EVENTS")?,
             coalesced_opens: take(&mut ebpf, "COALESCED_OPENS")?,
+            applied: Vec::new(),
             rings,
             ebpf,
             _stats: stats,
@@ -219,8 +222,13 @@ impl Monitor {
 
     /// Makes the maps hold exactly `entries`: new entries and grants are
     /// inserted first, stale ones removed after, so a cgroup never passes
-    /// through a state with less policy than either version gives it.
+    /// through a state with less policy than either version gives it. The
+    /// same entries as last time cost nothing: the agent resolves every
+    /// second, and each tool cgroup carries dozens of grant keys.
     pub fn apply(&mut self, entries: &[ScopeEntry]) -> Result<(), MonitorError> {
+        if entries == self.applied.as_slice() {
+            return Ok(());
+        }
         let map_err = |step, name| move |source| MonitorError::Map { step, name, source };
         let mut open = HashSet::new();
         let mut connect = HashSet::new();
@@ -264,6 +272,7 @@ impl Monitor {
         for key in stale {
             self.connect_grants.remove(&key).map_err(map_err("pruning", "CONNECT_GRANTS"))?;
         }
+        self.applied = entries.to_vec();
         Ok(())
     }
 
