@@ -51,3 +51,22 @@ check "ebpf: a program's aya-log diagnostic reaches the ebpf-agent journal" \
           for _ in $(seq 10); do
             journalctl -u clawos-ebpf-agent --since @$since -o cat | grep -q "bpf_d_path failed with -36" && exit 0; sleep 1
           done; journalctl -u clawos-ebpf-agent -o cat | tail -n 5; exit 1'
+
+# wasm-daemon's own policy (/etc/clawos/ebpf-policy.toml, enforce mode on
+# daemon/ and the tool cgroups below it): what a flaw in the WASM host
+# would do with the daemon's privileges is tried by a root shell placed in
+# that cgroup. The tools checks before this one ran under the same policy,
+# so its grants cover what the daemon does for its tools.
+check "ebpf: a process in wasm-daemon's cgroup gets EPERM opening /etc/shadow and connecting to the box's own sshd, and both are denied events" \
+  vm_ssh '(timeout 20 clawctl events --name ebpf_event > /tmp/ebpf-daemon &); sleep 1
+          d=/sys/fs/cgroup/clawos.slice/clawos-wasm-daemon.service/daemon
+          test -d $d || exit 1
+          out=$(bash -c "echo \$\$ > $d/cgroup.procs; (: < /etc/shadow); (exec 3<>/dev/tcp/127.0.0.1/22)" 2>&1); echo "$out"
+          echo "$out" | grep -q "/etc/shadow: Operation not permitted" &&
+            echo "$out" | grep -q "/dev/tcp/127.0.0.1/22: Operation not permitted" || exit 1
+          for _ in $(seq 10); do
+            jq -e -s "any(.[]; .payload.event_data | .kind == \"file_open\" and .decision == \"denied\" and .path == \"/etc/shadow\")
+                  and any(.[]; .payload.event_data | .kind == \"connect\" and .decision == \"denied\" and .address == \"127.0.0.1\" and .port == 22)" \
+              /tmp/ebpf-daemon >/dev/null 2>&1 && exit 0
+            sleep 1
+          done; tail -n 3 /tmp/ebpf-daemon; exit 1'

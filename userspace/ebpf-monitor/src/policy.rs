@@ -97,9 +97,11 @@ pub struct CgroupRule {
     pub connect_grants: Option<Vec<String>>,
     /// Addresses or CIDRs carved out of `connect_grants`: "the internet but
     /// not the box's own loopback" is `connect_grants = ["0.0.0.0/0"]` with
-    /// `connect_except = ["127.0.0.0/8"]`. The kernel's trie only grants, so
-    /// the difference is turned into the ranges that remain (one per prefix
-    /// bit between a grant and an exception: a handful of map entries).
+    /// `connect_except = ["127.0.0.0/8"]`. A grant narrower than an
+    /// exception stands (`"127.0.0.53"` beside them grants the DNS stub),
+    /// as the longest prefix wins in the kernel's lookup. The kernel's trie
+    /// only grants, so the difference is turned into the ranges that remain
+    /// (one per prefix bit between a grant and an exception).
     #[serde(default)]
     pub connect_except: Vec<String>,
 }
@@ -185,6 +187,12 @@ impl CgroupRule {
             .iter()
             .flatten()
             .filter_map(|grant| open_grant_bytes(grant).ok())
+            .flat_map(|bytes| {
+                // A directory's own open (a listing, an fsync after a
+                // rename) has no trailing `/`: its grant covers it too.
+                let itself = (bytes.len() > 1 && bytes.ends_with(b"/")).then(|| [&bytes[..bytes.len() - 1], b"\0"].concat());
+                std::iter::once(bytes).chain(itself)
+            })
             .map(|bytes| {
                 let mut key = PathGrantKey { cgroup_id: id, path: [0; GRANT_PATH_LEN] };
                 key.path[..bytes.len()].copy_from_slice(&bytes);
@@ -256,19 +264,22 @@ fn parse_cidr(grant: &str) -> Result<([u8; 16], u32), PolicyError> {
     }
 }
 
-/// The ranges of `granted` outside every range of `except`, as (address,
-/// prefix bits) in the 128-bit space `parse_cidr` maps both families into.
-/// A grant that contains an exception is split along the exception's
-/// prefix: each bit on the way down keeps its other half.
+/// The ranges of `granted` outside every range of `except`, and the grants
+/// narrower than an exception that holds them, as (address, prefix bits) in
+/// the 128-bit space `parse_cidr` maps both families into. A grant that
+/// contains an exception is split along the exception's prefix: each bit on
+/// the way down keeps its other half.
 fn subtract(granted: Vec<([u8; 16], u32)>, except: &[([u8; 16], u32)]) -> Vec<([u8; 16], u32)> {
     let mask = |bits: u32| if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
     let contains = |(outer, outer_bits): (u128, u32), (inner, inner_bits): (u128, u32)| {
         outer_bits <= inner_bits && (outer ^ inner) & mask(outer_bits) == 0
     };
-    let mut ranges: Vec<(u128, u32)> =
-        granted.into_iter().map(|(addr, bits)| (u128::from_be_bytes(addr) & mask(bits), bits)).collect();
-    for &(addr, bits) in except {
-        let cut = (u128::from_be_bytes(addr) & mask(bits), bits);
+    let cuts: Vec<(u128, u32)> = except.iter().map(|&(addr, bits)| (u128::from_be_bytes(addr) & mask(bits), bits)).collect();
+    let (narrower, mut ranges): (Vec<(u128, u32)>, Vec<(u128, u32)>) = granted
+        .into_iter()
+        .map(|(addr, bits)| (u128::from_be_bytes(addr) & mask(bits), bits))
+        .partition(|&grant| cuts.iter().any(|&cut| cut.1 < grant.1 && contains(cut, grant)));
+    for &cut in &cuts {
         ranges = ranges
             .into_iter()
             .flat_map(|range| {
@@ -284,7 +295,7 @@ fn subtract(granted: Vec<([u8; 16], u32)>, except: &[([u8; 16], u32)]) -> Vec<([
             })
             .collect();
     }
-    ranges.into_iter().map(|(addr, bits)| (addr.to_be_bytes(), bits)).collect()
+    ranges.into_iter().chain(narrower).map(|(addr, bits)| (addr.to_be_bytes(), bits)).collect()
 }
 
 #[cfg(test)]
@@ -344,7 +355,9 @@ mod tests {
         let (bits, key) = &entry.open_grants[0];
         assert_eq!(*bits, (8 + 9) * 8, "directory grant: the prefix without a NUL");
         assert_eq!(*key, PathGrantKey { cgroup_id: 5u64.to_ne_bytes(), path: padded(b"/usr/lib/") });
-        assert_eq!(entry.open_grants[1].0, (8 + 17) * 8, "file grant: the path and its NUL");
+        assert_eq!(entry.open_grants[1], ((8 + 9) * 8, PathGrantKey { cgroup_id: 5u64.to_ne_bytes(), path: padded(b"/usr/lib\0") }), "the directory itself");
+        assert_eq!(entry.open_grants[2].0, (8 + 17) * 8, "file grant: the path and its NUL");
+        assert_eq!(entry.open_grants.len(), 3);
         let (bits, key) = entry.connect_grants[0];
         assert_eq!(bits, 64 + 96 + 8);
         assert_eq!(&key.addr[10..13], &[0xff, 0xff, 10]);
@@ -356,33 +369,70 @@ mod tests {
         let text = r#"
             [[cgroup]]
             path = "t"
-            connect_grants = ["0.0.0.0/0", "2000::/3"]
+            connect_grants = ["0.0.0.0/0", "2000::/3", "127.0.0.53"]
             connect_except = ["127.0.0.0/8", "169.254.0.0/16", "10.1.2.3", "2001:db8::/32"]
         "#;
         let entry = Policy::parse(text).unwrap().cgroups[0].entry("t".into(), 5);
-        // The kernel's lookup: the longest matching prefix of the cgroup's keys.
-        let granted = |addr: &str| {
-            let (addr, _) = parse_cidr(addr).unwrap();
-            entry.connect_grants.iter().any(|(bits, key)| {
-                let bits = bits - 64;
-                let (full, rest) = ((bits / 8) as usize, bits % 8);
-                key.addr[..full] == addr[..full] && (rest == 0 || (key.addr[full] ^ addr[full]) >> (8 - rest) == 0)
-            })
-        };
+        let granted = |addr: &str| may_connect(&entry, addr);
         for denied in ["127.0.0.1", "127.255.255.254", "169.254.169.254", "10.1.2.3", "2001:db8::1", "::1", "fe80::1"] {
             assert!(!granted(denied), "{denied} granted");
         }
-        for allowed in ["10.0.2.2", "10.1.2.2", "10.1.2.4", "126.255.255.255", "128.0.0.0", "169.253.0.1", "8.8.8.8", "2001:db9::1"] {
+        for allowed in ["127.0.0.53", "10.0.2.2", "10.1.2.2", "10.1.2.4", "126.255.255.255", "128.0.0.0", "169.253.0.1", "8.8.8.8", "2001:db9::1"] {
             assert!(granted(allowed), "{allowed} not granted");
         }
         // One range per prefix bit between an exception and the range that
         // held it: 127/8 in 0/0 (8), then 169.254/16 in 128/1 (15 for 1),
-        // 10.1.2.3 in 0/2 (30 for 1), 2001:db8::/32 in 2000::/3 (29).
-        assert_eq!(entry.connect_grants.len(), 8 + 14 + 29 + 29, "{:?}", entry.connect_grants);
+        // 10.1.2.3 in 0/2 (30 for 1), 2001:db8::/32 in 2000::/3 (29); and
+        // 127.0.0.53, narrower than its exception.
+        assert_eq!(entry.connect_grants.len(), 8 + 14 + 29 + 29 + 1, "{:?}", entry.connect_grants);
         assert!(matches!(
             Policy::parse("[[cgroup]]\npath = \"a\"\nconnect_except = [\"127.0.0.1\"]"),
             Err(PolicyError::ExceptWithoutGrants(_))
         ));
+    }
+
+    /// The image's own policy: wasm-daemon's tool cgroups are held to what
+    /// the daemon needs, not /etc/shadow, the vault or the box's loopback.
+    #[test]
+    fn the_shipped_policy_confines_the_tool_host() {
+        let policy = Policy::parse(include_str!("../../../rootfs-overlay/etc/clawos/ebpf-policy.toml")).unwrap();
+        let rule = policy.cgroups.iter().find(|rule| rule.path == "clawos.slice/clawos-wasm-daemon.service/daemon").unwrap();
+        let entry = rule.entry("daemon/tool-x".into(), 9);
+        assert_eq!(entry.policy.mode, MODE_ENFORCE);
+        let opens = |path: &str| {
+            entry.open_grants.iter().any(|(bits, key)| {
+                let len = (*bits / 8 - 8) as usize;
+                let mut wanted = path.as_bytes().to_vec();
+                wanted.push(0);
+                wanted.len() >= len && key.path[..len] == wanted[..len]
+            })
+        };
+        for granted in ["/clawfs/agents/a/notes.md", "/clawfs/tools", "/clawfs/tools/binaries/t.wasm", "/usr/lib/x86_64-linux-gnu/libc.so.6"] {
+            assert!(opens(granted), "{granted} refused");
+        }
+        for refused in ["/etc/shadow", "/clawfs", "/clawfs/vault/master-key.enc", "/clawfs/toolsmith", "/clawfs/var/lib/clawos/vault", "/var/lib/clawos/vault/x", "/root/.ssh/id_ed25519"] {
+            assert!(!opens(refused), "{refused} granted");
+        }
+        let connects = |addr: &str| may_connect(&entry, addr);
+        for granted in ["10.0.2.2", "93.184.215.14", "127.0.0.53", "2606:4700::1111"] {
+            assert!(connects(granted), "{granted} refused");
+        }
+        for refused in ["127.0.0.1", "0.0.0.0", "169.254.169.254", "224.0.0.251", "::1", "fe80::1"] {
+            assert!(!connects(refused), "{refused} granted");
+        }
+        // Every tool cgroup gets a copy: keep them few against the maps' 4,096.
+        let keys = entry.connect_grants.len() + entry.open_grants.len();
+        assert!(keys < 80, "{keys} map entries per tool cgroup");
+    }
+
+    /// The kernel's lookup: does any of the entry's connect keys hold `addr`?
+    fn may_connect(entry: &ScopeEntry, addr: &str) -> bool {
+        let (addr, _) = parse_cidr(addr).unwrap();
+        entry.connect_grants.iter().any(|(bits, key)| {
+            let bits = bits - 64;
+            let (full, rest) = ((bits / 8) as usize, bits % 8);
+            key.addr[..full] == addr[..full] && (rest == 0 || (key.addr[full] ^ addr[full]) >> (8 - rest) == 0)
+        })
     }
 
     fn padded(bytes: &[u8]) -> [u8; GRANT_PATH_LEN] {
