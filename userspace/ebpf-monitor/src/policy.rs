@@ -264,38 +264,41 @@ fn parse_cidr(grant: &str) -> Result<([u8; 16], u32), PolicyError> {
     }
 }
 
-/// The ranges of `granted` outside every range of `except`, and the grants
-/// narrower than an exception that holds them, as (address, prefix bits) in
-/// the 128-bit space `parse_cidr` maps both families into. A grant that
-/// contains an exception is split along the exception's prefix: each bit on
-/// the way down keeps its other half.
+/// Each grant of `granted` without the ranges of `except` it holds, as
+/// (address, prefix bits) in the 128-bit space `parse_cidr` maps both
+/// families into. An exception wider than a grant leaves that grant whole
+/// (the narrower statement wins, as the longest prefix does in the kernel's
+/// lookup). A grant that holds an exception is split along the exception's
+/// prefix: each bit on the way down keeps its other half.
 fn subtract(granted: Vec<([u8; 16], u32)>, except: &[([u8; 16], u32)]) -> Vec<([u8; 16], u32)> {
     let mask = |bits: u32| if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
     let contains = |(outer, outer_bits): (u128, u32), (inner, inner_bits): (u128, u32)| {
         outer_bits <= inner_bits && (outer ^ inner) & mask(outer_bits) == 0
     };
-    let cuts: Vec<(u128, u32)> = except.iter().map(|&(addr, bits)| (u128::from_be_bytes(addr) & mask(bits), bits)).collect();
-    let (narrower, mut ranges): (Vec<(u128, u32)>, Vec<(u128, u32)>) = granted
-        .into_iter()
-        .map(|(addr, bits)| (u128::from_be_bytes(addr) & mask(bits), bits))
-        .partition(|&grant| cuts.iter().any(|&cut| cut.1 < grant.1 && contains(cut, grant)));
-    for &cut in &cuts {
-        ranges = ranges
-            .into_iter()
-            .flat_map(|range| {
-                if contains(cut, range) {
-                    Vec::new()
-                } else if !contains(range, cut) {
-                    vec![range]
-                } else {
-                    // Each bit from the range's prefix to the cut's: the half
-                    // the cut is not in stays granted.
-                    (range.1..cut.1).map(|bit| ((cut.0 & mask(bit + 1)) ^ (1u128 << (127 - bit)), bit + 1)).collect()
-                }
-            })
-            .collect();
+    let range = |(addr, bits): ([u8; 16], u32)| (u128::from_be_bytes(addr) & mask(bits), bits);
+    let cuts: Vec<(u128, u32)> = except.iter().copied().map(range).collect();
+    let mut kept = Vec::new();
+    for grant in granted.into_iter().map(range) {
+        let mut ranges = vec![grant];
+        for &cut in cuts.iter().filter(|&&cut| !(cut.1 < grant.1 && contains(cut, grant))) {
+            ranges = ranges
+                .into_iter()
+                .flat_map(|range| {
+                    if contains(cut, range) {
+                        Vec::new()
+                    } else if !contains(range, cut) {
+                        vec![range]
+                    } else {
+                        // Each bit from the range's prefix to the cut's: the
+                        // half the cut is not in stays granted.
+                        (range.1..cut.1).map(|bit| ((cut.0 & mask(bit + 1)) ^ (1u128 << (127 - bit)), bit + 1)).collect()
+                    }
+                })
+                .collect();
+        }
+        kept.extend(ranges);
     }
-    ranges.into_iter().chain(narrower).map(|(addr, bits)| (addr.to_be_bytes(), bits)).collect()
+    kept.into_iter().map(|(addr, bits)| (addr.to_be_bytes(), bits)).collect()
 }
 
 #[cfg(test)]
@@ -369,22 +372,24 @@ mod tests {
         let text = r#"
             [[cgroup]]
             path = "t"
-            connect_grants = ["0.0.0.0/0", "2000::/3", "127.0.0.53"]
-            connect_except = ["127.0.0.0/8", "169.254.0.0/16", "10.1.2.3", "2001:db8::/32"]
+            connect_grants = ["0.0.0.0/0", "2000::/3", "127.0.0.53", "192.168.0.0/16"]
+            connect_except = ["127.0.0.0/8", "169.254.0.0/16", "10.1.2.3", "2001:db8::/32", "192.0.0.0/8", "192.168.1.0/24"]
         "#;
         let entry = Policy::parse(text).unwrap().cgroups[0].entry("t".into(), 5);
         let granted = |addr: &str| may_connect(&entry, addr);
-        for denied in ["127.0.0.1", "127.255.255.254", "169.254.169.254", "10.1.2.3", "2001:db8::1", "::1", "fe80::1"] {
+        for denied in ["127.0.0.1", "127.255.255.254", "169.254.169.254", "10.1.2.3", "2001:db8::1", "::1", "fe80::1", "192.0.2.1", "192.168.1.7"] {
             assert!(!granted(denied), "{denied} granted");
         }
-        for allowed in ["127.0.0.53", "10.0.2.2", "10.1.2.2", "10.1.2.4", "126.255.255.255", "128.0.0.0", "169.253.0.1", "8.8.8.8", "2001:db9::1"] {
+        for allowed in ["127.0.0.53", "192.168.0.1", "192.168.2.1", "10.0.2.2", "10.1.2.2", "10.1.2.4", "126.255.255.255", "128.0.0.0", "169.253.0.1", "8.8.8.8", "2001:db9::1"] {
             assert!(granted(allowed), "{allowed} not granted");
         }
         // One range per prefix bit between an exception and the range that
         // held it: 127/8 in 0/0 (8), then 169.254/16 in 128/1 (15 for 1),
-        // 10.1.2.3 in 0/2 (30 for 1), 2001:db8::/32 in 2000::/3 (29); and
-        // 127.0.0.53, narrower than its exception.
-        assert_eq!(entry.connect_grants.len(), 8 + 14 + 29 + 29 + 1, "{:?}", entry.connect_grants);
+        // 10.1.2.3 in 0/2 (30 for 1), 192/8 in 192/2 (6 for 1),
+        // 2001:db8::/32 in 2000::/3 (29); 127.0.0.53 whole, narrower than
+        // its exception; 192.168/16 whole against 192/8 but cut by
+        // 192.168.1/24 (8).
+        assert_eq!(entry.connect_grants.len(), 8 + 14 + 29 + 5 + 29 + 1 + 8, "{:?}", entry.connect_grants);
         assert!(matches!(
             Policy::parse("[[cgroup]]\npath = \"a\"\nconnect_except = [\"127.0.0.1\"]"),
             Err(PolicyError::ExceptWithoutGrants(_))
