@@ -32,7 +32,7 @@ check "ebpf: enforce mode denies an open outside the cgroup's grants with EPERM"
           echo "$out" | grep -q "Operation not permitted" && in_cgroup enforce ": < /dev/null"'
 
 check "ebpf: audit mode lets the same open through and reports it as audited" \
-  vm_ssh "$ebpf_in_cgroup"'; (timeout 20 clawctl events --name ebpf_event > /tmp/ebpf-audited &); sleep 1
+  vm_ssh "$ebpf_in_cgroup"'; (timeout 20 clawctl events --name ebpf_event > /tmp/ebpf-audited 2>/tmp/ebpf-audited.err &); sleep 1
           in_cgroup audit ": < /etc/hostname" || exit 1
           for _ in $(seq 10); do
             jq -e -s "any(.[]; .payload.event_data | .kind == \"file_open\" and .decision == \"audited\" and .path == \"/etc/hostname\")" /tmp/ebpf-audited >/dev/null 2>&1 && exit 0
@@ -58,7 +58,7 @@ check "ebpf: a program's aya-log diagnostic reaches the ebpf-agent journal" \
 # that cgroup. The tools checks before this one ran under the same policy,
 # so its grants cover what the daemon does for its tools.
 check "ebpf: a process in wasm-daemon's cgroup gets EPERM opening /etc/shadow and connecting to the box's own sshd, and both are denied events" \
-  vm_ssh '(timeout 20 clawctl events --name ebpf_event > /tmp/ebpf-daemon &); sleep 1
+  vm_ssh '(timeout 20 clawctl events --name ebpf_event > /tmp/ebpf-daemon 2>/tmp/ebpf-daemon.err &); sleep 1
           d=/sys/fs/cgroup/clawos.slice/clawos-wasm-daemon.service/daemon
           test -d $d || exit 1
           out=$(bash -c "echo \$\$ > $d/cgroup.procs; (: < /etc/shadow); (exec 3<>/dev/tcp/127.0.0.1/22)" 2>&1); echo "$out"
