@@ -134,7 +134,12 @@ const MAX_CGROUP_DEPTH: i32 = 8;
 #[inline(always)]
 fn own_scope() -> Option<(u64, CgroupPolicy)> {
     // SAFETY: helper without pointer arguments.
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    scope_of(unsafe { bpf_get_current_cgroup_id() })
+}
+
+/// `cgroup_id` with its entry in `SCOPE`, if it has one.
+#[inline(always)]
+fn scope_of(cgroup_id: u64) -> Option<(u64, CgroupPolicy)> {
     // SAFETY: the value is plain data copied out at once.
     unsafe { SCOPE.get(&cgroup_id) }.map(|policy| (cgroup_id, *policy))
 }
@@ -147,11 +152,11 @@ fn own_scope() -> Option<(u64, CgroupPolicy)> {
 /// the entry that matched: grants are keyed by it and records carry it.
 #[inline(always)]
 fn scope() -> Option<(u64, CgroupPolicy)> {
-    if let Some(found) = own_scope() {
+    // SAFETY: helper without pointer arguments.
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    if let Some(found) = scope_of(cgroup_id) {
         return Some(found);
     }
-    // SAFETY: helpers without pointer arguments.
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     // Level 0 is the root; the walk stops at the task's own level (its id)
     // or below it (0). Only the id is kept in the loop: the verifier refuses
     // the arithmetic LLVM makes of a map value pointer carried across it.
@@ -170,8 +175,7 @@ fn scope() -> Option<(u64, CgroupPolicy)> {
     if nearest == 0 {
         return None;
     }
-    // SAFETY: the value is plain data copied out at once.
-    unsafe { SCOPE.get(&nearest) }.map(|policy| (nearest, *policy))
+    scope_of(nearest)
 }
 
 /// The decision for an action that `rule` of `policy` governs and that the
