@@ -75,3 +75,18 @@ check "agents: the in-box model costs the boot nothing: its socket listens, its 
   vm_ssh 'test "$(systemctl is-active clawos-model.socket)" = active && test -S /run/clawos-model/api.sock &&
     test "$(stat -c "%U:%G %a" /run/clawos-model/api.sock)" = "clawos-model:clawos-model-clients 660" &&
     test "$(systemctl show -P ActiveState clawos-model.service)" = inactive'
+
+# A new agent's database opened by agent-loop (its sessions) and by
+# wasm-daemon (three tool calls) at the same moment, twelve times: each
+# opener makes the -wal and -shm files under its 0077 umask and widens
+# them at once, and an open in between used to fail with "unable to open
+# database file" (agentfs::retry_cantopen; 3 of 20 such rounds failed in
+# a booted image before it).
+check "agents: a new agent's database opened by agent-loop and wasm-daemon at once opens for every caller" \
+  vm_ssh 'for i in $(seq 12); do
+            a=race-$i; clawctl agent create $a >/dev/null || exit 1
+            for j in 1 2 3; do clawctl tool run text-stats "{\"text\":\"a b\"}" --agent $a > /tmp/race-$i-$j 2>&1 & done
+            clawctl session list $a > /tmp/race-$i-s 2>&1 & wait
+            for f in /tmp/race-$i-*; do grep -q "unable to open" $f && { cat $f; exit 1; }; done
+            clawctl agent rm $a >/dev/null || exit 1
+          done'

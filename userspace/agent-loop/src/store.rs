@@ -215,11 +215,16 @@ fn role_name(message: &ChatMessage) -> &'static str {
 impl Store {
     /// Opens `workspace.db` at `path` and makes the session tables.
     pub fn open(path: &Path) -> Result<Store, String> {
-        let db = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        db.busy_timeout(Duration::from_secs(5))
-            .and_then(|()| db.pragma_update(None, "journal_mode", "WAL"))
-            .and_then(|()| db.pragma_update(None, "synchronous", "FULL"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // Retried while another component makes the database's -wal and
+        // -shm files (agentfs::retry_cantopen).
+        let db = agentfs::retry_cantopen(|| {
+            let db = Connection::open(path)?;
+            db.busy_timeout(Duration::from_secs(5))?;
+            db.pragma_update(None, "journal_mode", "WAL")?;
+            db.pragma_update(None, "synchronous", "FULL")?;
+            Ok(db)
+        })
+        .map_err(|e| format!("{}: {e}", path.display()))?;
         db.execute_batch(SCHEMA)
             .and_then(|()| db.execute_batch(MESSAGE_TABLE))
             .map_err(|e| format!("{}: session tables: {e}", path.display()))?;

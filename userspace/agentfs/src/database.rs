@@ -128,12 +128,8 @@ impl AgentFs {
 
     /// Opens the workspace at `path` with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<AgentFs> {
-        let mut conn = Connection::open(path)?;
-        if let Some(page_size) = options.page_size {
-            // Only takes effect before the first page is written.
-            conn.pragma_update(None, "page_size", page_size)?;
-        }
-        db::configure_connection(&conn)?;
+        let mut conn = db::open_shared(path.as_ref(), options.page_size)?;
+        db::guard_audit_trail(&conn)?;
         let chunk_size = db::init(&mut conn, options.chunk_size)?;
         // A database this open created had no tables for the guards yet.
         conn.execute_batch(db::AUDIT_TRIGGERS_SQL)?;

@@ -47,14 +47,64 @@ PRAGMA temp_store = MEMORY;
 PRAGMA journal_size_limit = 67108864;
 ";
 
+/// How many times [`retry_cantopen`] tries an open.
+pub const CANTOPEN_ATTEMPTS: u32 = 5;
+
+/// Runs `open` (an open of a database other processes share, with its first
+/// statements) again when SQLite answers SQLITE_CANTOPEN, up to
+/// [`CANTOPEN_ATTEMPTS`] times, 20, 40, 60 and 80 ms apart.
+///
+/// When no process holds an agent database open, the next one to open it
+/// makes its `-wal` and `-shm` files. SQLite creates them under the process's
+/// umask (0077 in every ClawOS unit, so 0600) and widens them to the
+/// database's mode (0660) with fchmod straight after; another component
+/// opening them in between is refused (EACCES), which SQLite reports as
+/// SQLITE_CANTOPEN, "unable to open database file". In the booted image
+/// agent-loop and wasm-daemon opening a new agent's database at the same
+/// moment hit it (tests/vm/checks/58-agents.sh); a moment later the file has
+/// its mode.
+pub fn retry_cantopen<T>(mut open: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut attempt = 1;
+    loop {
+        match open() {
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == rusqlite::ErrorCode::CannotOpen && attempt < CANTOPEN_ATTEMPTS =>
+            {
+                std::thread::sleep(Duration::from_millis(20 * u64::from(attempt)));
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Opens the AgentFS database at `path`, shared with other processes: the
+/// busy timeout and the pragmas applied, retried while another process makes
+/// its `-wal` and `-shm` files ([`retry_cantopen`]). `page_size` only takes
+/// effect on a database with no page written yet.
+pub fn open_shared(path: &std::path::Path, page_size: Option<u32>) -> rusqlite::Result<Connection> {
+    retry_cantopen(|| {
+        let conn = Connection::open(path)?;
+        if let Some(page_size) = page_size {
+            conn.pragma_update(None, "page_size", page_size)?;
+        }
+        apply_pragmas(&conn)?;
+        Ok(conn)
+    })
+}
+
+fn apply_pragmas(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(PRAGMAS_SQL)
+}
+
 /// Applies the busy timeout and the pragmas to a connection and, once the
 /// workspace has its tables, the audit trail's guards. Other crates that
 /// open an AgentFS database (ClawFS keeps its search tables in the same
 /// file, agent-loop its sessions) call this so every connection runs with
 /// the same settings and none can rewrite a recorded tool call.
 pub fn configure_connection(conn: &Connection) -> Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.execute_batch(PRAGMAS_SQL)?;
+    apply_pragmas(conn)?;
     guard_audit_trail(conn)
 }
 
@@ -580,4 +630,45 @@ pub(crate) fn xattr_set(conn: &Connection, ino: i64, name: &str, value: &[u8]) -
     conn.prepare_cached("INSERT OR REPLACE INTO clawos_xattr (ino, name, value) VALUES (?, ?, ?)")?
         .execute(params![ino, name, value])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cantopen() -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN), None)
+    }
+
+    #[test]
+    fn an_open_refused_while_another_process_makes_the_wal_is_tried_again() {
+        let mut calls = 0;
+        let result = retry_cantopen(|| {
+            calls += 1;
+            if calls < 3 { Err(cantopen()) } else { Ok(calls) }
+        });
+        assert_eq!(result.unwrap(), 3);
+    }
+
+    #[test]
+    fn an_open_that_stays_refused_fails_after_the_last_attempt() {
+        let mut calls = 0;
+        let result: rusqlite::Result<()> = retry_cantopen(|| {
+            calls += 1;
+            Err(cantopen())
+        });
+        assert!(matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::CannotOpen));
+        assert_eq!(calls, CANTOPEN_ATTEMPTS);
+    }
+
+    #[test]
+    fn other_errors_are_not_tried_again() {
+        let mut calls = 0;
+        let result: rusqlite::Result<()> = retry_cantopen(|| {
+            calls += 1;
+            Err(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None))
+        });
+        assert!(result.is_err());
+        assert_eq!(calls, 1);
+    }
 }
