@@ -80,8 +80,7 @@ check "agents: the in-box model costs the boot nothing: its socket listens, its 
 # wasm-daemon (three tool calls) at the same moment, twelve times: each
 # opener makes the -wal and -shm files under its 0077 umask and widens
 # them at once, and an open in between used to fail with "unable to open
-# database file" (agentfs::retry_cantopen; 3 of 20 such rounds failed in
-# a booted image before it).
+# database file" (agentfs::retry_cantopen).
 check "agents: a new agent's database opened by agent-loop and wasm-daemon at once opens for every caller" \
   vm_ssh 'for i in $(seq 12); do
             a=race-$i; clawctl agent create $a >/dev/null || exit 1
