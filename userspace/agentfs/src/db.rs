@@ -48,11 +48,11 @@ PRAGMA journal_size_limit = 67108864;
 ";
 
 /// How many times [`retry_cantopen`] tries an open.
-pub const CANTOPEN_ATTEMPTS: u32 = 5;
+const CANTOPEN_ATTEMPTS: u32 = 5;
 
 /// Runs `open` (an open of a database other processes share, with its first
-/// statements) again when SQLite answers SQLITE_CANTOPEN, up to
-/// [`CANTOPEN_ATTEMPTS`] times, 20, 40, 60 and 80 ms apart.
+/// statements) again when SQLite answers SQLITE_CANTOPEN, up to five times,
+/// 20, 40, 60 and 80 ms apart.
 ///
 /// When no process holds an agent database open, the next one to open it
 /// makes its `-wal` and `-shm` files. SQLite creates them under the process's
@@ -82,7 +82,7 @@ pub fn retry_cantopen<T>(mut open: impl FnMut() -> rusqlite::Result<T>) -> rusql
 /// busy timeout and the pragmas applied, retried while another process makes
 /// its `-wal` and `-shm` files ([`retry_cantopen`]). `page_size` only takes
 /// effect on a database with no page written yet.
-pub fn open_shared(path: &std::path::Path, page_size: Option<u32>) -> rusqlite::Result<Connection> {
+pub(crate) fn open_shared(path: &std::path::Path, page_size: Option<u32>) -> rusqlite::Result<Connection> {
     retry_cantopen(|| {
         let conn = Connection::open(path)?;
         if let Some(page_size) = page_size {

@@ -33,7 +33,7 @@ mod database;
 
 pub use base::BaseSource;
 pub use db::{
-    configure_connection, guard_audit_trail, open_shared, rebuild_table_if, retry_cantopen, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT, CANTOPEN_ATTEMPTS,
+    configure_connection, guard_audit_trail, rebuild_table_if, retry_cantopen, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT,
     DEFAULT_FILE_SIZE_LIMIT, MAX_FILE_SIZE, SCHEMA_SQL,
 };
 pub use error::{Error, Result};
