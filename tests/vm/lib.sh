@@ -198,12 +198,14 @@ vm_kill() {
 }
 
 # check NAME CMD...: runs CMD, counts and reports the result, with its
-# time when it took 10 s or more (the suite's time is spent in few checks).
+# time when it took 10 s or more (the suite's time is spent in few checks),
+# and records the time in VM_TIMES (times_report).
 check() {
   local name=$1; shift
   local output status=0 t0=$SECONDS took=""
   output=$("$@" 2>&1) || status=$?
   (( SECONDS - t0 < 10 )) || took=" [$((SECONDS - t0)) s]"
+  [[ -z ${VM_TIMES:-} ]] || printf 'check\t%s\t%s\n' "$((SECONDS - t0))" "$name" >> "$VM_TIMES"
   if ((status == 0)); then
     PASSED=$((PASSED + 1)); printf '  ok   %s%s\n' "$name" "$took"
   else
@@ -215,11 +217,36 @@ check() {
 # phase_times prints them all ("usb 31 s, boot 1 1460 s, ...").
 PHASE_NAME="" PHASE_T0=0 PHASE_TIMES=()
 phase() {
-  [[ -z $PHASE_NAME ]] || PHASE_TIMES+=("$PHASE_NAME $((SECONDS - PHASE_T0)) s")
+  if [[ -n $PHASE_NAME ]]; then
+    PHASE_TIMES+=("$PHASE_NAME $((SECONDS - PHASE_T0)) s")
+    [[ -z ${VM_TIMES:-} ]] || printf 'phase\t%s\t%s\n' "$((SECONDS - PHASE_T0))" "$PHASE_NAME" >> "$VM_TIMES"
+  fi
   PHASE_NAME=$1 PHASE_T0=$SECONDS
 }
 phase_times() {
   phase ""
   local IFS=,
   echo "${PHASE_TIMES[*]}" | sed 's/,/, /g'
+}
+
+# times_report LAST: the run's figures (VM_TIMES: "check|phase<TAB>seconds<TAB>name"
+# lines) as a table of the phases and the ten slowest checks, then what took
+# longer than in LAST, the figures of the last run that got this far, which
+# this run's replace. Growth is reported, never a failure: timings on
+# emulated machines vary by tens of percent from run to run. Only growth of
+# 10 s and 20 % or more is named, so the list is the news, not the noise.
+times_report() {
+  local last=$1
+  echo "phases (s):"
+  awk -F'\t' '$1 == "phase" { printf "  %6d  %s\n", $2, $3 }' "$VM_TIMES"
+  echo "the ten slowest checks (s):"
+  awk -F'\t' '$1 == "check"' "$VM_TIMES" | sort -t$'\t' -k2,2nr | head -n 10 | awk -F'\t' '{ printf "  %6d  %s\n", $2, $3 }'
+  if [[ -s $last ]]; then
+    echo "grown since the last run (s, then -> now):"
+    awk -F'\t' 'NR == FNR { was[$1 FS $3] = $2; next }
+      ($1 FS $3) in was && $2 - was[$1 FS $3] >= 10 && $2 >= 1.2 * was[$1 FS $3] {
+        printf "  %6d -> %-6d %s %s\n", was[$1 FS $3], $2, $1, $3; n++ }
+      END { if (!n) print "  nothing" }' "$last" "$VM_TIMES"
+  fi
+  mkdir -p "$(dirname "$last")" && cp "$VM_TIMES" "$last"
 }

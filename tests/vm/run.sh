@@ -20,6 +20,9 @@ VMS="$OUT/vm"
 BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
 source "$OUT/image/sealed.env"
 trap vm_kill EXIT
+# Each check's and phase's time (check, phase), for the report at the end.
+VM_TIMES="$VMS/times.tsv"
+mkdir -p "$VMS"; : > "$VM_TIMES"
 
 phase usb
 source "$REPO/tests/vm/usb.sh"
@@ -133,5 +136,6 @@ echo "image $(du -m --apparent-size "$IMAGE" | cut -f1) MiB; ready after ${READY
 echo "update $UPDATE_V2: ${UPDATE_DOWNLOAD_MIB:-?} MiB to download (built in ${UPDATE_BUILD_S:-?} s for two versions), applied in $(cat "$VMS/update-apply-$UPDATE_V2.s" 2>/dev/null || echo '?') s over HTTP on the host's loopback; power-on to blessed ${UPDATE_BLESSED_S:-?} s; three failed tries and back to the previous version in ${ROLLBACK_S:-?} s"
 echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms; /clawfs formatted (LUKS2 with integrity) at first boot in ${CLAWFS_FORMAT_S:-?} s"
 echo "vm time: $(phase_times); $SECONDS s in all"
+times_report "$CACHE/test-times/vm.tsv"
 echo "vm: $PASSED passed, $FAILED failed"
 (( FAILED == 0 ))

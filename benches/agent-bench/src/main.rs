@@ -16,8 +16,8 @@
 use std::time::{Duration, Instant};
 
 use clawos_agent_loop::config::AgentConfig;
-use clawos_agent_loop::provider::{ChatRequest, ChatResponse, FinishReason, ProviderError, ToolCall, ToolSpec, Usage};
 use clawos_agent_loop::provider::{ChatMessage, Role};
+use clawos_agent_loop::provider::{ChatRequest, ChatResponse, FinishReason, ProviderError, ToolCall, ToolSpec, Usage};
 use clawos_agent_loop::store::{Checkpoint, Store};
 use clawos_agent_loop::tools::{CallResult, Runner};
 use clawos_agent_loop::turn::{Answered, Reporter, Thinker, Turn};
@@ -41,7 +41,11 @@ impl Thinker for Instant_ {
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(ChatResponse, Answered), ProviderError>> {
         let after_user = request.messages.last().is_some_and(|m| m.role == clawos_agent_loop::provider::Role::User);
-        let tool_calls = if after_user { vec![ToolCall { id: "c".into(), name: "text-stats".into(), arguments: json!({"text": "a b"}) }] } else { Vec::new() };
+        let tool_calls = if after_user {
+            vec![ToolCall { id: "c".into(), name: "text-stats".into(), arguments: json!({"text": "a b"}) }]
+        } else {
+            Vec::new()
+        };
         let response = ChatResponse {
             text: if after_user { String::new() } else { "Two words.".into() },
             finish: if after_user { FinishReason::ToolCalls } else { FinishReason::Stop },
@@ -66,7 +70,12 @@ impl Thinker for Instant_ {
 struct InstantTool;
 
 impl Runner for InstantTool {
-    fn check<'a>(&'a self, _action_id: &'a str, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, Option<CallResult>> {
+    fn check<'a>(
+        &'a self,
+        _action_id: &'a str,
+        _name: &'a str,
+        _arguments: &'a Value,
+    ) -> BoxFuture<'a, Option<CallResult>> {
         async { None }.boxed()
     }
     fn run<'a>(&'a self, _action_id: &'a str, _name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, CallResult> {
@@ -92,7 +101,11 @@ async fn main() {
     let store = Store::open(&dir.path().join("workspace.db")).expect("the agent database");
     // Compaction never triggers: the bench measures the plain step.
     let config = AgentConfig::parse("[session]\nkeep_recent = 8\n[limits]\nmax_steps = 4\n").expect("the config");
-    let specs = vec![ToolSpec { name: "text-stats".into(), description: "counts words".into(), parameters: json!({"type": "object"}) }];
+    let specs = vec![ToolSpec {
+        name: "text-stats".into(),
+        description: "counts words".into(),
+        parameters: json!({"type": "object"}),
+    }];
     let mut per_step = Vec::with_capacity(TURNS);
     for i in 0..TURNS {
         let (turn_id, session_id) = (format!("t{i}"), format!("s{}", i / 10));
@@ -141,7 +154,9 @@ fn checkpoint_writes(store: &Store) -> (Vec<Duration>, Vec<Duration>) {
         alone.push(started.elapsed());
         let message = ChatMessage::text(Role::Tool, format!("{{\"words\": {n}}}"));
         let started = Instant::now();
-        store.append_checkpointed(session_id, &message, 5, &Checkpoint { turn_id, progress: &progress, in_flight: None }).expect("a message and its checkpoint");
+        store
+            .append_checkpointed(session_id, &message, 5, &Checkpoint { turn_id, progress: &progress, in_flight: None })
+            .expect("a message and its checkpoint");
         with_message.push(started.elapsed());
     }
     (alone, with_message)

@@ -256,7 +256,9 @@ fn main() {
         let lib_batched = library(&dir(&format!("batched{round}")).join("w.db"), &sizes, true);
         let mountpoint = dir(&format!("mnt{round}"));
         let fuse = pinned(sizes.cpu, || {
-            with_mount(&dir(&format!("fuse-db{round}")).join("w.db"), &mountpoint, sizes.commit, || posix(&mountpoint, &sizes))
+            with_mount(&dir(&format!("fuse-db{round}")).join("w.db"), &mountpoint, sizes.commit, || {
+                posix(&mountpoint, &sizes)
+            })
         });
         let this = [host, lib, lib_batched, fuse];
         best = Some(match best {
@@ -266,7 +268,11 @@ fn main() {
     }
     let [host, lib, lib_batched, fuse] = best.expect("at least one round");
 
-    let fs_type = String::from_utf8_lossy(&std::process::Command::new("stat").args(["-f", "-c", "%T"]).arg(scratch.path()).output().unwrap().stdout).trim().to_owned();
+    let fs_type = String::from_utf8_lossy(
+        &std::process::Command::new("stat").args(["-f", "-c", "%T"]).arg(scratch.path()).output().unwrap().stdout,
+    )
+    .trim()
+    .to_owned();
     println!(
         "agentfs-bench: {} small files of 100 B, a {} MiB file; host filesystem {fs_type}; best of {} rounds; {}; FUSE commits every {} ms",
         sizes.files,
@@ -275,7 +281,10 @@ fn main() {
         sizes.cpu.map_or("not pinned".to_owned(), |cpu| format!("FUSE column on CPU {cpu}")),
         sizes.commit.interval.as_millis()
     );
-    println!("{:<28} {:>12} {:>12} {:>9} {:>12} {:>9} {:>12} {:>9}", "workload", "host", "library", "x host", "lib batched", "x host", "FUSE", "x host");
+    println!(
+        "{:<28} {:>12} {:>12} {:>9} {:>12} {:>9} {:>12} {:>9}",
+        "workload", "host", "library", "x host", "lib batched", "x host", "FUSE", "x host"
+    );
     let rows: [(&str, fn(&Timings) -> Duration, f64); 5] = [
         ("create+write+close small", |t| t.create, sizes.files as f64),
         ("sequential write big", |t| t.write_big, (sizes.big_mib * BLOCK) as f64),
@@ -285,7 +294,9 @@ fn main() {
     ];
     for (name, pick, _) in &rows {
         let base = pick(&host).as_secs_f64();
-        let cell = |t: &Timings| (format!("{:.1} ms", pick(t).as_secs_f64() * 1e3), format!("{:.2}", pick(t).as_secs_f64() / base));
+        let cell = |t: &Timings| {
+            (format!("{:.1} ms", pick(t).as_secs_f64() * 1e3), format!("{:.2}", pick(t).as_secs_f64() / base))
+        };
         let (l, lr) = cell(&lib);
         let (b, br) = cell(&lib_batched);
         let (f, fr) = cell(&fuse);

@@ -77,8 +77,10 @@ struct Cli {
 const TOPIC_WORDS: usize = 12;
 /// Opens of the finished workspace timed for the open-time figure.
 const OPENS: usize = 5;
-const SYLLABLES: [&str; 24] =
-    ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "ba", "di", "fu", "ge", "ho", "ju", "ki", "ma", "no", "pe", "qui", "ro", "su", "te"];
+const SYLLABLES: [&str; 24] = [
+    "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "ba", "di", "fu", "ge", "ho", "ju", "ki", "ma", "no",
+    "pe", "qui", "ro", "su", "te",
+];
 /// Word numbers below this are the shared vocabulary; topics' words follow.
 const SHARED_WORDS: usize = 1000;
 
@@ -102,7 +104,8 @@ impl Words {
         let path = model_dir.join("tokenizer.json");
         let tokenizer: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?)?;
-        let vocabulary = tokenizer["model"]["vocab"].as_object().with_context(|| format!("{}: no model.vocab", path.display()))?;
+        let vocabulary =
+            tokenizer["model"]["vocab"].as_object().with_context(|| format!("{}: no model.vocab", path.display()))?;
         let mut words: Vec<(u64, &String)> = vocabulary
             .iter()
             .filter(|(word, _)| word.len() >= 3 && word.bytes().all(|b| b.is_ascii_lowercase()))
@@ -144,7 +147,13 @@ fn generate_texts(words: &Words, documents: usize, clusters: usize, rng: &mut St
     for n in 0..documents {
         let topic = rng.random_range(0..clusters);
         let body: Vec<String> = (0..rng.random_range(25..60))
-            .map(|_| if rng.random_bool(0.6) { words.topic_word(topic, rng.random_range(0..TOPIC_WORDS)) } else { words.word(rng.random_range(0..SHARED_WORDS)) })
+            .map(|_| {
+                if rng.random_bool(0.6) {
+                    words.topic_word(topic, rng.random_range(0..TOPIC_WORDS))
+                } else {
+                    words.word(rng.random_range(0..SHARED_WORDS))
+                }
+            })
             .collect();
         texts.push(format!("# {} note {n}\n\n{}.\n", words.topic_word(topic, 0), body.join(" ")));
         topics.push(topic);
@@ -185,7 +194,12 @@ impl Embedder for QueryVectors {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         texts
             .iter()
-            .map(|text| self.vectors.get(*text).cloned().ok_or_else(|| EmbedError::Model { model: "clawfs-bench".into(), reason: format!("unknown query {text}") }))
+            .map(|text| {
+                self.vectors.get(*text).cloned().ok_or_else(|| EmbedError::Model {
+                    model: "clawfs-bench".into(),
+                    reason: format!("unknown query {text}"),
+                })
+            })
             .collect()
     }
 }
@@ -197,12 +211,15 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
 }
 
 fn size_of(dir: &Path) -> u64 {
-    std::fs::read_dir(dir).map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0)
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
 }
 
 /// Exact top-10 by cosine (vectors are unit length, so a dot product).
 fn exact_top10(vectors: &[Vec<f32>], query: &[f32]) -> Vec<usize> {
-    let mut scored: Vec<(f32, usize)> = vectors.iter().enumerate().map(|(n, v)| (v.iter().zip(query).map(|(a, b)| a * b).sum(), n)).collect();
+    let mut scored: Vec<(f32, usize)> =
+        vectors.iter().enumerate().map(|(n, v)| (v.iter().zip(query).map(|(a, b)| a * b).sum(), n)).collect();
     scored.select_nth_unstable_by(10, |a, b| b.0.total_cmp(&a.0));
     scored.truncate(10);
     scored.into_iter().map(|(_, n)| n).collect()
@@ -225,7 +242,11 @@ fn main() -> anyhow::Result<()> {
         Vectors::Synthetic => None,
     };
     let (vectors, dimension, model_id) = match &model {
-        None => (synthetic_vectors(&topics, cli.clusters, cli.dimension, &mut rng), cli.dimension, "synthetic-clustered".to_owned()),
+        None => (
+            synthetic_vectors(&topics, cli.clusters, cli.dimension, &mut rng),
+            cli.dimension,
+            "synthetic-clustered".to_owned(),
+        ),
         Some(model) => {
             let started = Instant::now();
             let all: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -235,11 +256,18 @@ fn main() -> anyhow::Result<()> {
             let parts: Vec<&[&str]> = all.chunks(all.len().div_ceil(threads).max(1)).collect();
             let vectors = std::thread::scope(|scope| {
                 let workers: Vec<_> = parts.iter().map(|part| scope.spawn(|| model.embed(part))).collect();
-                workers.into_iter().map(|worker| worker.join().expect("an embedding thread panicked")).collect::<Result<Vec<_>, _>>()
+                workers
+                    .into_iter()
+                    .map(|worker| worker.join().expect("an embedding thread panicked"))
+                    .collect::<Result<Vec<_>, _>>()
             })?
             .concat();
             let seconds = started.elapsed().as_secs_f64();
-            println!("embedding (all-MiniLM-L6-v2, in-process): {} texts in {seconds:.1} s, {:.0} texts/s", texts.len(), texts.len() as f64 / seconds);
+            println!(
+                "embedding (all-MiniLM-L6-v2, in-process): {} texts in {seconds:.1} s, {:.0} texts/s",
+                texts.len(),
+                texts.len() as f64 / seconds
+            );
             (vectors, minilm::DIMENSION, minilm::MODEL_ID.to_owned())
         }
     };
@@ -256,7 +284,10 @@ fn main() -> anyhow::Result<()> {
     for (n, (text, vector)) in texts.iter().zip(&vectors).enumerate() {
         let path = format!("notes/{n}.md");
         let heading = text.lines().next().unwrap_or("").trim_start_matches("# ").to_owned();
-        batch.push((Chunk { id: chunk_id(&path, &heading, 0, text), path, heading, ordinal: 0, content: text.clone() }, Some(vector.clone())));
+        batch.push((
+            Chunk { id: chunk_id(&path, &heading, 0, text), path, heading, ordinal: 0, content: text.clone() },
+            Some(vector.clone()),
+        ));
         if batch.len() == 1000 || n + 1 == texts.len() {
             index.insert_embedded(std::mem::take(&mut batch), &model_id)?;
         }
@@ -275,13 +306,19 @@ fn main() -> anyhow::Result<()> {
     // stored note's vector with noise added, for MiniLM runs too (the
     // query text is not embedded, so the vector leg measures search alone).
     let query_topics: Vec<usize> = (0..cli.queries).map(|_| rng.random_range(0..cli.documents)).collect();
-    let query_texts: Vec<String> =
-        query_topics.iter().map(|n| format!("{} {}", words.topic_word(topics[*n], 1), words.topic_word(topics[*n], 2))).collect();
+    let query_texts: Vec<String> = query_topics
+        .iter()
+        .map(|n| format!("{} {}", words.topic_word(topics[*n], 1), words.topic_word(topics[*n], 2)))
+        .collect();
     let query_vectors: Vec<Vec<f32>> = query_topics
         .iter()
         .map(|n| normalize(vectors[*n].iter().map(|x| x + 0.05 * rng.random_range(-1.0f32..1.0)).collect()))
         .collect();
-    let lookup = QueryVectors { vectors: query_texts.iter().cloned().zip(query_vectors.iter().cloned()).collect(), dimension, model_id };
+    let lookup = QueryVectors {
+        vectors: query_texts.iter().cloned().zip(query_vectors.iter().cloned()).collect(),
+        dimension,
+        model_id,
+    };
 
     // Open times vary with what else the host does: the median of five.
     let lookup: Arc<dyn Embedder> = Arc::new(lookup);
@@ -294,7 +331,8 @@ fn main() -> anyhow::Result<()> {
     opens.sort_unstable();
     let open_ms = opens[OPENS / 2].as_secs_f64() * 1e3;
     let index: MemoryIndex = clawfs.open_memory("bench", Some(lookup))?;
-    let keyword_only = SearchRequest { fusion: Fusion::Weighted { vector: 0.0, keyword: 1.0 }, ..SearchRequest::new("") };
+    let keyword_only =
+        SearchRequest { fusion: Fusion::Weighted { vector: 0.0, keyword: 1.0 }, ..SearchRequest::new("") };
 
     let time = |run: &dyn Fn(usize) -> anyhow::Result<()>| -> anyhow::Result<(f64, f64)> {
         let mut samples = Vec::with_capacity(cli.queries);
@@ -307,12 +345,16 @@ fn main() -> anyhow::Result<()> {
     };
     let keyword_index = clawfs.open_memory("bench", None)?;
     let keyword = time(&|q| {
-        let response = keyword_index.search(&SearchRequest { query: query_texts[q].clone(), ..keyword_only.clone() })?;
+        let response =
+            keyword_index.search(&SearchRequest { query: query_texts[q].clone(), ..keyword_only.clone() })?;
         anyhow::ensure!(!response.results.is_empty(), "keyword query {} found nothing", query_texts[q]);
         Ok(())
     })?;
     let vector = time(&|q| {
-        anyhow::ensure!(index.search_by_vector(&query_vectors[q], 10)?.len() == 10, "vector query {q} found fewer than 10");
+        anyhow::ensure!(
+            index.search_by_vector(&query_vectors[q], 10)?.len() == 10,
+            "vector query {q} found fewer than 10"
+        );
         Ok(())
     })?;
     let hybrid = time(&|q| {
@@ -330,7 +372,8 @@ fn main() -> anyhow::Result<()> {
     let mut found = 0usize;
     for query in &query_vectors {
         let exact = exact_top10(&vectors, query);
-        let approximate: Vec<usize> = index.search_by_vector(query, 10)?.iter().map(|hit| document_number(&hit.path)).collect();
+        let approximate: Vec<usize> =
+            index.search_by_vector(query, 10)?.iter().map(|hit| document_number(&hit.path)).collect();
         found += exact.iter().filter(|n| approximate.contains(n)).count();
     }
     let recall = found as f64 / (10 * cli.queries) as f64;
@@ -344,7 +387,10 @@ fn main() -> anyhow::Result<()> {
     println!("recall@10 of the vector leg vs exact search: {recall:.4} (target >= 0.95)");
     println!("insert throughput: {:.0} documents/s (target >= 2000)", cli.documents as f64 / insert_seconds);
     println!("open with the persisted index: {open_ms:.1} ms, median of {OPENS} (target < 1000 ms)");
-    println!("size on disk: {:.1} MiB (database, WAL, HNSW index; spec target < 1 GiB)", bytes as f64 / (1024.0 * 1024.0));
+    println!(
+        "size on disk: {:.1} MiB (database, WAL, HNSW index; spec target < 1 GiB)",
+        bytes as f64 / (1024.0 * 1024.0)
+    );
     if let Some(model) = model {
         held_out_queries(&clawfs, model, &words, &topics, cli.clusters, cli.queries, &mut rng)?;
     }
@@ -386,7 +432,11 @@ fn held_out_queries(
         let (mut samples, mut on_topic, mut returned) = (Vec::with_capacity(queries), 0usize, 0usize);
         for (topic, question) in &questions {
             let started = Instant::now();
-            let response = index.search(&SearchRequest { query: question.clone(), fusion: fusion.clone(), ..SearchRequest::new("") })?;
+            let response = index.search(&SearchRequest {
+                query: question.clone(),
+                fusion: fusion.clone(),
+                ..SearchRequest::new("")
+            })?;
             samples.push(started.elapsed());
             returned += response.results.len();
             on_topic += response.results.iter().filter(|hit| topics[document_number(&hit.path)] == *topic).count();

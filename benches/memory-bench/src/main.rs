@@ -47,8 +47,8 @@ struct Cli {
 }
 
 const PEOPLE: [&str; 24] = [
-    "Mira", "Tomas", "Aiko", "Bruno", "Chidi", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jules", "Kemal", "Lena", "Mateo", "Nadia", "Oskar",
-    "Priya", "Quinn", "Rosa", "Sven", "Talia", "Umar", "Vera",
+    "Mira", "Tomas", "Aiko", "Bruno", "Chidi", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jules", "Kemal",
+    "Lena", "Mateo", "Nadia", "Oskar", "Priya", "Quinn", "Rosa", "Sven", "Talia", "Umar", "Vera",
 ];
 const THINGS: [(&str, &str); 16] = [
     ("spare keys", "keys"),
@@ -69,9 +69,21 @@ const THINGS: [(&str, &str); 16] = [
     ("sewing machine", "stitching machine"),
 ];
 const PLACES: [&str; 12] = [
-    "workshop", "attic", "garage", "cellar", "hallway cupboard", "garden shed", "spare bedroom", "office", "boat house", "pantry", "loft", "barn",
+    "workshop",
+    "attic",
+    "garage",
+    "cellar",
+    "hallway cupboard",
+    "garden shed",
+    "spare bedroom",
+    "office",
+    "boat house",
+    "pantry",
+    "loft",
+    "barn",
 ];
-const SPOTS: [&str; 8] = ["blue drawer", "top shelf", "metal box", "red crate", "left cabinet", "wooden chest", "green bag", "back corner"];
+const SPOTS: [&str; 8] =
+    ["blue drawer", "top shelf", "metal box", "red crate", "left cabinet", "wooden chest", "green bag", "back corner"];
 
 /// A fact, a question about it in other words, and what an answer to
 /// the question must name (the person and the thing).
@@ -87,7 +99,12 @@ fn fact(rng: &mut StdRng) -> Fact {
     let (thing, other_words) = THINGS[rng.random_range(0..THINGS.len())];
     let place = PLACES[rng.random_range(0..PLACES.len())];
     let spot = SPOTS[rng.random_range(0..SPOTS.len())];
-    Fact { text: format!("{person} keeps the {thing} in the {spot} of the {place}."), question: format!("where does {person} store the {other_words}?"), person, thing }
+    Fact {
+        text: format!("{person} keeps the {thing} in the {spot} of the {place}."),
+        question: format!("where does {person} store the {other_words}?"),
+        person,
+        thing,
+    }
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -101,7 +118,10 @@ fn ms(duration: Duration) -> String {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let model = Arc::new(minilm::MiniLmEmbedder::load(&cli.model_dir).with_context(|| format!("loading MiniLM from {}", cli.model_dir.display()))?);
+    let model = Arc::new(
+        minilm::MiniLmEmbedder::load(&cli.model_dir)
+            .with_context(|| format!("loading MiniLM from {}", cli.model_dir.display()))?,
+    );
     let dir = tempfile::tempdir()?;
     let clawfs = Clawfs::new(Config { vector_dimension: minilm::DIMENSION, ..Config::new(dir.path()) })?;
     clawfs.init(Owners::Keep)?;
@@ -110,21 +130,29 @@ fn main() -> anyhow::Result<()> {
     // The files, as months of an agent's life would leave them.
     let agent_dir = dir.path().join("agents/default");
     let mut core = std::fs::read_to_string(agent_dir.join("memory.md"))?;
-    let mut daily: Vec<String> = (0..100).map(|day| Category::Daily.header(&fsutil::rfc3339(1_760_000_000 + day * 86_400)[..10])).collect();
+    let mut daily: Vec<String> =
+        (0..100).map(|day| Category::Daily.header(&fsutil::rfc3339(1_760_000_000 + day * 86_400)[..10])).collect();
     let mut questions = Vec::new();
     for n in 0..cli.entries {
         let fact = fact(&mut rng);
         let at = fsutil::rfc3339(1_760_000_000 + n as u64 * 60);
         let id = clawfs::memory::entry_id("default", &at, &fact.text);
         let entry = render_entry(&at, &id, &fact.text);
-        if n % 5 < 3 { core.push_str(&entry) } else { daily[n % 100].push_str(&entry) }
+        if n % 5 < 3 {
+            core.push_str(&entry)
+        } else {
+            daily[n % 100].push_str(&entry)
+        }
         if questions.len() < cli.queries && n % (cli.entries / cli.queries).max(1) == 0 {
             questions.push((fact, id));
         }
     }
     std::fs::write(agent_dir.join("memory.md"), &core)?;
     for (day, text) in daily.iter().enumerate() {
-        std::fs::write(agent_dir.join(format!("logs/{}.md", &fsutil::rfc3339(1_760_000_000 + day as u64 * 86_400)[..10])), text)?;
+        std::fs::write(
+            agent_dir.join(format!("logs/{}.md", &fsutil::rfc3339(1_760_000_000 + day as u64 * 86_400)[..10])),
+            text,
+        )?;
     }
 
     let memory = AgentMemory::new(dir.path(), "default")?;
@@ -148,7 +176,9 @@ fn main() -> anyhow::Result<()> {
         let recall = memory.recall(&index, &fact.question, None, 5)?;
         recall_times.push(started.elapsed());
         same_entry += usize::from(recall.results.iter().any(|hit| hit.id.as_deref() == Some(id.as_str())));
-        answered += usize::from(recall.results.iter().any(|hit| hit.content.contains(fact.person) && hit.content.contains(fact.thing)));
+        answered += usize::from(
+            recall.results.iter().any(|hit| hit.content.contains(fact.person) && hit.content.contains(fact.thing)),
+        );
     }
     println!(
         "recall top-5 over {} entries, query embedded by MiniLM: p50 {}, p95 {} ({} queries in other words than the entries)",
@@ -186,7 +216,15 @@ fn main() -> anyhow::Result<()> {
     let report = memory.sync(&mut index, "memory.md")?;
     let resync = started.elapsed();
     let recall = memory.recall(&index, "when does the generator get oil?", None, 5)?;
-    anyhow::ensure!(recall.results.iter().any(|hit| hit.content.contains("generator in the barn")), "the operator's paragraph was not found: {recall:#?}");
-    println!("re-index of memory.md after an edit outside: {} ({} chunk added, {} unchanged); recall then finds it", ms(resync), report.added, report.unchanged);
+    anyhow::ensure!(
+        recall.results.iter().any(|hit| hit.content.contains("generator in the barn")),
+        "the operator's paragraph was not found: {recall:#?}"
+    );
+    println!(
+        "re-index of memory.md after an edit outside: {} ({} chunk added, {} unchanged); recall then finds it",
+        ms(resync),
+        report.added,
+        report.unchanged
+    );
     Ok(())
 }

@@ -31,9 +31,9 @@ fn memory_mib(field: &str) -> f64 {
 }
 
 fn main() {
-    let mut dir = std::env::var_os("CLAWOS_SMOLLM2_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/smollm2-135m-instruct")
-    });
+    let mut dir = std::env::var_os("CLAWOS_SMOLLM2_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/smollm2-135m-instruct"));
     let (mut tokens, mut rounds) = (128usize, 3usize);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -76,7 +76,10 @@ fn main() {
         frequency_penalty: 0.0,
         presence_penalty: 0.0,
     };
-    let short = vec![Message { role: "user".into(), content: "Explain what an operating system does, in a few sentences.".into() }];
+    let short = vec![Message {
+        role: "user".into(),
+        content: "Explain what an operating system does, in a few sentences.".into(),
+    }];
     let filler = "The agent read the notes in its workspace, summarised them and wrote the summary back. ";
     let long = vec![
         Message { role: "system".into(), content: "You are the default agent of a ClawOS box. Answer briefly.".into() },

@@ -34,8 +34,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use clawos_ebpf_common::{
-    CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent,
-    KernelOffsets, NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
+    CgroupPolicy, Decision, EventHeader, EventKind, ExecCheckEvent, ExecEvent, ExitEvent, FileOpenEvent, KernelOffsets,
+    NetGrantKey, PathGrantKey, PrivilegeEvent, ProgramId, RecentOpenKey, SocketEvent, SyscallCount,
     EVENT_FORMAT_VERSION, GRANT_PATH_LEN, MODE_ENFORCE, OPEN_REPORT_WINDOW_NS, PROGRAM_COUNT, RULE_DENY_EXEC,
     RULE_DENY_PRIVILEGED, RULE_RESTRICT_CONNECT, RULE_RESTRICT_OPEN,
 };
@@ -360,9 +360,7 @@ pub fn file_open(ctx: LsmContext) -> i32 {
     if path_len <= 0 {
         warn!(
             &ctx,
-            "file_open: bpf_d_path failed with {} in cgroup {}: the path matches no open grant",
-            path_len,
-            cgroup_id
+            "file_open: bpf_d_path failed with {} in cgroup {}: the path matches no open grant", path_len, cgroup_id
         );
         // SAFETY: `key` is this CPU's scratch slot; the record then carries an empty path.
         unsafe { (*key).data.path[0] = 0 };
@@ -509,7 +507,16 @@ pub fn ptrace_access_check(ctx: LsmContext) -> i32 {
         let mode: u32 = ctx.arg(1);
         (bpf_probe_read_kernel(child.add(offsets().task_tgid as usize) as *const u32).unwrap_or(0), mode)
     };
-    privileged(EventKind::Ptrace, ProgramId::PtraceAccessCheck, cgroup_id, &policy, mode, target_pid, 0, core::ptr::null())
+    privileged(
+        EventKind::Ptrace,
+        ProgramId::PtraceAccessCheck,
+        cgroup_id,
+        &policy,
+        mode,
+        target_pid,
+        0,
+        core::ptr::null(),
+    )
 }
 
 /// `bpf(int cmd, union bpf_attr *attr, unsigned int size)`.

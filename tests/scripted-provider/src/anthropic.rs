@@ -48,7 +48,9 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    let mut events = vec![event(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}))];
+    let mut events = vec![event(
+        json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )];
     events.extend(
         parts.into_iter().map(|part| {
             event(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": part.as_ref()}}))
@@ -187,7 +189,10 @@ mod tests {
     #[test]
     fn tool_use_streams_partial_json() {
         let events = named(&tool_use("toolu_1", "read_file", "{\"path\":\"a\"}", 4));
-        assert_eq!(events[1].1["content_block"], json!({"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}));
+        assert_eq!(
+            events[1].1["content_block"],
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}})
+        );
         let args: String = events[2..6]
             .iter()
             .map(|(_, data)| {

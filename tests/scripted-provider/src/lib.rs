@@ -170,7 +170,15 @@ fn ok() -> u16 {
 
 impl Default for Reply {
     fn default() -> Reply {
-        Reply { status: 200, headers: BTreeMap::new(), delay_ms: 0, events: Vec::new(), event_delay_ms: 0, cut_after: None, body: None }
+        Reply {
+            status: 200,
+            headers: BTreeMap::new(),
+            delay_ms: 0,
+            events: Vec::new(),
+            event_delay_ms: 0,
+            cut_after: None,
+            body: None,
+        }
     }
 }
 
@@ -245,8 +253,10 @@ impl Reply {
             return Err(format!("status {} is not an HTTP status", self.status));
         }
         for (name, value) in &self.headers {
-            hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("header name `{name}` is not valid"))?;
-            hyper::header::HeaderValue::from_str(value).map_err(|_| format!("header `{name}`: value `{value}` is not valid"))?;
+            hyper::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header name `{name}` is not valid"))?;
+            hyper::header::HeaderValue::from_str(value)
+                .map_err(|_| format!("header `{name}`: value `{value}` is not valid"))?;
         }
         if self.body.is_some() && !self.events.is_empty() {
             return Err("a reply has either `events` or `body`, not both".into());
@@ -346,7 +356,8 @@ impl Serialize for Event {
 
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Event, D::Error> {
-        const EXPECTED: &str = "an event is a string (a data payload), {\"event\": NAME, \"data\": ...} or {\"raw\": TEXT}";
+        const EXPECTED: &str =
+            "an event is a string (a data payload), {\"event\": NAME, \"data\": ...} or {\"raw\": TEXT}";
         match Value::deserialize(deserializer)? {
             Value::String(payload) => Ok(Event::Data(payload)),
             Value::Object(mut fields) => {
@@ -415,7 +426,9 @@ mod tests {
     fn unknown_fields_and_bad_replies_are_refused() {
         assert!(Script::from_json(r#"{"replies": [], "extra": 1}"#).unwrap_err().contains("extra"));
         assert!(Script::from_json(r#"{"replies": [{"stauts": 200}]}"#).unwrap_err().contains("stauts"));
-        assert!(Script::from_json(r#"{"replies": [{"events": [{"event": "x"}]}]}"#).unwrap_err().contains("an event is"));
+        assert!(Script::from_json(r#"{"replies": [{"events": [{"event": "x"}]}]}"#)
+            .unwrap_err()
+            .contains("an event is"));
         assert!(Script::from_json(r#"{"replies": [{"events": [{"event": "x", "data": 1, "id": 2}]}]}"#).is_err());
         assert!(Script::from_json(r#"{"replies": [{"events": [1]}]}"#).is_err());
         let both = Script::from_json(r#"{"replies": [{"events": ["x"], "body": "y"}]}"#).unwrap_err();
@@ -429,7 +442,10 @@ mod tests {
         assert_eq!(Event::data("[DONE]").to_wire(), "data: [DONE]\n\n");
         assert_eq!(Event::data("{not json").to_wire(), "data: {not json\n\n");
         assert_eq!(Event::data("a\nb").to_wire(), "data: a\ndata: b\n\n");
-        assert_eq!(Event::named("ping", json!({"type": "ping"})).to_wire(), "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        assert_eq!(
+            Event::named("ping", json!({"type": "ping"})).to_wire(),
+            "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+        );
         assert_eq!(Event::named("x", json!("{not json")).to_wire(), "event: x\ndata: {not json\n\n");
         assert_eq!(Event::raw(": keep-alive\r\n\r\n").to_wire(), ": keep-alive\r\n\r\n");
     }

@@ -66,7 +66,8 @@ mod tests {
     use super::*;
 
     fn args(list: &[&str]) -> Result<Args, String> {
-        Args::try_parse_from(std::iter::once("clawos-scripted-provider").chain(list.iter().copied())).map_err(|e| e.to_string())
+        Args::try_parse_from(std::iter::once("clawos-scripted-provider").chain(list.iter().copied()))
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -46,7 +46,12 @@ fn chunk_event(delta: Value, finish_reason: Option<&str>, with_usage: bool) -> E
         object: "chat.completion.chunk",
         created: CREATED,
         model: MODEL,
-        choices: vec![Choice { index: 0, delta, logprobs: Value::Null, finish_reason: finish_reason.map(str::to_owned) }],
+        choices: vec![Choice {
+            index: 0,
+            delta,
+            logprobs: Value::Null,
+            finish_reason: finish_reason.map(str::to_owned),
+        }],
         usage: with_usage.then_some(Value::Null),
     };
     Event::Data(serde_json::to_string(&chunk).expect("a chunk serializes"))
@@ -227,7 +232,8 @@ mod tests {
     #[test]
     fn parallel_calls_interleave() {
         let chunks = payloads(&parallel_tool_calls(&[("c0", "a", "{\"x\":1}"), ("c1", "b", "{\"y\":2}")], 2));
-        let indexes: Vec<u64> = chunks[..6].iter().map(|c| c["choices"][0]["delta"]["tool_calls"][0]["index"].as_u64().unwrap()).collect();
+        let indexes: Vec<u64> =
+            chunks[..6].iter().map(|c| c["choices"][0]["delta"]["tool_calls"][0]["index"].as_u64().unwrap()).collect();
         assert_eq!(indexes, [0, 1, 0, 1, 0, 1]);
         assert_eq!(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["id"], "c1");
         let mut args = [String::new(), String::new()];

@@ -262,9 +262,12 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
     let (number, reply) = shared.record(recorded, endpoint);
     let response = match (protocol, endpoint, reply) {
         (None, _, _) => error(Protocol::OpenAi, StatusCode::NOT_FOUND, "not_found", &format!("no such path: {path}")),
-        (Some(protocol), false, _) => {
-            error(protocol, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", &format!("{} {path}: only POST", parts.method))
-        }
+        (Some(protocol), false, _) => error(
+            protocol,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &format!("{} {path}: only POST", parts.method),
+        ),
         (Some(protocol), true, None) => error(
             protocol,
             StatusCode::INTERNAL_SERVER_ERROR,

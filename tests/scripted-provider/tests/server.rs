@@ -79,17 +79,24 @@ async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: Valu
 async fn raw_exchange(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let body = "{}";
-    let request =
-        format!("POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await.expect("the server closes").unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out))
+        .await
+        .expect("the server closes")
+        .unwrap();
     String::from_utf8(out).unwrap()
 }
 
 #[tokio::test]
 async fn replies_are_served_in_order_then_the_script_is_exhausted() {
-    let script = Script::new().reply(openai::text(["Hel", "lo"], Some((3, 2)))).reply(anthropic::text(["Hi", "!"], Some((5, 1))));
+    let script = Script::new()
+        .reply(openai::text(["Hel", "lo"], Some((3, 2))))
+        .reply(anthropic::text(["Hi", "!"], Some((5, 1))));
     let server = Server::start(script).await.unwrap();
     assert_eq!(server.remaining(), 2);
 
@@ -100,7 +107,8 @@ async fn replies_are_served_in_order_then_the_script_is_exhausted() {
     let events = first.events();
     assert!(events.iter().all(|(name, _)| name.is_none()));
     assert_eq!(events.last().unwrap().1, "[DONE]");
-    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|(_, data)| serde_json::from_str(data).unwrap()).collect();
+    let chunks: Vec<Value> =
+        events[..events.len() - 1].iter().map(|(_, data)| serde_json::from_str(data).unwrap()).collect();
     let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
     assert_eq!(text, "Hello");
     assert_eq!(chunks.last().unwrap()["usage"]["total_tokens"], 5);
@@ -132,8 +140,9 @@ async fn replies_are_served_in_order_then_the_script_is_exhausted() {
 
 #[tokio::test]
 async fn cut_after_drops_the_connection_mid_stream() {
-    let script =
-        Script::new().reply(openai::text(["a", "b", "c"], None).cut_after(2)).reply(anthropic::text(["a", "b"], None).cut_after(3));
+    let script = Script::new()
+        .reply(openai::text(["a", "b", "c"], None).cut_after(2))
+        .reply(anthropic::text(["a", "b"], None).cut_after(3));
     let server = Server::start(script.clone()).await.unwrap();
     let answer = post(server.addr(), "/v1/chat/completions", &[], json!({})).await;
     assert_eq!(answer.status, StatusCode::OK);
@@ -200,8 +209,9 @@ async fn errors_carry_retry_after_and_the_protocols_body() {
 
 #[tokio::test]
 async fn requests_are_recorded() {
-    let script =
-        Script::new().reply(openai::tool_call("call_1", "read_file", "{\"path\":\"notes.md\"}", 3)).reply(openai::text(["done"], None));
+    let script = Script::new()
+        .reply(openai::tool_call("call_1", "read_file", "{\"path\":\"notes.md\"}", 3))
+        .reply(openai::text(["done"], None));
     let server = Server::start(script).await.unwrap();
     let first = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "read it"}]});
     post(server.addr(), "/v1/chat/completions", &[("authorization", "Bearer KEY")], first.clone()).await;
@@ -219,14 +229,19 @@ async fn requests_are_recorded() {
     assert_eq!(requests[0].body, first);
     assert_eq!(requests[1].body["messages"][0]["tool_call_id"], "call_1");
     assert_eq!(requests[1].reply, Some(1));
-    assert_eq!((requests[2].path.as_str(), requests[2].header("x-api-key"), requests[2].reply), ("/v1/models", Some("KEY2"), None));
+    assert_eq!(
+        (requests[2].path.as_str(), requests[2].header("x-api-key"), requests[2].reply),
+        ("/v1/models", Some("KEY2"), None)
+    );
     // A request to another path takes no reply.
     assert_eq!(server.remaining(), 0);
 }
 
 #[tokio::test]
 async fn delays_make_a_slow_stream() {
-    let script = Script::new().reply(openai::text(["a", "b"], None).delay_ms(200).event_delay_ms(100)).reply(openai::malformed());
+    let script = Script::new()
+        .reply(openai::text(["a", "b"], None).delay_ms(200).event_delay_ms(100))
+        .reply(openai::malformed());
     let server = Server::start(script).await.unwrap();
     let started = Instant::now();
     let slow = post(server.addr(), "/v1/chat/completions", &[], json!({})).await;
@@ -244,7 +259,8 @@ fn a_background_server_serves_blocking_clients() {
     use std::io::{Read as _, Write as _};
     let server = Server::start_background(Script::new().reply(anthropic::tool_use("toolu_1", "f", "{}", 1))).unwrap();
     let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(stream, "POST /v1/messages HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{{}}").unwrap();
+    write!(stream, "POST /v1/messages HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{{}}")
+        .unwrap();
     let mut wire = String::new();
     stream.read_to_string(&mut wire).unwrap();
     assert!(wire.starts_with("HTTP/1.1 200 OK\r\n"), "{wire}");
@@ -288,7 +304,10 @@ async fn the_binary_serves_a_script_file_and_logs_requests() {
     assert_eq!(addr.ip().to_string(), "127.0.0.1");
 
     let limited = post(addr, "/v1/chat/completions", &[("authorization", "Bearer K")], json!({"n": 1})).await;
-    assert_eq!((limited.status, limited.headers["retry-after"].to_str().unwrap()), (StatusCode::TOO_MANY_REQUESTS, "1"));
+    assert_eq!(
+        (limited.status, limited.headers["retry-after"].to_str().unwrap()),
+        (StatusCode::TOO_MANY_REQUESTS, "1")
+    );
     let answer = post(addr, "/v1/chat/completions", &[], json!({"n": 2})).await;
     assert!(answer.text().ends_with("data: [DONE]\n\n"));
 
@@ -302,7 +321,11 @@ async fn the_binary_serves_a_script_file_and_logs_requests() {
 
     // A bad script is refused before anything listens.
     std::fs::write(&script_path, r#"{"replies": [{"status": 200, "evnets": []}]}"#).unwrap();
-    let refused = Command::new(env!("CARGO_BIN_EXE_clawos-scripted-provider")).arg("--script").arg(&script_path).output().unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_clawos-scripted-provider"))
+        .arg("--script")
+        .arg(&script_path)
+        .output()
+        .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("evnets"));
     let _ = std::fs::remove_dir_all(&dir);

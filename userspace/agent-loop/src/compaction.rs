@@ -83,7 +83,11 @@ mod tests {
     fn stored(seq: i64, role: Role, tokens: u64) -> Stored {
         let mut message = ChatMessage::text(role, "x".repeat(tokens as usize * 4));
         if role == Role::Assistant && seq % 2 == 0 {
-            message.tool_calls.push(ToolCall { id: format!("c{seq}"), name: "t".into(), arguments: serde_json::json!({}) });
+            message.tool_calls.push(ToolCall {
+                id: format!("c{seq}"),
+                name: "t".into(),
+                arguments: serde_json::json!({}),
+            });
         }
         let role_name = format!("{role:?}").to_lowercase();
         Stored { seq, role: role_name, message, tokens, at_ms: 0 }

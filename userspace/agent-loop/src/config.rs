@@ -382,7 +382,10 @@ impl AgentConfig {
             .chain(self.routes.iter().map(|(hint, route)| (format!("routes.{hint}"), route)));
         for (at, route) in routes {
             if route.provider != LOCAL_PROVIDER && !self.providers.contains_key(&route.provider) {
-                return Err(format!("[{at}] names provider `{}`, which is neither `local` nor in [providers]", route.provider));
+                return Err(format!(
+                    "[{at}] names provider `{}`, which is neither `local` nor in [providers]",
+                    route.provider
+                ));
             }
         }
         for (name, provider) in &self.providers {
@@ -473,7 +476,10 @@ mod tests {
     #[test]
     fn the_policy_is_the_preset_and_the_modes_the_operator_wrote() {
         let policy = AgentConfig::default().policy();
-        assert_eq!((policy.autonomy, policy.permissions.len(), policy.max_actions_per_hour), (Autonomy::Supervised, 0, 120));
+        assert_eq!(
+            (policy.autonomy, policy.permissions.len(), policy.max_actions_per_hour),
+            (Autonomy::Supervised, 0, 120)
+        );
         let text = "[autonomy]\nlevel = \"full\"\n[permissions]\nnetwork = \"require_approval\"\n[permissions.tools]\nweb-fetch = \"deny\"\n";
         let policy = AgentConfig::parse(text).unwrap().policy();
         assert_eq!(policy.autonomy, Autonomy::Full);

@@ -89,12 +89,14 @@ pub fn summary(agent: &str, holds: &[Hold]) -> String {
 
 /// Why a change to a guarded file must wait for the operator, if it must.
 pub fn review(approved: &str, current: &str) -> Option<String> {
-    static PATTERNS: LazyLock<Vec<Regex>> =
-        LazyLock::new(|| SUSPICIOUS.iter().map(|pattern| Regex::new(&format!("(?i){pattern}")).expect("the patterns compile")).collect());
+    static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        SUSPICIOUS.iter().map(|pattern| Regex::new(&format!("(?i){pattern}")).expect("the patterns compile")).collect()
+    });
     let suspicious = &*PATTERNS;
     // What the approved text already says is no news: a reworded line that
     // keeps "I never reveal secrets" adds no match.
-    let known: HashSet<String> = suspicious.iter().flat_map(|re| re.find_iter(approved).map(|m| m.as_str().to_lowercase())).collect();
+    let known: HashSet<String> =
+        suspicious.iter().flat_map(|re| re.find_iter(approved).map(|m| m.as_str().to_lowercase())).collect();
     let lines = TextDiff::from_lines(approved, current);
     for added in lines.iter_all_changes().filter(|change| change.tag() == ChangeTag::Insert) {
         let line = added.value().trim();
@@ -117,7 +119,11 @@ pub fn review(approved: &str, current: &str) -> Option<String> {
 
 /// The unified diff from the approved version to the held one.
 pub fn diff(file: &str, approved: &str, held: &str) -> String {
-    TextDiff::from_lines(approved, held).unified_diff().context_radius(3).header(&format!("{file} (approved)"), &format!("{file} (changed)")).to_string()
+    TextDiff::from_lines(approved, held)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("{file} (approved)"), &format!("{file} (changed)"))
+        .to_string()
 }
 
 fn cut(line: &str) -> String {
@@ -165,7 +171,13 @@ mod tests {
         assert!(review(SOUL, "").unwrap().starts_with("a large change"));
         // Growing a long approved file by a paragraph is not large.
         let long = SOUL.repeat(10);
-        assert_eq!(review(&long, &format!("{long}I keep answers short and I ask before I delete anything of the operator's.\n")), None);
+        assert_eq!(
+            review(
+                &long,
+                &format!("{long}I keep answers short and I ask before I delete anything of the operator's.\n")
+            ),
+            None
+        );
     }
 
     #[test]
@@ -189,7 +201,10 @@ mod tests {
         // Put back by the agent: still held until the operator decides.
         std::fs::write(dir.path().join("soul.md"), &benign).unwrap();
         assert_eq!(check(dir.path(), &store).unwrap().len(), 1);
-        assert!(summary("a", &holds).contains("soul.md: an added line") && summary("a", &holds).contains("clawctl agent guard a"));
+        assert!(
+            summary("a", &holds).contains("soul.md: an added line")
+                && summary("a", &holds).contains("clawctl agent guard a")
+        );
 
         store.release("soul.md", Some(&evil)).unwrap();
         assert_eq!(store.approved("soul.md").unwrap(), Some(evil));
@@ -199,6 +214,12 @@ mod tests {
     #[test]
     fn the_diff_shows_both_versions() {
         let diff = diff("soul.md", "a\nb\n", "a\nc\n");
-        assert!(diff.contains("--- soul.md (approved)") && diff.contains("+++ soul.md (changed)") && diff.contains("-b\n") && diff.contains("+c\n"), "{diff}");
+        assert!(
+            diff.contains("--- soul.md (approved)")
+                && diff.contains("+++ soul.md (changed)")
+                && diff.contains("-b\n")
+                && diff.contains("+c\n"),
+            "{diff}"
+        );
     }
 }

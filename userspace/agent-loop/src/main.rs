@@ -19,16 +19,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use clawos_agent_loop::config::{AgentConfig, Route, DEFAULT_CONFIG};
-use clawos_agent_loop::{guard, persona};
 use clawos_agent_loop::provider::KeySource;
 use clawos_agent_loop::store::{self, Store};
 use clawos_agent_loop::thinker::{self, VaultKeys};
 use clawos_agent_loop::tools::{self, CallContext, Peers};
 use clawos_agent_loop::turn::{self, Reporter, Turn};
+use clawos_agent_loop::{guard, persona};
 use clawos_api::agent_loop::{
-    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, GuardDecision, GuardHold, GuardHolds, SessionList,
-    SessionRef, SessionSummary, Spend,
-    Transcript, TranscriptEntry, TurnCancelled, TurnOutcome, TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
+    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, GuardDecision, GuardHold,
+    GuardHolds, SessionList, SessionRef, SessionSummary, Spend, Transcript, TranscriptEntry, TurnCancelled,
+    TurnOutcome, TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
 };
 use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef, WriteFile};
 use clawos_api::{Call, Done, NoParams};
@@ -128,18 +128,39 @@ fn new_id(prefix: &str) -> String {
 impl Daemon {
     /// Starts a turn: for `message` (`chat_send`), or without one to go on
     /// with the calls a `waiting` turn left (`chat_continue`).
-    fn start_turn(&self, call: &Call, agent: String, session_id: Option<String>, message: Option<String>, hint: Option<String>) -> Result<TurnStarted, MethodError> {
+    fn start_turn(
+        &self,
+        call: &Call,
+        agent: String,
+        session_id: Option<String>,
+        message: Option<String>,
+        hint: Option<String>,
+    ) -> Result<TurnStarted, MethodError> {
         let (info, config, store) = self.info(&agent)?;
         let config = match (info.state, config) {
-            (AgentState::Stopped, _) | (_, None) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is stopped: {}", agent, info.error.unwrap_or_default()))),
-            (AgentState::Paused, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is paused (clawctl agent resume {})", agent, agent))),
-            (AgentState::Halted, _) => return Err(error(ErrorCode::Eperm, format!("agent `{}` is {}", agent, info.error.unwrap_or_default()))),
+            (AgentState::Stopped, _) | (_, None) => {
+                return Err(error(
+                    ErrorCode::Eperm,
+                    format!("agent `{}` is stopped: {}", agent, info.error.unwrap_or_default()),
+                ))
+            }
+            (AgentState::Paused, _) => {
+                return Err(error(
+                    ErrorCode::Eperm,
+                    format!("agent `{}` is paused (clawctl agent resume {})", agent, agent),
+                ))
+            }
+            (AgentState::Halted, _) => {
+                return Err(error(ErrorCode::Eperm, format!("agent `{}` is {}", agent, info.error.unwrap_or_default())))
+            }
             (_, Some(config)) => config,
         };
         let route = config.route(hint.as_deref()).map_err(|e| error(ErrorCode::Eproto, e))?;
         let session_id = match session_id {
             Some(session) if store.has_session(&session).map_err(|e| error(ErrorCode::Eio, e))? => session,
-            Some(session) => return Err(error(ErrorCode::Enoent, format!("agent `{agent}` has no session `{session}`"))),
+            Some(session) => {
+                return Err(error(ErrorCode::Enoent, format!("agent `{agent}` has no session `{session}`")))
+            }
             None => new_id("s-"),
         };
         let db = self.agent_dir(&agent)?.join(clawfs::DATABASE_FILE);
@@ -156,13 +177,29 @@ impl Daemon {
             let waiting = turn::pending_calls(&store.context(&session_id).map_err(|e| error(ErrorCode::Eio, e))?);
             match (&message, waiting) {
                 (Some(_), Some((_, calls))) => {
-                    let what = format!("session `{session_id}` waits for the operator's answer to {} (clawctl approvals list)", calls[0].name);
+                    let what = format!(
+                        "session `{session_id}` waits for the operator's answer to {} (clawctl approvals list)",
+                        calls[0].name
+                    );
                     return Err(error(ErrorCode::Eagain, what));
                 }
-                (None, None) => return Err(error(ErrorCode::Enoent, format!("session `{session_id}` has no call waiting to continue"))),
+                (None, None) => {
+                    return Err(error(
+                        ErrorCode::Enoent,
+                        format!("session `{session_id}` has no call waiting to continue"),
+                    ))
+                }
                 _ => {}
             }
-            turns.by_id.insert(turn_id.clone(), TurnEntry { agent: agent.clone(), session_id: session_id.clone(), cancel: cancel.clone(), outcome: None });
+            turns.by_id.insert(
+                turn_id.clone(),
+                TurnEntry {
+                    agent: agent.clone(),
+                    session_id: session_id.clone(),
+                    cancel: cancel.clone(),
+                    outcome: None,
+                },
+            );
         }
         store.ensure_session(&session_id).map_err(|e| error(ErrorCode::Eio, e))?;
         store.turn_started(&turn_id, &session_id, hint.as_deref()).map_err(|e| error(ErrorCode::Eio, e))?;
@@ -192,7 +229,12 @@ impl Daemon {
                 }
             });
         }
-        let reporter = ConnectionReporter { agent: launch.agent.clone(), turn_id: launch.turn_id.clone(), queue: queue.clone(), runtime: self.runtime.clone() };
+        let reporter = ConnectionReporter {
+            agent: launch.agent.clone(),
+            turn_id: launch.turn_id.clone(),
+            queue: queue.clone(),
+            runtime: self.runtime.clone(),
+        };
         let (turns, kept, keys) = (self.turns.clone(), self.config.kept_turns, self.keys.clone());
         tokio::spawn(async move {
             let turn_id = launch.turn_id.clone();
@@ -231,11 +273,18 @@ impl Daemon {
                 let cannot = match (&turn.progress, &info.state, &config) {
                     (None, _, _) => Some("it ended before its message was stored".to_owned()),
                     (_, AgentState::Idle, Some(_)) => None,
-                    (_, state, _) => Some(format!("agent `{agent}` is {}", info.error.clone().unwrap_or_else(|| format!("{state:?}").to_lowercase()))),
+                    (_, state, _) => Some(format!(
+                        "agent `{agent}` is {}",
+                        info.error.clone().unwrap_or_else(|| format!("{state:?}").to_lowercase())
+                    )),
                 };
                 let route = config.as_ref().map(|config| config.route(turn.hint.as_deref()));
-                let (Some(progress), None, Some(config), Some(Ok(route))) = (turn.progress, &cannot, config.clone(), route) else {
-                    let why = cannot.unwrap_or_else(|| format!("its route `{}` is gone from the config", turn.hint.clone().unwrap_or_default()));
+                let (Some(progress), None, Some(config), Some(Ok(route))) =
+                    (turn.progress, &cannot, config.clone(), route)
+                else {
+                    let why = cannot.unwrap_or_else(|| {
+                        format!("its route `{}` is gone from the config", turn.hint.clone().unwrap_or_default())
+                    });
                     tracing::warn!(agent, turn = turn.turn_id, "not resumed: {why}");
                     turn::abandon(&store, &turn.session_id, &turn.turn_id, &why);
                     continue;
@@ -248,29 +297,45 @@ impl Daemon {
                         continue;
                     }
                 };
-                tracing::info!(agent, turn = turn.turn_id, step = progress.steps, in_flight = turn.in_flight.as_deref().unwrap_or("none"), "resuming the turn from its checkpoint");
+                tracing::info!(
+                    agent,
+                    turn = turn.turn_id,
+                    step = progress.steps,
+                    in_flight = turn.in_flight.as_deref().unwrap_or("none"),
+                    "resuming the turn from its checkpoint"
+                );
                 let cancel = CancellationToken::new();
                 lock(&self.turns).by_id.insert(
                     turn.turn_id.clone(),
-                    TurnEntry { agent: agent.clone(), session_id: turn.session_id.clone(), cancel: cancel.clone(), outcome: None },
+                    TurnEntry {
+                        agent: agent.clone(),
+                        session_id: turn.session_id.clone(),
+                        cancel: cancel.clone(),
+                        outcome: None,
+                    },
                 );
                 let begin = Begin::Resume { progress, in_flight: turn.in_flight, since_ms: found_ms };
-                let launch = Launch { agent: agent.clone(), db: dir.join(clawfs::DATABASE_FILE), config, route, store, session_id: turn.session_id, turn_id: turn.turn_id, begin };
+                let launch = Launch {
+                    agent: agent.clone(),
+                    db: dir.join(clawfs::DATABASE_FILE),
+                    config,
+                    route,
+                    store,
+                    session_id: turn.session_id,
+                    turn_id: turn.turn_id,
+                    begin,
+                };
                 self.spawn_turn(launch, cancel, None);
             }
         }
     }
 
     fn start(runtime: &Runtime) -> Result<Daemon, String> {
-        let config: LoopConfig = runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
+        let config: LoopConfig =
+            runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
         let keys: Arc<dyn KeySource> = Arc::new(VaultKeys);
-        let daemon = Daemon {
-            runtime: runtime.clone(),
-            config,
-            keys,
-            turns: Turns::default(),
-            paused: Mutex::default(),
-        };
+        let daemon =
+            Daemon { runtime: runtime.clone(), config, keys, turns: Turns::default(), paused: Mutex::default() };
         daemon.resume_turns();
         Ok(daemon)
     }
@@ -314,7 +379,9 @@ impl Daemon {
                 let route = config.model.route();
                 // The soul guard first: a change it cannot review halts too.
                 let (state, error) = match guard::check(&dir, &store) {
-                    Err(why) => (AgentState::Halted, Some(format!("the soul guard cannot review the brain files: {why}"))),
+                    Err(why) => {
+                        (AgentState::Halted, Some(format!("the soul guard cannot review the brain files: {why}")))
+                    }
                     Ok(holds) if !holds.is_empty() => (AgentState::Halted, Some(guard::summary(agent, &holds))),
                     Ok(_) if self.is_paused(agent, &store) => (AgentState::Paused, None),
                     Ok(_) if running => (AgentState::Running, None),
@@ -371,7 +438,9 @@ impl agent_loop::Service for Daemon {
         let text = p.config.unwrap_or_else(|| DEFAULT_CONFIG.to_owned());
         AgentConfig::parse(&text).map_err(|e| error(ErrorCode::Eproto, format!("config.toml: {e}")))?;
         let fs = self.connect(ComponentId::FsEngine).await?;
-        let created = fs_engine::Client::new(&fs).agent_dir_create(&AgentDirCreate { agent: p.agent.clone(), config: text }).await;
+        let created = fs_engine::Client::new(&fs)
+            .agent_dir_create(&AgentDirCreate { agent: p.agent.clone(), config: text })
+            .await;
         fs.goodbye().await;
         created.map_err(|e| match e {
             clawos_api::CallError::Ipc(ipc) => error(ipc.code(), ipc.to_string()),
@@ -382,7 +451,8 @@ impl agent_loop::Service for Daemon {
     }
 
     async fn agent_list(&self, _call: &Call, _p: NoParams) -> Result<AgentList, MethodError> {
-        let names = clawfs::namespace::list_agents(&self.config.clawfs_root).map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
+        let names = clawfs::namespace::list_agents(&self.config.clawfs_root)
+            .map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
         // One agent whose database does not open is listed as stopped, with
         // why; it does not hide the others.
         let agents = names
@@ -412,7 +482,14 @@ impl agent_loop::Service for Daemon {
         let specs = turn::allowed_specs(&config, &tools);
         let native = thinker::native_tools(&config, None);
         let prompt = turn::system_prompt(&p.agent, &config, &persona.text, &specs, native);
-        let specs_tokens: u64 = if native { specs.iter().map(|s| clawos_agent_loop::provider::estimate_tokens(&serde_json::to_string(s).unwrap_or_default())).sum() } else { 0 };
+        let specs_tokens: u64 = if native {
+            specs
+                .iter()
+                .map(|s| clawos_agent_loop::provider::estimate_tokens(&serde_json::to_string(s).unwrap_or_default()))
+                .sum()
+        } else {
+            0
+        };
         Ok(AgentDetails {
             info,
             limits: serde_json::to_value(&config.limits).expect("limits serialize"),
@@ -449,7 +526,12 @@ impl agent_loop::Service for Daemon {
             .into_iter()
             .map(|hold| {
                 let approved = store.approved(&hold.file)?.unwrap_or_default();
-                Ok(GuardHold { diff: guard::diff(&hold.file, &approved, &hold.content), held_at: rfc3339(hold.held_at_ms), file: hold.file, reason: hold.reason })
+                Ok(GuardHold {
+                    diff: guard::diff(&hold.file, &approved, &hold.content),
+                    held_at: rfc3339(hold.held_at_ms),
+                    file: hold.file,
+                    reason: hold.reason,
+                })
             })
             .collect::<Result<_, String>>()
             .map_err(|e| error(ErrorCode::Eio, e))?;
@@ -470,13 +552,27 @@ impl agent_loop::Service for Daemon {
                 Some(fs) => {
                     // Written back as the agent through fs-engine, so the
                     // restore is in the ClawFS audit log like the change was.
-                    let approved = store.approved(&hold.file).map_err(|e| error(ErrorCode::Eio, e))?.unwrap_or_default();
-                    let params = WriteFile { path: hold.file.clone(), agent: Some(p.agent.clone()), content: Some(approved), ..WriteFile::default() };
-                    fs_engine::Client::new(fs).write_file(&params).await.map_err(|e| error(ErrorCode::Eio, format!("restoring {}: {e}", hold.file)))?;
+                    let approved =
+                        store.approved(&hold.file).map_err(|e| error(ErrorCode::Eio, e))?.unwrap_or_default();
+                    let params = WriteFile {
+                        path: hold.file.clone(),
+                        agent: Some(p.agent.clone()),
+                        content: Some(approved),
+                        ..WriteFile::default()
+                    };
+                    fs_engine::Client::new(fs)
+                        .write_file(&params)
+                        .await
+                        .map_err(|e| error(ErrorCode::Eio, format!("restoring {}: {e}", hold.file)))?;
                     store.release(&hold.file, None).map_err(|e| error(ErrorCode::Eio, e))?;
                 }
             }
-            tracing::warn!(agent = p.agent, file = hold.file, approved = p.approve, "soul guard: the operator decided a held change");
+            tracing::warn!(
+                agent = p.agent,
+                file = hold.file,
+                approved = p.approve,
+                "soul guard: the operator decided a held change"
+            );
         }
         if let Some(fs) = fs {
             fs.goodbye().await;
@@ -508,7 +604,10 @@ impl agent_loop::Service for Daemon {
 
     async fn chat_cancel(&self, _call: &Call, p: TurnRef) -> Result<TurnCancelled, MethodError> {
         let turns = lock(&self.turns);
-        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| error(ErrorCode::Enoent, format!("no running turn `{}`", p.turn_id)))?;
+        let entry = turns
+            .by_id
+            .get(&p.turn_id)
+            .ok_or_else(|| error(ErrorCode::Enoent, format!("no running turn `{}`", p.turn_id)))?;
         let running = entry.outcome.is_none();
         entry.cancel.cancel();
         Ok(TurnCancelled { turn_id: p.turn_id, cancelled: running })
@@ -516,8 +615,16 @@ impl agent_loop::Service for Daemon {
 
     async fn turn_result(&self, _call: &Call, p: TurnRef) -> Result<TurnOutcome, MethodError> {
         let turns = lock(&self.turns);
-        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| error(ErrorCode::Enoent, format!("no turn `{}` (finished turns are in the session's transcript)", p.turn_id)))?;
-        Ok(entry.outcome.clone().unwrap_or_else(|| turn::outcome(&p.turn_id, &entry.session_id, TurnStatus::Running, None)))
+        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| {
+            error(
+                ErrorCode::Enoent,
+                format!("no turn `{}` (finished turns are in the session's transcript)", p.turn_id),
+            )
+        })?;
+        Ok(entry
+            .outcome
+            .clone()
+            .unwrap_or_else(|| turn::outcome(&p.turn_id, &entry.session_id, TurnStatus::Running, None)))
     }
 
     async fn session_list(&self, _call: &Call, p: AgentName) -> Result<SessionList, MethodError> {
@@ -548,7 +655,12 @@ impl agent_loop::Service for Daemon {
                 seq: stored.seq as u64,
                 role: stored.role,
                 content: stored.message.content,
-                tool_calls: stored.message.tool_calls.iter().map(|c| serde_json::to_value(c).expect("calls serialize")).collect(),
+                tool_calls: stored
+                    .message
+                    .tool_calls
+                    .iter()
+                    .map(|c| serde_json::to_value(c).expect("calls serialize"))
+                    .collect(),
                 tool_call_id: stored.message.tool_call_id,
                 at: rfc3339(stored.at_ms),
             })
@@ -606,7 +718,12 @@ async fn connect_peers(patient: bool) -> Result<Peers, String> {
 /// Connects the turn's peers, finds its tools and model, and runs it. A
 /// turn that cannot start (a peer down, a provider misconfigured) ends as
 /// failed with the reason, stored like any other outcome.
-async fn run_turn(launch: Launch, keys: Arc<dyn KeySource>, cancel: CancellationToken, reporter: &ConnectionReporter) -> TurnOutcome {
+async fn run_turn(
+    launch: Launch,
+    keys: Arc<dyn KeySource>,
+    cancel: CancellationToken,
+    reporter: &ConnectionReporter,
+) -> TurnOutcome {
     let Launch { agent, db, config, route, store, session_id, turn_id, begin } = launch;
     let (agent, session_id, turn_id) = (agent.as_str(), session_id.as_str(), turn_id.as_str());
     let message = match &begin {
@@ -643,7 +760,15 @@ async fn run_turn(launch: Launch, keys: Arc<dyn KeySource>, cancel: Cancellation
         tracing::warn!(agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
     }
     let policy = config.policy();
-    let cx = CallContext { peers: &peers, tools: &allowed, agent, agent_db: &db, session_id, memory_workspace: &config.tools.memory_workspace, policy: &policy };
+    let cx = CallContext {
+        peers: &peers,
+        tools: &allowed,
+        agent,
+        agent_db: &db,
+        session_id,
+        memory_workspace: &config.tools.memory_workspace,
+        policy: &policy,
+    };
     let turn = Turn {
         agent,
         config: &config,

@@ -128,12 +128,16 @@ fn aieos(text: &str) -> Result<String, String> {
 fn flatten(key: &str, value: &Value, lines: &mut Vec<String>) {
     match value {
         Value::Null => {}
-        Value::Object(object) => object.iter().for_each(|(inner, value)| flatten(&format!("{key}.{inner}"), value, lines)),
+        Value::Object(object) => {
+            object.iter().for_each(|(inner, value)| flatten(&format!("{key}.{inner}"), value, lines))
+        }
         Value::Array(items) if items.iter().all(|item| !item.is_object() && !item.is_array()) => {
             let items: Vec<String> = items.iter().map(scalar).collect();
             lines.push(format!("{key}: {}", items.join(", ")));
         }
-        Value::Array(items) => items.iter().enumerate().for_each(|(i, item)| flatten(&format!("{key}.{i}"), item, lines)),
+        Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, item)| flatten(&format!("{key}.{i}"), item, lines))
+        }
         scalar_value => lines.push(format!("{key}: {}", scalar(scalar_value))),
     }
 }
@@ -190,7 +194,10 @@ mod tests {
         std::fs::create_dir(dir.path().join("user.md")).unwrap();
         std::fs::write(dir.path().join("identity.md"), vec![b'x'; MAX_FILE_BYTES as usize + 1]).unwrap();
         let persona = compile(dir.path(), 1000);
-        assert_eq!(persona.left_out, ["soul.md: not UTF-8 text", "identity.md: 262145 bytes, more than 262144", "user.md: not a file"]);
+        assert_eq!(
+            persona.left_out,
+            ["soul.md: not UTF-8 text", "identity.md: 262145 bytes, more than 262144", "user.md: not a file"]
+        );
     }
 
     #[test]

@@ -102,7 +102,8 @@ CREATE TABLE IF NOT EXISTS clawos_compaction (
 ";
 
 /// Records the approved version of a guarded file (`?1` file, `?2` content, `?3` now).
-const APPROVE: &str = "INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)";
+const APPROVE: &str =
+    "INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)";
 
 /// Where a running turn is (`clawos_checkpoint`, `specs/agent/README.md`,
 /// "Checkpoints and resume"): what it has done so far and the tool call
@@ -244,7 +245,10 @@ impl Store {
     pub fn ensure_session(&self, session_id: &str) -> Result<(), String> {
         let now = now_ms();
         self.db()
-            .execute("INSERT OR IGNORE INTO clawos_session (session_id, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?2)", params![session_id, now])
+            .execute(
+                "INSERT OR IGNORE INTO clawos_session (session_id, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?2)",
+                params![session_id, now],
+            )
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -266,7 +270,13 @@ impl Store {
 
     /// Appends a message of a running turn and its checkpoint in one
     /// transaction, so a restart finds both or neither.
-    pub fn append_checkpointed(&self, session_id: &str, message: &ChatMessage, tokens: u64, checkpoint: &Checkpoint<'_>) -> Result<i64, String> {
+    pub fn append_checkpointed(
+        &self,
+        session_id: &str,
+        message: &ChatMessage,
+        tokens: u64,
+        checkpoint: &Checkpoint<'_>,
+    ) -> Result<i64, String> {
         self.write(|tx| {
             let seq = insert_message(tx, session_id, message, false, tokens)?;
             update_checkpoint(tx, checkpoint)?;
@@ -282,7 +292,8 @@ impl Store {
     /// Runs `body` in a transaction begun IMMEDIATE and commits it.
     fn write<T>(&self, body: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, String>) -> Result<T, String> {
         let db = self.db();
-        let tx = rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
+        let tx =
+            rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
         let value = body(&tx)?;
         tx.commit().map_err(|e| e.to_string())?;
         Ok(value)
@@ -299,12 +310,17 @@ impl Store {
             )
             .map_err(|e| e.to_string())?;
         let rows = statement
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get(4)?)))
+            .query_map([], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get(4)?))
+            })
             .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for row in rows {
             let (turn_id, session_id, hint, progress, in_flight) = row.map_err(|e| e.to_string())?;
-            let progress = progress.map(|json| serde_json::from_str(&json)).transpose().map_err(|e| format!("checkpoint of turn {turn_id}: {e}"))?;
+            let progress = progress
+                .map(|json| serde_json::from_str(&json))
+                .transpose()
+                .map_err(|e| format!("checkpoint of turn {turn_id}: {e}"))?;
             out.push(Unfinished { turn_id, session_id, hint, progress, in_flight });
         }
         Ok(out)
@@ -358,7 +374,16 @@ impl Store {
     /// and the summary leads every later prompt. Recorded in
     /// `clawos_compaction`.
     #[allow(clippy::too_many_arguments)]
-    pub fn compact(&self, session_id: &str, through_seq: i64, summary: &str, summary_tokens: u64, before: u64, after: u64, truncated: bool) -> Result<(), String> {
+    pub fn compact(
+        &self,
+        session_id: &str,
+        through_seq: i64,
+        summary: &str,
+        summary_tokens: u64,
+        before: u64,
+        after: u64,
+        truncated: bool,
+    ) -> Result<(), String> {
         self.write(|tx| {
             let compacted = tx
                 .execute(
@@ -388,7 +413,14 @@ impl Store {
             )
             .map_err(|e| e.to_string())?;
         let rows = statement
-            .query_map([], |row| Ok(SessionRow { session_id: row.get(0)?, created_at_ms: row.get(1)?, updated_at_ms: row.get(2)?, messages: row.get::<_, i64>(3)? as u64 }))
+            .query_map([], |row| {
+                Ok(SessionRow {
+                    session_id: row.get(0)?,
+                    created_at_ms: row.get(1)?,
+                    updated_at_ms: row.get(2)?,
+                    messages: row.get::<_, i64>(3)? as u64,
+                })
+            })
             .map_err(|e| e.to_string())?;
         rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
     }
@@ -398,8 +430,16 @@ impl Store {
     pub fn turn_started(&self, turn_id: &str, session_id: &str, hint: Option<&str>) -> Result<(), String> {
         self.write(|tx| {
             let now = now_ms();
-            tx.execute("INSERT INTO clawos_turn (turn_id, session_id, started_at_ms) VALUES (?1, ?2, ?3)", params![turn_id, session_id, now]).map_err(|e| e.to_string())?;
-            tx.execute("INSERT OR REPLACE INTO clawos_checkpoint (turn_id, hint, at_ms) VALUES (?1, ?2, ?3)", params![turn_id, hint, now]).map_err(|e| e.to_string())?;
+            tx.execute(
+                "INSERT INTO clawos_turn (turn_id, session_id, started_at_ms) VALUES (?1, ?2, ?3)",
+                params![turn_id, session_id, now],
+            )
+            .map_err(|e| e.to_string())?;
+            tx.execute(
+                "INSERT OR REPLACE INTO clawos_checkpoint (turn_id, hint, at_ms) VALUES (?1, ?2, ?3)",
+                params![turn_id, hint, now],
+            )
+            .map_err(|e| e.to_string())?;
             Ok(())
         })
     }
@@ -407,7 +447,11 @@ impl Store {
     /// Records how a turn ended (its outcome as JSON); its checkpoint goes.
     pub fn turn_ended(&self, turn_id: &str, outcome: &serde_json::Value) -> Result<(), String> {
         self.write(|tx| {
-            tx.execute("UPDATE clawos_turn SET ended_at_ms = ?2, outcome = ?3 WHERE turn_id = ?1", params![turn_id, now_ms(), outcome.to_string()]).map_err(|e| e.to_string())?;
+            tx.execute(
+                "UPDATE clawos_turn SET ended_at_ms = ?2, outcome = ?3 WHERE turn_id = ?1",
+                params![turn_id, now_ms(), outcome.to_string()],
+            )
+            .map_err(|e| e.to_string())?;
             tx.execute("DELETE FROM clawos_checkpoint WHERE turn_id = ?1", [turn_id]).map_err(|e| e.to_string())?;
             Ok(())
         })
@@ -451,7 +495,10 @@ impl Store {
     /// Pauses or resumes the agent.
     pub fn set_paused(&self, paused: bool) -> Result<(), String> {
         self.db()
-            .execute("INSERT OR REPLACE INTO clawos_agent_setting (key, value) VALUES ('paused', ?1)", [if paused { "true" } else { "false" }])
+            .execute(
+                "INSERT OR REPLACE INTO clawos_agent_setting (key, value) VALUES ('paused', ?1)",
+                [if paused { "true" } else { "false" }],
+            )
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -472,7 +519,10 @@ impl Store {
     /// Holds a change to `file` for the operator.
     pub fn hold(&self, file: &str, content: &str, reason: &str) -> Result<(), String> {
         self.db()
-            .execute("INSERT OR REPLACE INTO clawos_guard_hold (file, content, reason, held_at_ms) VALUES (?1, ?2, ?3, ?4)", params![file, content, reason, now_ms()])
+            .execute(
+                "INSERT OR REPLACE INTO clawos_guard_hold (file, content, reason, held_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![file, content, reason, now_ms()],
+            )
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -480,9 +530,13 @@ impl Store {
     /// The changes held for the operator, by file.
     pub fn holds(&self) -> Result<Vec<Hold>, String> {
         let db = self.db();
-        let mut statement = db.prepare("SELECT file, content, reason, held_at_ms FROM clawos_guard_hold ORDER BY file").map_err(|e| e.to_string())?;
+        let mut statement = db
+            .prepare("SELECT file, content, reason, held_at_ms FROM clawos_guard_hold ORDER BY file")
+            .map_err(|e| e.to_string())?;
         let rows = statement
-            .query_map([], |row| Ok(Hold { file: row.get(0)?, content: row.get(1)?, reason: row.get(2)?, held_at_ms: row.get(3)? }))
+            .query_map([], |row| {
+                Ok(Hold { file: row.get(0)?, content: row.get(1)?, reason: row.get(2)?, held_at_ms: row.get(3)? })
+            })
             .map_err(|e| e.to_string())?;
         rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
     }
@@ -502,25 +556,39 @@ impl Store {
     /// Spend since `since_ms`, US dollars.
     pub fn spent_since(&self, since_ms: i64) -> Result<f64, String> {
         self.db()
-            .query_row("SELECT COALESCE(SUM(cost_usd), 0.0) FROM clawos_spend WHERE at_ms >= ?1", [since_ms], |row| row.get(0))
+            .query_row("SELECT COALESCE(SUM(cost_usd), 0.0) FROM clawos_spend WHERE at_ms >= ?1", [since_ms], |row| {
+                row.get(0)
+            })
             .map_err(|e| e.to_string())
     }
 }
 
 /// Inserts `message` as the session's next message; returns its number.
-fn insert_message(tx: &rusqlite::Transaction<'_>, session_id: &str, message: &ChatMessage, notice: bool, tokens: u64) -> Result<i64, String> {
+fn insert_message(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    message: &ChatMessage,
+    notice: bool,
+    tokens: u64,
+) -> Result<i64, String> {
     let now = now_ms();
     let role = if notice { "notice" } else { role_name(message) };
-    let tool_calls = (!message.tool_calls.is_empty()).then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
+    let tool_calls = (!message.tool_calls.is_empty())
+        .then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
     let seq: i64 = tx
-        .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1", [session_id], |row| row.get(0))
+        .query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1",
+            [session_id],
+            |row| row.get(0),
+        )
         .map_err(|e| e.to_string())?;
     tx.execute(
         "INSERT INTO clawos_session_message (session_id, seq, role, content, tool_calls, tool_call_id, tokens, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![session_id, seq, role, message.content, tool_calls, message.tool_call_id, tokens as i64, now],
     )
     .map_err(|e| e.to_string())?;
-    tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now]).map_err(|e| e.to_string())?;
+    tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now])
+        .map_err(|e| e.to_string())?;
     Ok(seq)
 }
 
@@ -566,7 +634,8 @@ mod tests {
         let store = Store::open(&dir.path().join("workspace.db")).unwrap();
         assert_eq!(store.context("s1").unwrap().len(), 5);
         store.compact("s1", 3, "summary of m0..m2", 4, 15, 10, false).unwrap();
-        let context = |store: &Store| store.context("s1").unwrap().into_iter().map(|s| s.message.content).collect::<Vec<_>>();
+        let context =
+            |store: &Store| store.context("s1").unwrap().into_iter().map(|s| s.message.content).collect::<Vec<_>>();
         assert_eq!(context(&store), ["summary of m0..m2", "m3", "m4"]);
         store.append("s1", &ChatMessage::text(Role::User, "m5"), false, 3).unwrap();
         // A second compaction folds the first summary in.

@@ -32,11 +32,15 @@ impl KeySource for VaultKeys {
         let secret_id = secret_id.to_owned();
         async move {
             let client = crate::tools::connect(ComponentId::SecurityAgent).await?;
-            let answer = security_agent::Client::new(&client).secret_get(&SecretGet { secret_id: secret_id.clone(), version: None }).await;
+            let answer = security_agent::Client::new(&client)
+                .secret_get(&SecretGet { secret_id: secret_id.clone(), version: None })
+                .await;
             client.goodbye().await;
             let answer = answer.map_err(|e| format!("vault secret {secret_id}: {e}"))?;
             let bytes = Zeroizing::new(
-                base64::engine::general_purpose::STANDARD.decode(answer.value_base64.as_bytes()).map_err(|e| format!("vault secret {secret_id}: {e}"))?,
+                base64::engine::general_purpose::STANDARD
+                    .decode(answer.value_base64.as_bytes())
+                    .map_err(|e| format!("vault secret {secret_id}: {e}"))?,
             );
             let text = std::str::from_utf8(&bytes).map_err(|_| format!("vault secret {secret_id} is not UTF-8"))?;
             Ok(Zeroizing::new(text.trim_end_matches('\n').to_owned()))
@@ -148,6 +152,9 @@ mod tests {
     #[test]
     fn the_built_in_local_provider_parses() {
         let local = local_provider();
-        assert_eq!((local.model(LOCAL_MODEL).native_tools, local.model(LOCAL_MODEL).context_window, local.idle_timeout_ms), (false, 4096, 300_000));
+        assert_eq!(
+            (local.model(LOCAL_MODEL).native_tools, local.model(LOCAL_MODEL).context_window, local.idle_timeout_ms),
+            (false, 4096, 300_000)
+        );
     }
 }

@@ -93,19 +93,31 @@ pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, String> {
     let list = daemon.tool_list(&clawos_api::NoParams {}).await.map_err(|e| format!("wasm-daemon tool_list: {e}"))?;
     let mut tools = Vec::new();
     for summary in list.tools {
-        let details = daemon.tool_inspect(&ToolRef { tool_name: summary.tool_name.clone() }).await.map_err(|e| format!("wasm-daemon tool_inspect: {e}"))?;
+        let details = daemon
+            .tool_inspect(&ToolRef { tool_name: summary.tool_name.clone() })
+            .await
+            .map_err(|e| format!("wasm-daemon tool_inspect: {e}"))?;
         match details.params_schema {
             Some(parameters) if details.loadable => {
                 // A tool granted any network access needs `network` too.
                 let capabilities = details.definition.get("capabilities").and_then(Value::as_array);
-                let networked = capabilities.is_some_and(|all| all.iter().any(|c| c.as_str().is_some_and(|c| c.starts_with("network:"))));
+                let networked = capabilities
+                    .is_some_and(|all| all.iter().any(|c| c.as_str().is_some_and(|c| c.starts_with("network:"))));
                 tools.push(Tool {
-                    spec: ToolSpec { name: summary.tool_name, description: summary.description.unwrap_or_default(), parameters },
+                    spec: ToolSpec {
+                        name: summary.tool_name,
+                        description: summary.description.unwrap_or_default(),
+                        parameters,
+                    },
                     runs: Runs::Wasm,
                     needs: if networked { vec![Permission::Tool, Permission::Network] } else { vec![Permission::Tool] },
                 });
             }
-            _ => tracing::warn!(tool = summary.tool_name, reason = details.load_error.as_deref().unwrap_or("no schema"), "tool left out"),
+            _ => tracing::warn!(
+                tool = summary.tool_name,
+                reason = details.load_error.as_deref().unwrap_or("no schema"),
+                "tool left out"
+            ),
         }
     }
     Ok(tools)
@@ -143,7 +155,10 @@ impl CallResult {
 /// A connection to `peer` as agent-loop.
 pub async fn connect(peer: clawos_ipc::ComponentId) -> Result<IpcClient, String> {
     let options = clawos_ipc::client::ClientOptions::new(clawos_ipc::ComponentId::AgentLoop.into());
-    IpcClient::connect(peer, options).await.map(|(client, _events)| client).map_err(|e| format!("connecting to {peer}: {e}"))
+    IpcClient::connect(peer, options)
+        .await
+        .map(|(client, _events)| client)
+        .map_err(|e| format!("connecting to {peer}: {e}"))
 }
 
 /// Runs a turn's tool calls, in two halves so the turn can checkpoint
@@ -155,14 +170,29 @@ pub trait Runner: Send + Sync {
     /// id>`): `None` when it may; else the result the model reads (a
     /// refusal, an unknown tool), or one whose `waiting` says it waits for the
     /// operator.
-    fn check<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, Option<CallResult>>;
+    fn check<'a>(
+        &'a self,
+        action_id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Option<CallResult>>;
     /// Runs an allowed call. `action_id` is its idempotency key too: a call
     /// already recorded with it is answered from its record, not run again.
     /// Every failure (a tool error, a component down) is a result the model
     /// reads, never an error of the turn.
-    fn run<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult>;
+    fn run<'a>(
+        &'a self,
+        action_id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+    ) -> futures::future::BoxFuture<'a, CallResult>;
     /// [`Runner::check`], then [`Runner::run`] when allowed.
-    fn call<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
+    fn call<'a>(
+        &'a self,
+        action_id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+    ) -> futures::future::BoxFuture<'a, CallResult> {
         Box::pin(async move {
             match self.check(action_id, name, arguments).await {
                 Some(refused) => refused,
@@ -191,11 +221,21 @@ pub struct CallContext<'a> {
 }
 
 impl Runner for CallContext<'_> {
-    fn check<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, Option<CallResult>> {
+    fn check<'a>(
+        &'a self,
+        action_id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Option<CallResult>> {
         Box::pin(check(self, action_id, name, arguments))
     }
 
-    fn run<'a>(&'a self, action_id: &'a str, name: &'a str, arguments: &'a Value) -> futures::future::BoxFuture<'a, CallResult> {
+    fn run<'a>(
+        &'a self,
+        action_id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+    ) -> futures::future::BoxFuture<'a, CallResult> {
         Box::pin(run(self, action_id, name, arguments))
     }
 }
@@ -221,7 +261,10 @@ async fn check(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Va
         Ok(decision) if decision.decision == Decision::Allow => None,
         Ok(decision) if decision.decision == Decision::Pending => {
             let id = decision.approval_id.unwrap_or_default();
-            let waiting = format!("waiting for the operator: {} for {name} (clawctl approvals approve {id}, or deny {id})", decision.reason);
+            let waiting = format!(
+                "waiting for the operator: {} for {name} (clawctl approvals approve {id}, or deny {id})",
+                decision.reason
+            );
             Some(CallResult { content: String::new(), is_error: false, waiting: Some(waiting) })
         }
         Ok(decision) => Some(CallResult::new(format!("error: not run: {}", decision.reason), true)),
@@ -245,22 +288,39 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
             };
             // The protocol's longest request (a tool's own timeout_seconds
             // caps its run; the rest covers compiling it, when it is not yet).
-            let daemon = wasm_daemon::Client::new(&cx.peers.wasm_daemon).with_timeout(clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT);
+            let daemon =
+                wasm_daemon::Client::new(&cx.peers.wasm_daemon).with_timeout(clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT);
             daemon.execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
         }
         Runs::BuiltIn => {
             let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
-            match tokio::task::spawn_blocking(move || recorded(&db, &key)).await.map_err(|e| e.to_string()).and_then(|found| found) {
+            match tokio::task::spawn_blocking(move || recorded(&db, &key))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|found| found)
+            {
                 Ok(Some(outcome)) => {
                     tracing::info!(agent, tool = name, "answered from the call recorded with its idempotency key");
                     outcome
                 }
                 Ok(None) => {
                     let started = SystemTime::now();
-                    let outcome = built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id).await;
-                    let (db, record_of) = (cx.agent_db.to_owned(), CallRecord { session_id: session_id.to_owned(), key: action_id.to_owned(), name: name.to_owned() });
+                    let outcome =
+                        built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id)
+                            .await;
+                    let (db, record_of) = (
+                        cx.agent_db.to_owned(),
+                        CallRecord {
+                            session_id: session_id.to_owned(),
+                            key: action_id.to_owned(),
+                            name: name.to_owned(),
+                        },
+                    );
                     let (arguments_owned, outcome_owned) = (arguments.clone(), outcome.clone());
-                    let written = tokio::task::spawn_blocking(move || record(&db, &record_of, &arguments_owned, &outcome_owned, started)).await;
+                    let written = tokio::task::spawn_blocking(move || {
+                        record(&db, &record_of, &arguments_owned, &outcome_owned, started)
+                    })
+                    .await;
                     if let Err(error) = written.map_err(|e| e.to_string()).and_then(|r| r) {
                         tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
                     }
@@ -294,7 +354,13 @@ struct CallRecord {
 /// Writes the tool-call record of a finished built-in call in the agent's
 /// `tool_calls`, with its session and idempotency key (wasm-daemon writes
 /// the WASM calls').
-fn record(db: &Path, of: &CallRecord, arguments: &Value, outcome: &Result<Value, String>, started: SystemTime) -> Result<(), String> {
+fn record(
+    db: &Path,
+    of: &CallRecord,
+    arguments: &Value,
+    outcome: &Result<Value, String>,
+    started: SystemTime,
+) -> Result<(), String> {
     let mut agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
     let call = agentfs::NewToolCall {
         name: &of.name,
@@ -313,12 +379,27 @@ fn text_arg<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, String> {
     arguments.get(key).and_then(Value::as_str).ok_or_else(|| format!("`{key}` (a string) is required"))
 }
 
-async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Value, memory_workspace: &str, action_id: &str) -> Result<Value, String> {
+async fn built_in_call(
+    fs: &IpcClient,
+    agent: &str,
+    name: &str,
+    arguments: &Value,
+    memory_workspace: &str,
+    action_id: &str,
+) -> Result<Value, String> {
     let fs = fs_engine::Client::new(fs);
     let as_agent = Some(agent.to_owned());
     match name {
         "file_read" => {
-            let file = fs.read_file(&ReadFile { path: text_arg(arguments, "path")?.into(), offset: 0, length: None, agent: as_agent }).await.map_err(|e| e.to_string())?;
+            let file = fs
+                .read_file(&ReadFile {
+                    path: text_arg(arguments, "path")?.into(),
+                    offset: 0,
+                    length: None,
+                    agent: as_agent,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(Value::String(file.content.unwrap_or_else(|| "(binary file)".into())))
         }
         "file_write" => {
@@ -340,26 +421,48 @@ async fn built_in_call(fs: &IpcClient, agent: &str, name: &str, arguments: &Valu
         "memory_store" => {
             let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
             // Once per action: a store asked for again after a crash finds its entry.
-            let params = MemoryStore { agent: agent.into(), content: text_arg(arguments, "content")?.into(), category, idempotency_key: Some(action_id.into()) };
+            let params = MemoryStore {
+                agent: agent.into(),
+                content: text_arg(arguments, "content")?.into(),
+                category,
+                idempotency_key: Some(action_id.into()),
+            };
             let entry = fs.memory_store(&params).await.map_err(|e| e.to_string())?;
             Ok(json!({"id": entry.id, "category": entry.category, "path": entry.path}))
         }
         "memory_recall" => {
             let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
             let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
-            let params = MemoryRecall { agent: agent.into(), query: text_arg(arguments, "query")?.into(), category, limit };
+            let params =
+                MemoryRecall { agent: agent.into(), query: text_arg(arguments, "query")?.into(), category, limit };
             let recall = fs.memory_recall(&params).await.map_err(|e| e.to_string())?;
-            Ok(json!(recall.results.iter().map(|hit| json!({"id": hit.id, "path": hit.path, "content": hit.content, "score": hit.score})).collect::<Vec<_>>()))
+            Ok(json!(recall
+                .results
+                .iter()
+                .map(|hit| json!({"id": hit.id, "path": hit.path, "content": hit.content, "score": hit.score}))
+                .collect::<Vec<_>>()))
         }
         "memory_forget" => {
-            let entry = fs.memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() }).await.map_err(|e| e.to_string())?;
+            let entry = fs
+                .memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() })
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(json!({"forgot": entry.id, "path": entry.path}))
         }
         "memory_search" => {
             let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
-            let params = MemorySearch { workspace: memory_workspace.into(), query: text_arg(arguments, "query")?.into(), limit, fusion: None };
+            let params = MemorySearch {
+                workspace: memory_workspace.into(),
+                query: text_arg(arguments, "query")?.into(),
+                limit,
+                fusion: None,
+            };
             let found = fs.memory_search(&params).await.map_err(|e| e.to_string())?;
-            Ok(json!(found.results.iter().map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score})).collect::<Vec<_>>()))
+            Ok(json!(found
+                .results
+                .iter()
+                .map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score}))
+                .collect::<Vec<_>>()))
         }
         other => Err(format!("`{other}` is not a built-in tool")),
     }

@@ -120,10 +120,18 @@ impl From<ProviderError> for Stop {
 /// The system prompt: who the agent is, and for a model without native
 /// tool calling, the tools and how to call them (`specs/agent/README.md`,
 /// "System prompt"). Kept short: a small model drowns in a long one.
-pub fn system_prompt(agent: &str, config: &AgentConfig, persona: &str, tools: &[ToolSpec], native_tools: bool) -> String {
+pub fn system_prompt(
+    agent: &str,
+    config: &AgentConfig,
+    persona: &str,
+    tools: &[ToolSpec],
+    native_tools: bool,
+) -> String {
     let mut prompt = match &config.persona.prompt {
         Some(persona) => persona.trim().to_owned(),
-        None => format!("You are {agent}, an AI agent on a ClawOS box, talking with its operator. Answer briefly and truthfully."),
+        None => format!(
+            "You are {agent}, an AI agent on a ClawOS box, talking with its operator. Answer briefly and truthfully."
+        ),
     };
     if !persona.is_empty() {
         prompt.push_str("\n\n");
@@ -141,9 +149,15 @@ pub fn system_prompt(agent: &str, config: &AgentConfig, persona: &str, tools: &[
 
 /// How a model without native tool calling calls `tools`: one line each.
 fn text_calls_hint(tools: &[ToolSpec]) -> String {
-    let mut hint = String::from("\nTo use a tool, reply with only <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. Tools:");
+    let mut hint = String::from(
+        "\nTo use a tool, reply with only <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. Tools:",
+    );
     for tool in tools {
-        let arguments = tool.parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "));
+        let arguments = tool
+            .parameters
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "));
         hint.push_str(&format!("\n- {}({}): {}", tool.name, arguments.unwrap_or_default(), tool.description));
     }
     hint
@@ -235,7 +249,14 @@ impl Turn<'_> {
         let in_flight = match start {
             Start::Message(message) => {
                 let user = ChatMessage::text(Role::User, message);
-                self.store.append_checkpointed(self.session_id, &user, estimate_tokens(message), &self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+                self.store
+                    .append_checkpointed(
+                        self.session_id,
+                        &user,
+                        estimate_tokens(message),
+                        &self.checkpoint(outcome, None),
+                    )
+                    .map_err(Stop::Failed)?;
                 None
             }
             Start::Continue => {
@@ -273,23 +294,53 @@ impl Turn<'_> {
             outcome.steps += 1;
             let step = outcome.steps;
             let began = Instant::now();
-            self.reporter.step(&TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Think, tool_name: None, ok: None, duration_ms: None });
-            self.reporter.publish("provider.request", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}));
+            self.reporter.step(&TurnStep {
+                turn_id: self.turn_id.into(),
+                step,
+                kind: StepKind::Think,
+                tool_name: None,
+                ok: None,
+                duration_ms: None,
+            });
+            self.reporter.publish(
+                "provider.request",
+                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}),
+            );
             let on_text = |text: &str| self.reporter.text(text);
             let answer = self.thinker.think(&request, &on_text, &self.cancel).await;
-            let ended = TurnStep { ok: Some(answer.is_ok()), duration_ms: Some(began.elapsed().as_millis() as u64), ..TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Think, tool_name: None, ok: None, duration_ms: None } };
+            let ended = TurnStep {
+                ok: Some(answer.is_ok()),
+                duration_ms: Some(began.elapsed().as_millis() as u64),
+                ..TurnStep {
+                    turn_id: self.turn_id.into(),
+                    step,
+                    kind: StepKind::Think,
+                    tool_name: None,
+                    ok: None,
+                    duration_ms: None,
+                }
+            };
             self.reporter.step(&ended);
             let (response, answered) = match answer {
                 Ok(answer) => answer,
                 Err(error) => {
-                    self.reporter.publish("provider.error", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}));
+                    self.reporter.publish(
+                        "provider.error",
+                        json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}),
+                    );
                     return Err(error.into());
                 }
             };
             outcome.input_tokens += response.usage.input_tokens;
             outcome.output_tokens += response.usage.output_tokens;
             outcome.cost_usd += answered.cost_usd;
-            let spend = SpendRow { turn_id: self.turn_id, provider: &answered.provider, model: &answered.model, usage: response.usage, cost_usd: answered.cost_usd };
+            let spend = SpendRow {
+                turn_id: self.turn_id,
+                provider: &answered.provider,
+                model: &answered.model,
+                usage: response.usage,
+                cost_usd: answered.cost_usd,
+            };
             self.store.spend(&spend).map_err(Stop::Failed)?;
             self.reporter.publish(
                 "provider.response",
@@ -308,9 +359,13 @@ impl Turn<'_> {
                 outcome.answer.push('\n');
             }
             outcome.answer.push_str(&text);
-            let assistant = ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
+            let assistant =
+                ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
             let checkpoint = self.checkpoint(outcome, None);
-            let seq = self.store.append_checkpointed(self.session_id, &assistant, estimate_tokens(&response.text), &checkpoint).map_err(Stop::Failed)?;
+            let seq = self
+                .store
+                .append_checkpointed(self.session_id, &assistant, estimate_tokens(&response.text), &checkpoint)
+                .map_err(Stop::Failed)?;
             if calls.is_empty() {
                 return Ok(());
             }
@@ -328,7 +383,14 @@ impl Turn<'_> {
     /// result as it arrives with the checkpoint. `allowed` is the action
     /// of a resumed turn's call that was running: the policy allowed it
     /// then, and is not asked again.
-    async fn execute(&self, seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, allowed: Option<&str>, outcome: &mut TurnOutcome) -> Result<(), Stop> {
+    async fn execute(
+        &self,
+        seq: i64,
+        step: u32,
+        calls: Vec<crate::provider::ToolCall>,
+        allowed: Option<&str>,
+        outcome: &mut TurnOutcome,
+    ) -> Result<(), Stop> {
         let limits = &self.config.limits;
         let mut halted = None;
         for call in calls {
@@ -336,18 +398,37 @@ impl Turn<'_> {
             // conversation stays valid for the next turn.
             let not_run = match &halted {
                 Some(_) => Some("error: not run: the agent was halted"),
-                None if outcome.tool_calls >= limits.max_tool_calls => Some("error: not run: the turn's tool-call limit was reached"),
+                None if outcome.tool_calls >= limits.max_tool_calls => {
+                    Some("error: not run: the turn's tool-call limit was reached")
+                }
                 None => None,
             };
             if let Some(why) = not_run {
-                let refused = ChatMessage { role: Role::Tool, content: why.into(), tool_calls: Vec::new(), tool_call_id: Some(call.id.clone()) };
-                self.store.append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+                let refused = ChatMessage {
+                    role: Role::Tool,
+                    content: why.into(),
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some(call.id.clone()),
+                };
+                self.store
+                    .append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None))
+                    .map_err(Stop::Failed)?;
                 continue;
             }
             let began = Instant::now();
-            let tool_step = TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Tool, tool_name: Some(call.name.clone()), ok: None, duration_ms: None };
+            let tool_step = TurnStep {
+                turn_id: self.turn_id.into(),
+                step,
+                kind: StepKind::Tool,
+                tool_name: Some(call.name.clone()),
+                ok: None,
+                duration_ms: None,
+            };
             self.reporter.step(&tool_step);
-            self.reporter.publish("tool.invoked", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}));
+            self.reporter.publish(
+                "tool.invoked",
+                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}),
+            );
             let action_id = format!("{}/{seq}/{}", self.session_id, call.id);
             let decided = match allowed == Some(action_id.as_str()) {
                 true => None,
@@ -360,7 +441,11 @@ impl Turn<'_> {
                 Some(result) if result.waiting.is_some() => {
                     // No result is stored: this call and the ones after it
                     // run when the operator has answered (`chat_continue`).
-                    self.reporter.step(&TurnStep { ok: Some(false), duration_ms: Some(began.elapsed().as_millis() as u64), ..tool_step });
+                    self.reporter.step(&TurnStep {
+                        ok: Some(false),
+                        duration_ms: Some(began.elapsed().as_millis() as u64),
+                        ..tool_step
+                    });
                     return Err(Stop::Waiting(result.waiting.unwrap_or_default()));
                 }
                 Some(refused) => refused,
@@ -380,8 +465,11 @@ impl Turn<'_> {
             self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
             let content = tools::cut(result.content, self.config.tools.max_result_bytes);
             let tokens = estimate_tokens(&content);
-            let message = ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
-            self.store.append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+            let message =
+                ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
+            self.store
+                .append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None))
+                .map_err(Stop::Failed)?;
             halted = (self.after_tool)();
         }
         if let Some(why) = halted {
@@ -397,7 +485,10 @@ impl Turn<'_> {
     fn check_spend(&self) -> Result<(), Stop> {
         let limits = &self.config.limits;
         let (day, month) = store::day_and_month_start(store::now_ms());
-        for (limit, since, name) in [(limits.max_cost_per_day_usd, day, "cost per day"), (limits.max_cost_per_month_usd, month, "cost per month")] {
+        for (limit, since, name) in [
+            (limits.max_cost_per_day_usd, day, "cost per day"),
+            (limits.max_cost_per_month_usd, month, "cost per month"),
+        ] {
             if let Some(limit) = limit {
                 let spent = self.store.spent_since(since).map_err(Stop::Failed)?;
                 if spent >= limit {
@@ -428,7 +519,9 @@ impl Turn<'_> {
             let summary_tokens = estimate_tokens(&summary);
             let after = before - context[..split].iter().map(|m| m.tokens).sum::<u64>() + summary_tokens;
             if after < before {
-                self.store.compact(self.session_id, context[split - 1].seq, &summary, summary_tokens, before, after, false).map_err(Stop::Failed)?;
+                self.store
+                    .compact(self.session_id, context[split - 1].seq, &summary, summary_tokens, before, after, false)
+                    .map_err(Stop::Failed)?;
                 self.reporter.publish("session.compacted", json!({"agent": self.agent, "session_id": self.session_id, "tokens_before": before, "tokens_after": after}));
                 let compacted = self.store.context(self.session_id).map_err(Stop::Failed)?;
                 if total(&compacted) <= window {
@@ -441,11 +534,16 @@ impl Turn<'_> {
         let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
         let split = compaction::truncation_point(&context, threshold.saturating_sub(system_tokens));
         if split == 0 {
-            return Err(Stop::Limit(format!("context window ({} tokens): the last message alone does not fit", self.thinker.context_window())));
+            return Err(Stop::Limit(format!(
+                "context window ({} tokens): the last message alone does not fit",
+                self.thinker.context_window()
+            )));
         }
         let notice = format!("[{split} earlier messages were dropped to fit the context window]");
         let after = total(&context[split..]) + estimate_tokens(&notice);
-        self.store.compact(self.session_id, context[split - 1].seq, &notice, estimate_tokens(&notice), before, after, true).map_err(Stop::Failed)?;
+        self.store
+            .compact(self.session_id, context[split - 1].seq, &notice, estimate_tokens(&notice), before, after, true)
+            .map_err(Stop::Failed)?;
         self.reporter.text(&format!("{notice}\n"));
         self.store.context(self.session_id).map_err(Stop::Failed)
     }
@@ -467,7 +565,10 @@ impl Turn<'_> {
             model: self.thinker.model().to_owned(),
             messages: vec![
                 ChatMessage::text(Role::System, system),
-                ChatMessage::text(Role::User, compaction::summarizer_input(prefix, self.config.session.summary_input_tokens)),
+                ChatMessage::text(
+                    Role::User,
+                    compaction::summarizer_input(prefix, self.config.session.summary_input_tokens),
+                ),
             ],
             tools: if native { vec![spec.clone()] } else { Vec::new() },
             max_tokens: self.config.model.max_tokens.min(400),
@@ -475,13 +576,25 @@ impl Turn<'_> {
         };
         let (response, answered) = match self.thinker.think(&request, &|_| {}, &self.cancel).await {
             Ok(answer) => answer,
-            Err(error) => return tracing::warn!(agent = self.agent, "the memory flush before compaction failed: {error}"),
+            Err(error) => {
+                return tracing::warn!(agent = self.agent, "the memory flush before compaction failed: {error}")
+            }
         };
-        let spend = SpendRow { turn_id: self.turn_id, provider: &answered.provider, model: &answered.model, usage: response.usage, cost_usd: answered.cost_usd };
+        let spend = SpendRow {
+            turn_id: self.turn_id,
+            provider: &answered.provider,
+            model: &answered.model,
+            usage: response.usage,
+            cost_usd: answered.cost_usd,
+        };
         if let Err(error) = self.store.spend(&spend) {
             tracing::error!(agent = self.agent, "recording the memory flush's spend: {error}");
         }
-        let calls = if response.tool_calls.is_empty() && !native { crate::provider::text_calls::parse(&response.text, &["memory_store"]).1 } else { response.tool_calls };
+        let calls = if response.tool_calls.is_empty() && !native {
+            crate::provider::text_calls::parse(&response.text, &["memory_store"]).1
+        } else {
+            response.tool_calls
+        };
         let mut stored = 0;
         for call in calls.iter().filter(|call| call.name == "memory_store").take(MAX_FLUSH_CALLS) {
             // Its own action IDs: the flush's answer is not a stored message.
@@ -491,7 +604,10 @@ impl Turn<'_> {
                 stored += 1;
             }
         }
-        self.reporter.publish("memory.flushed", json!({"agent": self.agent, "session_id": self.session_id, "turn_id": self.turn_id, "stored": stored}));
+        self.reporter.publish(
+            "memory.flushed",
+            json!({"agent": self.agent, "session_id": self.session_id, "turn_id": self.turn_id, "stored": stored}),
+        );
     }
 
     /// A summary of `prefix` from the model, with a bounded input; `None`
@@ -501,7 +617,10 @@ impl Turn<'_> {
         let request = ChatRequest {
             model: self.thinker.model().to_owned(),
             messages: vec![
-                ChatMessage::text(Role::System, "Summarize this conversation in a few sentences. Keep facts, decisions, names and open tasks."),
+                ChatMessage::text(
+                    Role::System,
+                    "Summarize this conversation in a few sentences. Keep facts, decisions, names and open tasks.",
+                ),
                 ChatMessage::text(Role::User, input),
             ],
             tools: Vec::new(),
@@ -510,7 +629,13 @@ impl Turn<'_> {
         };
         match self.thinker.think(&request, &|_| {}, &self.cancel).await {
             Ok((response, answered)) if !response.text.trim().is_empty() => {
-                let spend = SpendRow { turn_id: self.turn_id, provider: &answered.provider, model: &answered.model, usage: response.usage, cost_usd: answered.cost_usd };
+                let spend = SpendRow {
+                    turn_id: self.turn_id,
+                    provider: &answered.provider,
+                    model: &answered.model,
+                    usage: response.usage,
+                    cost_usd: answered.cost_usd,
+                };
                 if let Err(error) = self.store.spend(&spend) {
                     tracing::error!(agent = self.agent, "recording the summary's spend: {error}");
                 }
@@ -529,9 +654,18 @@ impl Turn<'_> {
 /// that answer's message number: what a turn that ended `waiting` (or was
 /// cut off) left to do. `None` when every call has its result.
 pub fn pending_calls(context: &[store::Stored]) -> Option<(i64, Vec<crate::provider::ToolCall>)> {
-    let asked = context.iter().rposition(|stored| stored.message.role == Role::Assistant && !stored.message.tool_calls.is_empty())?;
-    let answered: Vec<&str> = context[asked + 1..].iter().filter_map(|stored| stored.message.tool_call_id.as_deref()).collect();
-    let pending: Vec<_> = context[asked].message.tool_calls.iter().filter(|call| !answered.contains(&call.id.as_str())).cloned().collect();
+    let asked = context
+        .iter()
+        .rposition(|stored| stored.message.role == Role::Assistant && !stored.message.tool_calls.is_empty())?;
+    let answered: Vec<&str> =
+        context[asked + 1..].iter().filter_map(|stored| stored.message.tool_call_id.as_deref()).collect();
+    let pending: Vec<_> = context[asked]
+        .message
+        .tool_calls
+        .iter()
+        .filter(|call| !answered.contains(&call.id.as_str()))
+        .cloned()
+        .collect();
     (!pending.is_empty()).then(|| (context[asked].seq, pending))
 }
 
@@ -556,7 +690,9 @@ pub fn outcome(turn_id: &str, session_id: &str, status: TurnStatus, message: Opt
 /// outcome.
 fn store_outcome(store: &Store, outcome: &TurnOutcome) {
     if let Some(notice) = &outcome.message {
-        if let Err(error) = store.append(&outcome.session_id, &ChatMessage::text(Role::Assistant, notice.clone()), true, 0) {
+        if let Err(error) =
+            store.append(&outcome.session_id, &ChatMessage::text(Role::Assistant, notice.clone()), true, 0)
+        {
             tracing::error!(turn = outcome.turn_id, "storing the turn's notice: {error}");
         }
     }
@@ -568,9 +704,17 @@ fn store_outcome(store: &Store, outcome: &TurnOutcome) {
 
 /// The outcome of a turn that could not start (`why`): the operator's
 /// message and the reason are stored, so the transcript shows both.
-pub fn failed_to_start(store: &Store, session_id: &str, turn_id: &str, message: Option<&str>, why: &str) -> TurnOutcome {
+pub fn failed_to_start(
+    store: &Store,
+    session_id: &str,
+    turn_id: &str,
+    message: Option<&str>,
+    why: &str,
+) -> TurnOutcome {
     if let Some(message) = message {
-        if let Err(error) = store.append(session_id, &ChatMessage::text(Role::User, message), false, estimate_tokens(message)) {
+        if let Err(error) =
+            store.append(session_id, &ChatMessage::text(Role::User, message), false, estimate_tokens(message))
+        {
             tracing::error!(turn = turn_id, "storing the message: {error}");
         }
     }
@@ -587,7 +731,12 @@ pub fn abandon(store: &Store, session_id: &str, turn_id: &str, why: &str) -> Tur
     match store.context(session_id) {
         Ok(context) => {
             for call in pending_calls(&context).map(|(_, calls)| calls).unwrap_or_default() {
-                let refused = ChatMessage { role: Role::Tool, content: format!("error: not run: {why}"), tool_calls: Vec::new(), tool_call_id: Some(call.id) };
+                let refused = ChatMessage {
+                    role: Role::Tool,
+                    content: format!("error: not run: {why}"),
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some(call.id),
+                };
                 if let Err(error) = store.append(session_id, &refused, false, 10) {
                     tracing::error!(turn = turn_id, "storing a call's result: {error}");
                 }
@@ -595,7 +744,12 @@ pub fn abandon(store: &Store, session_id: &str, turn_id: &str, why: &str) -> Tur
         }
         Err(error) => tracing::error!(turn = turn_id, "reading the session: {error}"),
     }
-    let outcome = outcome(turn_id, session_id, TurnStatus::Failed, Some(format!("the turn was cut off by a restart and not resumed: {why}")));
+    let outcome = outcome(
+        turn_id,
+        session_id,
+        TurnStatus::Failed,
+        Some(format!("the turn was cut off by a restart and not resumed: {why}")),
+    );
     store_outcome(store, &outcome);
     outcome
 }

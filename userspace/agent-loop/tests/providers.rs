@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use clawos_agent_loop::provider::config::{self, ProviderConfig};
 use clawos_agent_loop::provider::reliable::{Reliable, RetryPolicy};
-use clawos_agent_loop::provider::{ChatMessage, ChatRequest, FinishReason, KeySource, ProviderError, Role, SharedProvider, ToolSpec, Usage};
+use clawos_agent_loop::provider::{
+    ChatMessage, ChatRequest, FinishReason, KeySource, ProviderError, Role, SharedProvider, ToolSpec, Usage,
+};
 use clawos_scripted_provider::{anthropic, openai, Reply, Script, Server};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
@@ -22,13 +24,21 @@ struct OneKey;
 
 impl KeySource for OneKey {
     fn key(&self, secret_id: &str) -> BoxFuture<'_, Result<Zeroizing<String>, String>> {
-        let answer = if secret_id == "provider-test" { Ok(Zeroizing::new(CANARY_KEY.to_owned())) } else { Err(format!("no secret `{secret_id}`")) };
+        let answer = if secret_id == "provider-test" {
+            Ok(Zeroizing::new(CANARY_KEY.to_owned()))
+        } else {
+            Err(format!("no secret `{secret_id}`"))
+        };
         async move { answer }.boxed()
     }
 }
 
 fn provider(server: &Server, kind: &str, extra: &str) -> SharedProvider {
-    let table: ProviderConfig = toml::from_str(&format!("kind = \"{kind}\"\nbase_url = \"{}\"\napi_key_secret = \"provider-test\"\n{extra}", server.api_url())).unwrap();
+    let table: ProviderConfig = toml::from_str(&format!(
+        "kind = \"{kind}\"\nbase_url = \"{}\"\napi_key_secret = \"provider-test\"\n{extra}",
+        server.api_url()
+    ))
+    .unwrap();
     config::build("scripted", &table, Arc::new(OneKey)).unwrap()
 }
 
@@ -36,7 +46,11 @@ fn request() -> ChatRequest {
     ChatRequest {
         model: "m".into(),
         messages: vec![ChatMessage::text(Role::System, "be brief"), ChatMessage::text(Role::User, "hi")],
-        tools: vec![ToolSpec { name: "text-stats".into(), description: "counts".into(), parameters: json!({"type": "object"}) }],
+        tools: vec![ToolSpec {
+            name: "text-stats".into(),
+            description: "counts".into(),
+            parameters: json!({"type": "object"}),
+        }],
         max_tokens: 64,
         temperature: None,
     }
@@ -72,23 +86,40 @@ async fn openai_text_streams_as_it_arrives_with_the_providers_usage() {
 async fn openai_tool_calls_split_across_deltas_are_assembled_by_index() {
     let script = Script::new()
         .reply(openai::tool_call("call_1", "text-stats", r#"{"text": "one two three"}"#, 5))
-        .reply(openai::parallel_tool_calls(&[("a", "file_read", r#"{"path": "x.md"}"#), ("b", "text-stats", r#"{"text": "y"}"#)], 3));
+        .reply(openai::parallel_tool_calls(
+            &[("a", "file_read", r#"{"path": "x.md"}"#), ("b", "text-stats", r#"{"text": "y"}"#)],
+            3,
+        ));
     let server = Server::start(script).await.unwrap();
     let provider = provider(&server, "openai", "");
     let (answer, _) = ask(&provider).await;
     let answer = answer.unwrap();
     assert_eq!(answer.finish, FinishReason::ToolCalls);
     assert_eq!(answer.tool_calls.len(), 1);
-    assert_eq!((answer.tool_calls[0].id.as_str(), answer.tool_calls[0].arguments.clone()), ("call_1", json!({"text": "one two three"})));
+    assert_eq!(
+        (answer.tool_calls[0].id.as_str(), answer.tool_calls[0].arguments.clone()),
+        ("call_1", json!({"text": "one two three"}))
+    );
     assert!(answer.usage.estimated, "no usage block: estimated");
     let (answer, _) = ask(&provider).await;
     let calls: Vec<_> = answer.unwrap().tool_calls.into_iter().map(|c| (c.id, c.name, c.arguments)).collect();
-    assert_eq!(calls, [("a".into(), "file_read".into(), json!({"path": "x.md"})), ("b".into(), "text-stats".into(), json!({"text": "y"}))]);
+    assert_eq!(
+        calls,
+        [
+            ("a".into(), "file_read".into(), json!({"path": "x.md"})),
+            ("b".into(), "text-stats".into(), json!({"text": "y"}))
+        ]
+    );
 }
 
 #[tokio::test]
 async fn anthropic_text_and_tool_use_are_native() {
-    let script = Script::new().reply(anthropic::text(["Hi ", "there"], Some((30, 4)))).reply(anthropic::tool_use("toolu_1", "text-stats", r#"{"text": "a b"}"#, 4));
+    let script = Script::new().reply(anthropic::text(["Hi ", "there"], Some((30, 4)))).reply(anthropic::tool_use(
+        "toolu_1",
+        "text-stats",
+        r#"{"text": "a b"}"#,
+        4,
+    ));
     let server = Server::start(script).await.unwrap();
     let provider = provider(&server, "anthropic", "");
     let (answer, shown) = ask(&provider).await;
@@ -98,7 +129,10 @@ async fn anthropic_text_and_tool_use_are_native() {
     let (answer, _) = ask(&provider).await;
     let answer = answer.unwrap();
     assert_eq!(answer.finish, FinishReason::ToolCalls);
-    assert_eq!((answer.tool_calls[0].name.as_str(), answer.tool_calls[0].arguments.clone()), ("text-stats", json!({"text": "a b"})));
+    assert_eq!(
+        (answer.tool_calls[0].name.as_str(), answer.tool_calls[0].arguments.clone()),
+        ("text-stats", json!({"text": "a b"}))
+    );
     let sent = &server.requests()[0];
     assert_eq!(sent.header("x-api-key"), Some(CANARY_KEY));
     assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
@@ -108,7 +142,9 @@ async fn anthropic_text_and_tool_use_are_native() {
 
 #[tokio::test]
 async fn a_429_is_retried_after_its_retry_after() {
-    let script = Script::new().reply(openai::error(429, "rate_limit_exceeded", "slow down").retry_after(1)).reply(openai::text(["ok"], None));
+    let script = Script::new()
+        .reply(openai::error(429, "rate_limit_exceeded", "slow down").retry_after(1))
+        .reply(openai::text(["ok"], None));
     let server = Server::start(script).await.unwrap();
     let reliable = Reliable::new(vec![(provider(&server, "openai", ""), "m".into())], policy(2));
     let started = Instant::now();
@@ -121,15 +157,22 @@ async fn a_429_is_retried_after_its_retry_after() {
 async fn a_route_whose_retries_are_spent_falls_back_to_the_next() {
     let failing = Server::start(Script::new().reply(Reply::server_error()).reply(Reply::server_error())).await.unwrap();
     let fallback = Server::start(Script::new().reply(anthropic::text(["from the fallback"], None))).await.unwrap();
-    let chain = vec![(provider(&failing, "openai", ""), "m1".to_owned()), (provider(&fallback, "anthropic", ""), "m2".to_owned())];
-    let (answer, index) = Reliable::new(chain, policy(1)).chat_stream_indexed(&request(), &|_| {}, &CancellationToken::new()).await.unwrap();
+    let chain = vec![
+        (provider(&failing, "openai", ""), "m1".to_owned()),
+        (provider(&fallback, "anthropic", ""), "m2".to_owned()),
+    ];
+    let (answer, index) = Reliable::new(chain, policy(1))
+        .chat_stream_indexed(&request(), &|_| {}, &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!((answer.text.as_str(), index, failing.served()), ("from the fallback", 1, 2));
     assert_eq!(fallback.requests()[0].body["model"], "m2", "each route asks its own model");
 }
 
 #[tokio::test]
 async fn malformed_json_is_an_error_that_is_not_retried() {
-    let server = Server::start(Script::new().reply(openai::malformed()).reply(openai::text(["never"], None))).await.unwrap();
+    let server =
+        Server::start(Script::new().reply(openai::malformed()).reply(openai::text(["never"], None))).await.unwrap();
     let reliable = Reliable::new(vec![(provider(&server, "openai", ""), "m".into())], policy(3));
     let error = reliable.chat_stream_indexed(&request(), &|_| {}, &CancellationToken::new()).await.unwrap_err();
     assert!(matches!(error, ProviderError::Malformed { .. }), "{error}");
@@ -140,7 +183,11 @@ async fn malformed_json_is_an_error_that_is_not_retried() {
 async fn a_stream_cut_before_its_end_is_interrupted_and_not_retried_once_text_was_shown() {
     // Cut after the first text chunk (after the role's): shown, so no
     // second answer.
-    let server = Server::start(Script::new().reply(openai::text(["par", "tial"], None).cut_after(2)).reply(openai::text(["again"], None))).await.unwrap();
+    let server = Server::start(
+        Script::new().reply(openai::text(["par", "tial"], None).cut_after(2)).reply(openai::text(["again"], None)),
+    )
+    .await
+    .unwrap();
     let reliable = Reliable::new(vec![(provider(&server, "openai", ""), "m".into())], policy(3));
     let shown = Mutex::new(String::new());
     let sink = |text: &str| shown.lock().unwrap().push_str(text);
@@ -149,7 +196,10 @@ async fn a_stream_cut_before_its_end_is_interrupted_and_not_retried_once_text_wa
     assert_eq!((shown.into_inner().unwrap().as_str(), server.served()), ("par", 1));
 
     // Cut before any text: nothing shown, so it is tried again.
-    let server = Server::start(Script::new().reply(openai::text(["x"], None).cut_after(0)).reply(openai::text(["whole"], None))).await.unwrap();
+    let server =
+        Server::start(Script::new().reply(openai::text(["x"], None).cut_after(0)).reply(openai::text(["whole"], None)))
+            .await
+            .unwrap();
     let reliable = Reliable::new(vec![(provider(&server, "openai", ""), "m".into())], policy(3));
     let (answer, _) = reliable.chat_stream_indexed(&request(), &|_| {}, &CancellationToken::new()).await.unwrap();
     assert_eq!((answer.text.as_str(), server.served()), ("whole", 2));
@@ -162,7 +212,8 @@ async fn a_stream_cut_before_its_end_is_interrupted_and_not_retried_once_text_wa
 
 #[tokio::test]
 async fn a_slow_stream_hits_the_idle_timeout_and_cancellation_stops_it() {
-    let server = Server::start(Script::new().reply(openai::text(["a", "b", "c"], None).event_delay_ms(800))).await.unwrap();
+    let server =
+        Server::start(Script::new().reply(openai::text(["a", "b", "c"], None).event_delay_ms(800))).await.unwrap();
     let (answer, _) = ask(&provider(&server, "openai", "idle_timeout_ms = 200")).await;
     assert!(matches!(answer, Err(ProviderError::Idle { idle_ms: 200, .. })), "{answer:?}");
 
@@ -173,7 +224,8 @@ async fn a_slow_stream_hits_the_idle_timeout_and_cancellation_stops_it() {
     let (answer, _) = ask(&provider(&server, "openai", "idle_timeout_ms = 400")).await;
     assert_eq!(answer.map(|answer| answer.text), Ok("kept alive".to_owned()));
 
-    let server = Server::start(Script::new().reply(openai::text(["a", "b", "c"], None).event_delay_ms(5_000))).await.unwrap();
+    let server =
+        Server::start(Script::new().reply(openai::text(["a", "b", "c"], None).event_delay_ms(5_000))).await.unwrap();
     let provider = provider(&server, "openai", "");
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
@@ -201,7 +253,11 @@ async fn the_key_never_appears_in_an_error_even_when_the_provider_echoes_it() {
         assert!(!error.contains(CANARY_KEY) && error.contains("[redacted]"), "{error}");
     }
     // A secret the vault does not have is the key's error, before any request.
-    let table: ProviderConfig = toml::from_str(&format!("kind = \"openai\"\nbase_url = \"{}\"\napi_key_secret = \"provider-missing\"\n", server.api_url())).unwrap();
+    let table: ProviderConfig = toml::from_str(&format!(
+        "kind = \"openai\"\nbase_url = \"{}\"\napi_key_secret = \"provider-missing\"\n",
+        server.api_url()
+    ))
+    .unwrap();
     let (answer, _) = ask(&config::build("scripted", &table, Arc::new(OneKey)).unwrap()).await;
     assert!(matches!(answer, Err(ProviderError::Key { .. })), "{answer:?}");
     assert_eq!(server.served(), 2);
@@ -209,7 +265,9 @@ async fn the_key_never_appears_in_an_error_even_when_the_provider_echoes_it() {
 
 #[tokio::test]
 async fn an_unreachable_provider_is_a_connect_error_naming_only_its_endpoint() {
-    let table: ProviderConfig = toml::from_str("kind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1?token=abc\"\nconnect_timeout_ms = 500\n").unwrap();
+    let table: ProviderConfig =
+        toml::from_str("kind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1?token=abc\"\nconnect_timeout_ms = 500\n")
+            .unwrap();
     let (answer, _) = ask(&config::build("down", &table, Arc::new(OneKey)).unwrap()).await;
     let error = answer.unwrap_err();
     assert!(matches!(error, ProviderError::Connect { .. }) && error.is_transient(), "{error}");
@@ -231,7 +289,11 @@ async fn a_server_on_a_unix_socket_is_reached_through_it() {
             tokio::spawn(async move { tokio::io::copy_bidirectional(&mut unix, &mut tcp).await });
         }
     });
-    let table: ProviderConfig = toml::from_str(&format!("kind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"{}\"\n", socket.display())).unwrap();
+    let table: ProviderConfig = toml::from_str(&format!(
+        "kind = \"openai\"\nbase_url = \"http://localhost/v1\"\nunix_socket = \"{}\"\n",
+        socket.display()
+    ))
+    .unwrap();
     let (answer, _) = ask(&config::build("local", &table, Arc::new(OneKey)).unwrap()).await;
     assert_eq!(answer.unwrap().text, "local");
     assert_eq!(server.requests()[0].path, "/v1/chat/completions");

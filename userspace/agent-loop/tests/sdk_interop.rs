@@ -14,40 +14,27 @@ use clawos_agent_loop::provider::{ChatMessage, Role};
 use clawos_agent_loop::store::Store;
 use serde_json::json;
 
-const SDK_SCRIPT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../agentfs/tests/interop/sdk.py"
-);
+const SDK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../agentfs/tests/interop/sdk.py");
 
 #[test]
 fn the_reference_sdk_opens_a_database_every_clawos_part_wrote() {
-    let found = Command::new("python3")
-        .args(["-c", "import agentfs_sdk"])
-        .status()
-        .is_ok_and(|s| s.success());
+    let found = Command::new("python3").args(["-c", "import agentfs_sdk"]).status().is_ok_and(|s| s.success());
     if !found {
-        clawos_test_require::missing("the AgentFS SDK interoperability test of a whole agent database", "python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk");
+        clawos_test_require::missing(
+            "the AgentFS SDK interoperability test of a whole agent database",
+            "python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let clawfs = Clawfs::new(Config {
-        vector_dimension: 128,
-        ..Config::new(dir.path())
-    })
-    .unwrap();
+    let clawfs = Clawfs::new(Config { vector_dimension: 128, ..Config::new(dir.path()) }).unwrap();
     clawfs.create_workspace("notes", "user").unwrap();
     let db = clawfs.workspace_dir("notes").unwrap().join(DATABASE_FILE);
-    let mut index = clawfs
-        .open_memory("notes", Some(Arc::new(HashingEmbedder::new(128))))
-        .unwrap();
-    index
-        .index_document("memory.md", "# People\n\nAda likes tea.\n")
-        .unwrap();
+    let mut index = clawfs.open_memory("notes", Some(Arc::new(HashingEmbedder::new(128)))).unwrap();
+    index.index_document("memory.md", "# People\n\nAda likes tea.\n").unwrap();
     drop(index);
     let mut agentfs = agentfs::AgentFs::open(&db).unwrap();
-    agentfs
-        .write_file("/memory.md", b"# People\n\nAda likes tea.\n")
-        .unwrap();
+    agentfs.write_file("/memory.md", b"# People\n\nAda likes tea.\n").unwrap();
     agentfs
         .record_tool_call(&agentfs::NewToolCall {
             name: "memory_store",
@@ -63,46 +50,23 @@ fn the_reference_sdk_opens_a_database_every_clawos_part_wrote() {
     drop(agentfs);
     let store = Store::open(&db).unwrap();
     store.ensure_session("s1").unwrap();
-    store
-        .append(
-            "s1",
-            &ChatMessage::text(Role::User, "what does Ada like?"),
-            false,
-            5,
-        )
-        .unwrap();
+    store.append("s1", &ChatMessage::text(Role::User, "what does Ada like?"), false, 5).unwrap();
     drop(store);
 
     let stored: i64 = rusqlite::Connection::open(&db)
         .unwrap()
-        .query_row(
-            "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger'", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, 0, "a trigger is stored in the file");
-    let output = Command::new("python3")
-        .arg(SDK_SCRIPT)
-        .args(["cat"])
-        .arg(&db)
-        .arg("/memory.md")
-        .output()
-        .unwrap();
+    let output = Command::new("python3").arg(SDK_SCRIPT).args(["cat"]).arg(&db).arg("/memory.md").output().unwrap();
     assert!(
         output.status.success(),
         "the SDK could not open the database: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert_eq!(
-        String::from_utf8_lossy(&output.stdout),
-        "# People\n\nAda likes tea.\n"
-    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "# People\n\nAda likes tea.\n");
     let report = agentfs::check::check_database(&db).unwrap();
-    assert!(
-        report.is_clean() && report.not_hardened.is_empty(),
-        "{report}"
-    );
+    assert!(report.is_clean() && report.not_hardened.is_empty(), "{report}");
 }
 
 #[test]
@@ -124,23 +88,11 @@ fn a_transcript_table_with_the_old_column_check_is_rebuilt_with_its_rows() {
         .unwrap();
     }
     let store = Store::open(&db).unwrap();
-    assert_eq!(
-        store
-            .context("s1")
-            .unwrap()
-            .into_iter()
-            .map(|m| m.message.content)
-            .collect::<Vec<_>>(),
-        ["kept"]
-    );
+    assert_eq!(store.context("s1").unwrap().into_iter().map(|m| m.message.content).collect::<Vec<_>>(), ["kept"]);
     drop(store);
     let sql: String = rusqlite::Connection::open(&db)
         .unwrap()
-        .query_row(
-            "SELECT sql FROM sqlite_schema WHERE name = 'clawos_session_message'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT sql FROM sqlite_schema WHERE name = 'clawos_session_message'", [], |r| r.get(0))
         .unwrap();
     assert!(!sql.contains("NOT NULL CHECK"), "{sql}");
     // The CHECK is still enforced, as a table constraint.

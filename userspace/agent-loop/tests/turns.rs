@@ -46,12 +46,20 @@ struct Tools {
 }
 
 impl Runner for Tools {
-    fn check<'a>(&'a self, action_id: &'a str, name: &'a str, _arguments: &'a Value) -> BoxFuture<'a, Option<CallResult>> {
+    fn check<'a>(
+        &'a self,
+        action_id: &'a str,
+        name: &'a str,
+        _arguments: &'a Value,
+    ) -> BoxFuture<'a, Option<CallResult>> {
         self.actions.lock().unwrap().push(action_id.to_owned());
         let approved = self.approved.lock().unwrap().contains(&action_id.to_owned());
         let decided = match name {
             // security-agent's stand-in: this tool needs the operator's approval.
-            "file_write" if !approved => Some(CallResult { waiting: Some(format!("waiting for the operator: approve {action_id}")), ..CallResult::default() }),
+            "file_write" if !approved => Some(CallResult {
+                waiting: Some(format!("waiting for the operator: approve {action_id}")),
+                ..CallResult::default()
+            }),
             _ => None,
         };
         async move { decided }.boxed()
@@ -91,7 +99,14 @@ impl Reporter for Seen {
 }
 
 fn specs() -> Vec<ToolSpec> {
-    ["text-stats", "huge", "memory_store", "file_write", "hang"].iter().map(|name| ToolSpec { name: (*name).into(), description: "a tool".into(), parameters: json!({"type": "object", "properties": {"text": {}}}) }).collect()
+    ["text-stats", "huge", "memory_store", "file_write", "hang"]
+        .iter()
+        .map(|name| ToolSpec {
+            name: (*name).into(),
+            description: "a tool".into(),
+            parameters: json!({"type": "object", "properties": {"text": {}}}),
+        })
+        .collect()
 }
 
 type Ran = (clawos_api::agent_loop::TurnOutcome, Store, Tools, Seen, tempfile::TempDir);
@@ -128,7 +143,14 @@ fn soul_guard(tools: &Tools) -> impl Fn() -> Option<String> + Send + Sync + '_ {
 }
 
 /// Runs one turn for `message` (a continuation without one) with `tools`.
-async fn run_with(dir: tempfile::TempDir, server: &Server, extra: &str, native: bool, tools: Tools, message: Option<&str>) -> Ran {
+async fn run_with(
+    dir: tempfile::TempDir,
+    server: &Server,
+    extra: &str,
+    native: bool,
+    tools: Tools,
+    message: Option<&str>,
+) -> Ran {
     let config = agent_config(server, extra, native);
     let store = Store::open(&dir.path().join("workspace.db")).unwrap();
     store.ensure_session("s1").unwrap();
@@ -158,7 +180,9 @@ async fn run_with(dir: tempfile::TempDir, server: &Server, extra: &str, native: 
 
 #[tokio::test]
 async fn a_tool_call_goes_to_its_tool_and_its_result_back_to_the_model() {
-    let script = Script::new().reply(openai::tool_call("c1", "text-stats", r#"{"text": "one two three"}"#, 3)).reply(openai::text(["Three ", "words."], Some((50, 2))));
+    let script = Script::new()
+        .reply(openai::tool_call("c1", "text-stats", r#"{"text": "one two three"}"#, 3))
+        .reply(openai::text(["Three ", "words."], Some((50, 2))));
     let server = Server::start(script).await.unwrap();
     let (outcome, store, tools, seen, _dir) = run_turn(&server, "", true).await;
     assert_eq!(outcome.status, TurnStatus::Done, "{outcome:?}");
@@ -179,11 +203,21 @@ async fn a_halt_after_a_tool_call_ends_the_turn_and_the_calls_after_it_are_not_r
     let calls = [("c1", "rewrite-soul", "{}"), ("c2", "text-stats", r#"{"text": "a"}"#)];
     let server = Server::start(Script::new().reply(openai::parallel_tool_calls(&calls, 2))).await.unwrap();
     let (outcome, store, tools, _seen, _dir) = run_turn(&server, "", true).await;
-    assert_eq!((outcome.status, outcome.message.as_deref()), (TurnStatus::Halted, Some("the agent is halted: soul.md: held")), "{outcome:?}");
+    assert_eq!(
+        (outcome.status, outcome.message.as_deref()),
+        (TurnStatus::Halted, Some("the agent is halted: soul.md: held")),
+        "{outcome:?}"
+    );
     assert_eq!(tools.calls.lock().unwrap().len(), 1, "the call after the halt ran");
     assert_eq!(server.served(), 1);
     // Every call has its result, so the session stays valid for the next turn.
-    let results: Vec<String> = store.transcript("s1").unwrap().into_iter().filter(|s| s.message.role == Role::Tool).map(|s| s.message.content).collect();
+    let results: Vec<String> = store
+        .transcript("s1")
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.message.role == Role::Tool)
+        .map(|s| s.message.content)
+        .collect();
     assert_eq!(results.len(), 2);
     assert_eq!(results[1], "error: not run: the agent was halted");
 }
@@ -191,7 +225,10 @@ async fn a_halt_after_a_tool_call_ends_the_turn_and_the_calls_after_it_are_not_r
 #[tokio::test]
 async fn a_model_without_native_tools_calls_them_as_text() {
     let script = Script::new()
-        .reply(openai::text(["<tool_call>{\"name\": \"text-stats\", ", "\"arguments\": {\"text\": \"a b c\"}}</tool_call>"], None))
+        .reply(openai::text(
+            ["<tool_call>{\"name\": \"text-stats\", ", "\"arguments\": {\"text\": \"a b c\"}}</tool_call>"],
+            None,
+        ))
         .reply(openai::text(["Done."], None));
     let server = Server::start(script).await.unwrap();
     let (outcome, _store, tools, _seen, _dir) = run_turn(&server, "", false).await;
@@ -211,7 +248,13 @@ async fn an_unknown_tool_is_a_result_for_the_model_not_a_crash_and_long_results_
     let (outcome, _store, _tools, _seen, _dir) = run_turn(&server, "[tools]\nmax_result_bytes = 60\n", true).await;
     assert_eq!(outcome.status, TurnStatus::Done, "{outcome:?}");
     let second = &server.requests()[1].body;
-    let results: Vec<&str> = second["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
+    let results: Vec<&str> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
     assert!(results[0].starts_with("error: there is no tool `no-such-tool`"), "{results:?}");
     assert_eq!(results[1], format!("{}\n[result cut: 60 of 100 bytes shown]", "x".repeat(60)));
 }
@@ -229,24 +272,39 @@ async fn each_limit_ends_the_turn_with_a_message_naming_it() {
     assert!(last.message.content.contains("steps per turn"), "the notice is in the transcript");
 
     // Tool calls per turn.
-    let server = Server::start(Script::new().reply(openai::parallel_tool_calls(&[("a", "text-stats", "{}"), ("b", "text-stats", "{}")], 1))).await.unwrap();
+    let server = Server::start(
+        Script::new().reply(openai::parallel_tool_calls(&[("a", "text-stats", "{}"), ("b", "text-stats", "{}")], 1)),
+    )
+    .await
+    .unwrap();
     let (outcome, _store, tools, _seen, _dir) = run_turn(&server, "[limits]\nmax_tool_calls = 1\n", true).await;
     assert_eq!((outcome.status, tools.calls.lock().unwrap().len()), (TurnStatus::Limit, 1));
     assert!(outcome.message.unwrap().contains("tool calls per turn (1)"));
 
     // Tokens per turn: the first answer's usage passes the limit.
-    let server = Server::start(Script::new().reply(openai::tool_call("a", "text-stats", "{}", 1)).reply(openai::text(["x"], None))).await.unwrap();
+    let server = Server::start(
+        Script::new().reply(openai::tool_call("a", "text-stats", "{}", 1)).reply(openai::text(["x"], None)),
+    )
+    .await
+    .unwrap();
     let (outcome, _store, _tools, _seen, _dir) = run_turn(&server, "[limits]\nmax_tokens = 5\n", true).await;
     assert_eq!(outcome.status, TurnStatus::Limit);
     assert!(outcome.message.unwrap().contains("tokens per turn (5)"));
 
     // Cost per day, checked before the request that would spend more: the
     // first turn spends $2, the next one is refused without a request.
-    let server = Server::start(Script::new().reply(openai::text(["expensive"], Some((2_000_000, 10)))).reply(openai::text(["never sent"], None))).await.unwrap();
+    let server = Server::start(
+        Script::new()
+            .reply(openai::text(["expensive"], Some((2_000_000, 10))))
+            .reply(openai::text(["never sent"], None)),
+    )
+    .await
+    .unwrap();
     let (outcome, _store, _tools, _seen, dir) = run_turn(&server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
     assert_eq!(outcome.status, TurnStatus::Done);
     assert!(outcome.cost_usd > 2.0, "{outcome:?}");
-    let (outcome, _store, _tools, _seen, _dir) = run_turn_in(dir, &server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
+    let (outcome, _store, _tools, _seen, _dir) =
+        run_turn_in(dir, &server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
     assert_eq!((outcome.status, outcome.steps), (TurnStatus::Limit, 0));
     assert!(outcome.message.unwrap().contains("cost per day ($1.00"));
     assert_eq!(server.served(), 1);
@@ -268,7 +326,17 @@ async fn before_a_compaction_the_model_gets_a_silent_turn_to_store_memories() {
     store.ensure_session("s1").unwrap();
     for n in 0..10 {
         let role = if n % 2 == 0 { Role::User } else { Role::Assistant };
-        store.append("s1", &clawos_agent_loop::provider::ChatMessage::text(role, format!("old message {n}: the boiler code is 4471")), false, 60).unwrap();
+        store
+            .append(
+                "s1",
+                &clawos_agent_loop::provider::ChatMessage::text(
+                    role,
+                    format!("old message {n}: the boiler code is 4471"),
+                ),
+                false,
+                60,
+            )
+            .unwrap();
     }
     drop(store);
     let script = Script::new()
@@ -276,21 +344,33 @@ async fn before_a_compaction_the_model_gets_a_silent_turn_to_store_memories() {
         .reply(openai::text(["A summary."], Some((10, 3))))
         .reply(openai::text(["Done."], Some((10, 1))));
     let server = Server::start(script).await.unwrap();
-    let (outcome, store, tools, seen, _dir) = run_turn_in(dir, &server, "[session]\nkeep_recent = 2\n[limits]\nmax_steps = 3", true).await;
+    let (outcome, store, tools, seen, _dir) =
+        run_turn_in(dir, &server, "[session]\nkeep_recent = 2\n[limits]\nmax_steps = 3", true).await;
     assert_eq!(outcome.status, TurnStatus::Done, "{outcome:?}");
     let flush = &server.requests()[0].body;
     assert!(flush["messages"][0]["content"].as_str().unwrap().contains("about to be replaced"), "{flush}");
     assert_eq!(flush["tools"].as_array().unwrap().len(), 1);
     assert_eq!(flush["tools"][0]["function"]["name"], "memory_store");
     assert!(flush["messages"][1]["content"].as_str().unwrap().contains("boiler code"));
-    assert_eq!(tools.calls.lock().unwrap()[0], ("memory_store".to_owned(), json!({"content": "The boiler code is 4471."})));
-    let flushed: Vec<Value> = seen.events.lock().unwrap().iter().filter(|(name, _)| name == "memory.flushed").map(|(_, data)| data.clone()).collect();
+    assert_eq!(
+        tools.calls.lock().unwrap()[0],
+        ("memory_store".to_owned(), json!({"content": "The boiler code is 4471."}))
+    );
+    let flushed: Vec<Value> = seen
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name == "memory.flushed")
+        .map(|(_, data)| data.clone())
+        .collect();
     assert_eq!(flushed.len(), 1);
     assert_eq!(flushed[0]["stored"], 1);
     // Nothing of the silent turn reaches the operator or the transcript.
     assert_eq!(*seen.text.lock().unwrap(), "Done.");
     let transcript = store.transcript("s1").unwrap();
-    assert!(transcript.iter().all(|stored| stored.message.tool_calls.iter().all(|call| call.id != "f1") && stored.message.tool_call_id.as_deref() != Some("f1")));
+    assert!(transcript.iter().all(|stored| stored.message.tool_calls.iter().all(|call| call.id != "f1")
+        && stored.message.tool_call_id.as_deref() != Some("f1")));
 }
 
 #[tokio::test]
@@ -341,7 +421,19 @@ async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once(
     store.turn_started("t-cut", "s1", None).unwrap();
     let (tools, seen) = (Tools { hangs: true, ..Tools::default() }, Seen::default());
     let after_tool = soul_guard(&tools);
-    let turn = Turn { agent: "a", config: &config, store: &store, thinker: &*thinker, tools: &tools, session_id: "s1", turn_id: "t-cut", persona: "", after_tool: &after_tool, cancel: CancellationToken::new(), reporter: &seen };
+    let turn = Turn {
+        agent: "a",
+        config: &config,
+        store: &store,
+        thinker: &*thinker,
+        tools: &tools,
+        session_id: "s1",
+        turn_id: "t-cut",
+        persona: "",
+        after_tool: &after_tool,
+        cancel: CancellationToken::new(),
+        reporter: &seen,
+    };
     let cut = tokio::time::timeout(std::time::Duration::from_secs(2), turn.run(Some("count"), &specs())).await;
     assert!(cut.is_err(), "the hanging call returned");
     drop(turn);
@@ -359,9 +451,25 @@ async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once(
     // This time the tool answers.
     let resumed_tools = Tools::default();
     let after_tool = soul_guard(&resumed_tools);
-    let turn = Turn { agent: "a", config: &config, store: &store, thinker: &*thinker, tools: &resumed_tools, session_id: "s1", turn_id: "t-cut", persona: "", after_tool: &after_tool, cancel: CancellationToken::new(), reporter: &seen };
+    let turn = Turn {
+        agent: "a",
+        config: &config,
+        store: &store,
+        thinker: &*thinker,
+        tools: &resumed_tools,
+        session_id: "s1",
+        turn_id: "t-cut",
+        persona: "",
+        after_tool: &after_tool,
+        cancel: CancellationToken::new(),
+        reporter: &seen,
+    };
     let outcome = turn.resume(progress, found.in_flight, &specs()).await;
-    assert_eq!((outcome.status, outcome.answer.as_str(), outcome.steps, outcome.tool_calls), (TurnStatus::Done, "Resumed.", 2, 1), "{outcome:?}");
+    assert_eq!(
+        (outcome.status, outcome.answer.as_str(), outcome.steps, outcome.tool_calls),
+        (TurnStatus::Done, "Resumed.", 2, 1),
+        "{outcome:?}"
+    );
     assert!(resumed_tools.actions.lock().unwrap().is_empty(), "the policy was asked again about an allowed call");
     assert_eq!(*resumed_tools.ran.lock().unwrap(), [action], "the call ran again once, with its key");
     let roles: Vec<Role> = store.transcript("s1").unwrap().into_iter().map(|s| s.message.role).collect();
@@ -380,14 +488,23 @@ async fn a_cut_off_turn_that_cannot_resume_is_ended_and_its_call_answered() {
     store.ensure_session("s1").unwrap();
     store.turn_started("t-left", "s1", None).unwrap();
     store.append("s1", &clawos_agent_loop::provider::ChatMessage::text(Role::User, "count"), false, 1).unwrap();
-    let call = clawos_agent_loop::provider::ToolCall { id: "c1".into(), name: "text-stats".into(), arguments: json!({}) };
-    let asked = clawos_agent_loop::provider::ChatMessage { role: Role::Assistant, content: String::new(), tool_calls: vec![call], tool_call_id: None };
+    let call =
+        clawos_agent_loop::provider::ToolCall { id: "c1".into(), name: "text-stats".into(), arguments: json!({}) };
+    let asked = clawos_agent_loop::provider::ChatMessage {
+        role: Role::Assistant,
+        content: String::new(),
+        tool_calls: vec![call],
+        tool_call_id: None,
+    };
     store.append("s1", &asked, false, 1).unwrap();
     assert_eq!(store.unfinished_turns().unwrap().len(), 1);
 
     let outcome = clawos_agent_loop::turn::abandon(&store, "s1", "t-left", "agent `a` is paused");
     assert_eq!(outcome.status, TurnStatus::Failed);
     assert!(outcome.message.as_deref().unwrap().contains("not resumed: agent `a` is paused"), "{outcome:?}");
-    assert!(clawos_agent_loop::turn::pending_calls(&store.context("s1").unwrap()).is_none(), "the call was left without a result");
+    assert!(
+        clawos_agent_loop::turn::pending_calls(&store.context("s1").unwrap()).is_none(),
+        "the call was left without a result"
+    );
     assert!(store.unfinished_turns().unwrap().is_empty());
 }

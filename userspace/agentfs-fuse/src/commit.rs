@@ -100,9 +100,9 @@ impl Shared {
     }
 
     fn batch_is_due(&self) -> bool {
-        self.batch.as_ref().is_some_and(|batch| {
-            batch.since.elapsed() >= self.policy.interval || batch.bytes >= MAX_BATCH_BYTES
-        })
+        self.batch
+            .as_ref()
+            .is_some_and(|batch| batch.since.elapsed() >= self.policy.interval || batch.bytes >= MAX_BATCH_BYTES)
     }
 }
 

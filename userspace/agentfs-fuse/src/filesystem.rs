@@ -204,7 +204,8 @@ impl WorkspaceFs {
             Some(idx) => &dir[..idx],
         };
         let parent_stat = self.fs().lstat(parent).map_err(|err| err.errno())?;
-        let mut entries = vec![(".".to_owned(), self.attr_of(ino)?), ("..".to_owned(), self.attr(parent, parent_stat)?)];
+        let mut entries =
+            vec![(".".to_owned(), self.attr_of(ino)?), ("..".to_owned(), self.attr(parent, parent_stat)?)];
         for (name, stat) in children {
             if dir == "/" && name == ORPHANS[1..] {
                 continue;

@@ -56,12 +56,8 @@ impl InodePaths {
     pub(crate) fn rename(&mut self, from: &str, to: &str) {
         self.remove(to);
         let below = format!("{from}/");
-        let moved: Vec<String> = self
-            .by_path
-            .keys()
-            .filter(|path| *path == from || path.starts_with(&below))
-            .cloned()
-            .collect();
+        let moved: Vec<String> =
+            self.by_path.keys().filter(|path| *path == from || path.starts_with(&below)).cloned().collect();
         for old in moved {
             let ino = self.by_path[&old];
             self.remove(&old);

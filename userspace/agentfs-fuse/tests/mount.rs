@@ -124,8 +124,10 @@ fn large_files_and_long_directories_round_trip() {
     for name in &expected {
         fs::write(mnt.path(&format!("many/{name}")), name.as_bytes()).unwrap();
     }
-    let mut listed: Vec<String> =
-        fs::read_dir(mnt.path("many")).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
+    let mut listed: Vec<String> = fs::read_dir(mnt.path("many"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
     listed.sort();
     expected.sort();
     assert_eq!(listed, expected);
@@ -155,12 +157,20 @@ fn overlay_copy_up_keeps_base_inode_numbers() {
     assert_eq!(fs::read_to_string(base.path().join("src/main.rs")).unwrap(), "fn main() {}\n", "base was written");
 
     fs::hard_link(mnt.path("README"), mnt.path("README.link")).unwrap();
-    assert_eq!(fs::metadata(mnt.path("README.link")).unwrap().ino(), fs::metadata(base.path().join("README")).unwrap().ino());
+    assert_eq!(
+        fs::metadata(mnt.path("README.link")).unwrap().ino(),
+        fs::metadata(base.path().join("README")).unwrap().ino()
+    );
     fs::remove_file(mnt.path("README")).unwrap();
     assert!(!mnt.path("README").exists(), "the whiteout hides the base file");
     assert!(base.path().join("README").exists());
-    let names: Vec<String> = fs::read_dir(mnt.path("")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert!(names.contains(&"src".to_owned()) && names.contains(&"README.link".to_owned()) && !names.contains(&"README".to_owned()));
+    let names: Vec<String> =
+        fs::read_dir(mnt.path("")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(
+        names.contains(&"src".to_owned())
+            && names.contains(&"README.link".to_owned())
+            && !names.contains(&"README".to_owned())
+    );
 
     let db = mnt.stop();
     let options = OpenOptions { base: Some(BaseSource::HostDir(base.path().to_owned())), ..OpenOptions::default() };
@@ -274,7 +284,8 @@ fn an_unlinked_or_replaced_file_stays_usable_while_open() {
 
 #[test]
 fn a_killed_mount_keeps_what_was_fsynced_and_what_settled_for_a_commit_interval() {
-    let Some(mut mnt) = Mounted::start("a_killed_mount_keeps_what_was_fsynced_and_what_settled_for_a_commit_interval", None)
+    let Some(mut mnt) =
+        Mounted::start("a_killed_mount_keeps_what_was_fsynced_and_what_settled_for_a_commit_interval", None)
     else {
         return;
     };

@@ -38,9 +38,7 @@ impl BaseSource {
             BaseSource::HostDir(path) => {
                 let meta = fs::metadata(path).map_err(|source| host_error(path, source))?;
                 if !meta.is_dir() {
-                    return Err(Error::NotADirectory {
-                        path: path.display().to_string(),
-                    });
+                    return Err(Error::NotADirectory { path: path.display().to_string() });
                 }
                 Box::new(HostDirBase { root: path.clone() })
             }
@@ -76,10 +74,8 @@ struct AgentFsBase {
 
 impl AgentFsBase {
     fn open(path: &Path) -> Result<Self> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         let chunk_size = crate::db::read_chunk_size(&conn)?;
         let has_xattrs = crate::db::table_exists(&conn, "clawos_xattr")?;
         let has_nsec = crate::db::table_exists(&conn, "clawos_inode_nsec")?;
@@ -122,9 +118,8 @@ impl BaseLayer for AgentFsBase {
 
     fn readdir(&self, path: &str) -> Result<Vec<(String, Stat)>> {
         let ino = self.existing(path)?;
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT name, ino FROM fs_dentry WHERE parent_ino = ? ORDER BY name")?;
+        let mut stmt =
+            self.conn.prepare_cached("SELECT name, ino FROM fs_dentry WHERE parent_ino = ? ORDER BY name")?;
         let rows = stmt
             .query_map([ino], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
             .collect::<Result<Vec<_>, _>>()?;
@@ -147,9 +142,7 @@ impl BaseLayer for AgentFsBase {
     }
 
     fn max_ino(&self) -> Result<u64> {
-        Ok(self
-            .conn
-            .query_row("SELECT COALESCE(MAX(ino), 1) FROM fs_inode", [], |row| row.get(0))?)
+        Ok(self.conn.query_row("SELECT COALESCE(MAX(ino), 1) FROM fs_inode", [], |row| row.get(0))?)
     }
 }
 
@@ -166,10 +159,7 @@ impl HostDirBase {
 }
 
 fn host_error(path: &Path, source: std::io::Error) -> Error {
-    Error::Host {
-        path: path.display().to_string(),
-        source,
-    }
+    Error::Host { path: path.display().to_string(), source }
 }
 
 fn host_stat(meta: &fs::Metadata) -> Stat {
@@ -192,14 +182,7 @@ impl BaseLayer for HostDirBase {
         let host = self.host_path(path);
         match fs::symlink_metadata(&host) {
             Ok(meta) => Ok(Some(host_stat(&meta))),
-            Err(err)
-                if matches!(
-                    err.raw_os_error(),
-                    Some(libc::ENOENT) | Some(libc::ENOTDIR)
-                ) =>
-            {
-                Ok(None)
-            }
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => Ok(None),
             Err(err) => Err(host_error(&host, err)),
         }
     }
@@ -207,12 +190,9 @@ impl BaseLayer for HostDirBase {
     fn read(&self, path: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
         let host = self.host_path(path);
         let mut file = fs::File::open(&host).map_err(|err| host_error(&host, err))?;
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|err| host_error(&host, err))?;
+        file.seek(SeekFrom::Start(offset)).map_err(|err| host_error(&host, err))?;
         let mut buf = Vec::new();
-        file.take(len)
-            .read_to_end(&mut buf)
-            .map_err(|err| host_error(&host, err))?;
+        file.take(len).read_to_end(&mut buf).map_err(|err| host_error(&host, err))?;
         Ok(buf)
     }
 

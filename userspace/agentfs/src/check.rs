@@ -295,10 +295,8 @@ pub fn check_connection(conn: &Connection) -> Result<Report> {
 
 fn run_rules(conn: &Connection) -> Result<Report> {
     let mut report = Report::default();
-    let integrity: Vec<String> = conn
-        .prepare("PRAGMA integrity_check")?
-        .query_map([], |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let integrity: Vec<String> =
+        conn.prepare("PRAGMA integrity_check")?.query_map([], |row| row.get(0))?.collect::<rusqlite::Result<_>>()?;
     for line in integrity.into_iter().filter(|line| line != "ok") {
         report.violations.push(Violation {
             rule: "sqlite.integrity",
@@ -328,10 +326,8 @@ fn run_rules(conn: &Connection) -> Result<Report> {
         if !present {
             continue;
         }
-        let details: Vec<String> = conn
-            .prepare(rule.sql)?
-            .query_map([], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let details: Vec<String> =
+            conn.prepare(rule.sql)?.query_map([], |row| row.get(0))?.collect::<rusqlite::Result<_>>()?;
         report.violations.extend(details.into_iter().map(|detail| Violation {
             rule: rule.id,
             description: rule.description,
@@ -345,8 +341,7 @@ fn run_rules(conn: &Connection) -> Result<Report> {
 }
 
 const CHAIN_RULE: &str = "tool_calls.5";
-const CHAIN_DESCRIPTION: &str =
-    "records are not updated or deleted (ClawOS's hash chain of the calls it recorded)";
+const CHAIN_DESCRIPTION: &str = "records are not updated or deleted (ClawOS's hash chain of the calls it recorded)";
 
 /// Recomputes the hash chain over the calls as they are now. Each link is
 /// checked against the stored link before it, so one changed call is
@@ -370,9 +365,7 @@ fn check_chain(conn: &Connection, report: &mut Report) -> Result<()> {
         report.violations.push(Violation {
             rule: CHAIN_RULE,
             description: CHAIN_DESCRIPTION,
-            detail:
-                "the hash chain is there but clawos_tool_call_meta or clawos_tool_call_key is gone"
-                    .to_owned(),
+            detail: "the hash chain is there but clawos_tool_call_meta or clawos_tool_call_key is gone".to_owned(),
         });
         return Ok(());
     }
@@ -394,14 +387,9 @@ fn check_chain(conn: &Connection, report: &mut Report) -> Result<()> {
         let detail = if row.get::<_, Option<i64>>(2)?.is_none() {
             Some(format!("call {call_id} was deleted"))
         } else {
-            let (name, parameters, result, error): (
-                String,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-            ) = (row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?);
-            let (session_id, idempotency_key): (Option<String>, Option<String>) =
-                (row.get(10)?, row.get(14)?);
+            let (name, parameters, result, error): (String, Option<String>, Option<String>, Option<String>) =
+                (row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?);
+            let (session_id, idempotency_key): (Option<String>, Option<String>) = (row.get(10)?, row.get(14)?);
             let call = crate::tool_calls::ChainedCall {
                 id: call_id,
                 name: &name,
@@ -422,11 +410,7 @@ fn check_chain(conn: &Connection, report: &mut Report) -> Result<()> {
             })
         };
         if let Some(detail) = detail {
-            report.violations.push(Violation {
-                rule: CHAIN_RULE,
-                description: CHAIN_DESCRIPTION,
-                detail,
-            });
+            report.violations.push(Violation { rule: CHAIN_RULE, description: CHAIN_DESCRIPTION, detail });
         }
         previous = stored;
     }
@@ -436,11 +420,7 @@ fn check_chain(conn: &Connection, report: &mut Report) -> Result<()> {
         .collect::<rusqlite::Result<_>>()?;
     if !outside.is_empty() {
         let ids: Vec<String> = outside.iter().take(20).map(i64::to_string).collect();
-        let more = if outside.len() > ids.len() {
-            ", ..."
-        } else {
-            ""
-        };
+        let more = if outside.len() > ids.len() { ", ..." } else { "" };
         report.not_hardened.push(format!(
             "{} tool call(s) outside the hash chain (recorded by another implementation, or before ClawOS kept one): ids {}{more}",
             outside.len(),

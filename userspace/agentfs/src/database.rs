@@ -84,7 +84,10 @@ enum BatchState {
     /// SQLite rolled the batch's transaction back by itself (it does on a
     /// full disk, an I/O error or an interrupted statement): every later
     /// operation of the batch must fail, or it would commit on its own.
-    RolledBack { cause: String, errno: i32 },
+    RolledBack {
+        cause: String,
+        errno: i32,
+    },
 }
 
 /// One operation's savepoint inside a batch. Dropped without
@@ -140,10 +143,7 @@ impl AgentFs {
                 // Delta inodes are numbered above every base inode so that the
                 // numbers `stat` reports never collide across layers.
                 let floor = base.max_ino()?;
-                conn.execute(
-                    "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'fs_inode'",
-                    [floor],
-                )?;
+                conn.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'fs_inode'", [floor])?;
                 Some(base)
             }
             None => None,
@@ -232,7 +232,8 @@ impl AgentFs {
     }
 
     fn atomic<T>(&mut self, behavior: TransactionBehavior, op: impl FnOnce(&Ctx<'_>) -> Result<T>) -> Result<T> {
-        let (chunk_size, file_size_limit, base, owner) = (self.chunk_size, self.file_size_limit, self.base.as_deref(), self.owner);
+        let (chunk_size, file_size_limit, base, owner) =
+            (self.chunk_size, self.file_size_limit, self.base.as_deref(), self.owner);
         let run = |conn: &Connection| op(&Ctx { conn, chunk_size, file_size_limit, base, owner });
         match &self.batch {
             BatchState::None => {
@@ -597,9 +598,7 @@ impl AgentFs {
     pub fn get_xattr(&mut self, path: &str, name: &str) -> Result<Vec<u8>> {
         self.read_tx(|cx| {
             let (real, node) = cx.resolve(path, false)?;
-            cx.xattrs(&real, &node)?
-                .remove(name)
-                .ok_or_else(|| Error::NoSuchAttribute { name: name.to_owned() })
+            cx.xattrs(&real, &node)?.remove(name).ok_or_else(|| Error::NoSuchAttribute { name: name.to_owned() })
         })
     }
 

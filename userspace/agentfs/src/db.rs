@@ -131,16 +131,10 @@ pub(crate) fn init(conn: &mut Connection, chunk_size: u64) -> Result<u64> {
     for name in STORED_TRIGGERS {
         tx.execute_batch(&format!("DROP TRIGGER IF EXISTS main.{name}"))?;
     }
-    tx.execute(
-        "INSERT OR IGNORE INTO fs_config (key, value) VALUES ('chunk_size', ?)",
-        [chunk_size.to_string()],
-    )?;
+    tx.execute("INSERT OR IGNORE INTO fs_config (key, value) VALUES ('chunk_size', ?)", [chunk_size.to_string()])?;
     // The reference SDK records the spec version it follows under this key
     // and rewrites it on every open; matching it keeps both views equal.
-    tx.execute(
-        "INSERT OR IGNORE INTO fs_config (key, value) VALUES ('schema_version', '0.4')",
-        [],
-    )?;
+    tx.execute("INSERT OR IGNORE INTO fs_config (key, value) VALUES ('schema_version', '0.4')", [])?;
     tx.execute(
         "INSERT OR IGNORE INTO fs_inode (ino, mode, nlink, uid, gid, size, atime, mtime, ctime)
          VALUES (1, 16877, 1, 0, 0, 0, unixepoch(), unixepoch(), unixepoch())",
@@ -156,18 +150,9 @@ pub(crate) fn init(conn: &mut Connection, chunk_size: u64) -> Result<u64> {
 /// stored definition contains `stale`; returns whether it did. For the
 /// definitions the reference SDK's engine refuses (a column `CHECK`), which
 /// ALTER TABLE cannot change. Runs in a savepoint: all or nothing.
-pub fn rebuild_table_if(
-    conn: &Connection,
-    table: &str,
-    stale: &str,
-    create_sql: &str,
-) -> Result<bool> {
+pub fn rebuild_table_if(conn: &Connection, table: &str, stale: &str, create_sql: &str) -> Result<bool> {
     let stored: Option<String> = conn
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
-            [table],
-            |row| row.get(0),
-        )
+        .query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table], |row| row.get(0))
         .optional()?;
     if !stored.is_some_and(|sql| sql.contains(stale)) {
         return Ok(false);
@@ -188,11 +173,7 @@ pub fn rebuild_table_if(
 
 pub(crate) fn table_exists(conn: &Connection, name: &str) -> Result<bool> {
     Ok(conn
-        .query_row(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-            [name],
-            |_| Ok(()),
-        )
+        .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [name], |_| Ok(()))
         .optional()?
         .is_some())
 }
@@ -359,11 +340,8 @@ pub(crate) fn lookup_child(conn: &Connection, parent: i64, name: &str) -> Result
 }
 
 pub(crate) fn children(conn: &Connection, parent: i64) -> Result<Vec<(String, i64)>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT name, ino FROM fs_dentry WHERE parent_ino = ? ORDER BY name ASC")?;
-    let rows = stmt
-        .query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt = conn.prepare_cached("SELECT name, ino FROM fs_dentry WHERE parent_ino = ? ORDER BY name ASC")?;
+    let rows = stmt.query_map([parent], |row| Ok((row.get(0)?, row.get(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
 }
 
@@ -397,16 +375,14 @@ pub(crate) fn create_inode(conn: &Connection, inode: &NewInode) -> Result<i64> {
 pub(crate) fn add_dentry(conn: &Connection, parent: i64, name: &str, ino: i64) -> Result<()> {
     conn.prepare_cached("INSERT INTO fs_dentry (name, parent_ino, ino) VALUES (?, ?, ?)")?
         .execute(params![name, parent, ino])?;
-    conn.prepare_cached("UPDATE fs_inode SET nlink = nlink + 1 WHERE ino = ?")?
-        .execute([ino])?;
+    conn.prepare_cached("UPDATE fs_inode SET nlink = nlink + 1 WHERE ino = ?")?.execute([ino])?;
     Ok(())
 }
 
 /// Removes a dentry, uncounts the link and frees the inode with everything
 /// hanging off it when it was the last one (spec: Deleting a File).
 pub(crate) fn remove_dentry(conn: &Connection, parent: i64, name: &str, ino: i64) -> Result<()> {
-    conn.prepare_cached("DELETE FROM fs_dentry WHERE parent_ino = ? AND name = ?")?
-        .execute(params![parent, name])?;
+    conn.prepare_cached("DELETE FROM fs_dentry WHERE parent_ino = ? AND name = ?")?.execute(params![parent, name])?;
     let now = Timestamp::now();
     let nlink: i64 = conn
         .prepare_cached("UPDATE fs_inode SET nlink = nlink - 1, ctime = ? WHERE ino = ? RETURNING nlink")?
@@ -438,9 +414,8 @@ pub(crate) fn symlink_target(conn: &Connection, ino: i64) -> Result<String> {
 /// Reads `[offset, offset + len)` clipped to the file size, fetching only the
 /// chunks that range touches (spec: Reading a File at Offset).
 pub(crate) fn read_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset: u64, len: u64) -> Result<Vec<u8>> {
-    let size: u64 = conn
-        .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
-        .query_row([ino], |row| row.get(0))?;
+    let size: u64 =
+        conn.prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?.query_row([ino], |row| row.get(0))?;
     if offset >= size || len == 0 {
         return Ok(Vec::new());
     }
@@ -456,7 +431,8 @@ pub(crate) fn read_chunks(conn: &Connection, chunk_size: u64, ino: i64, offset: 
     let mut expected = first;
     while let Some(row) = rows.next()? {
         let index: u64 = row.get(0)?;
-        let data = row.get_ref(1)?.as_blob().map_err(|err| Error::corrupt(format!("inode {ino} chunk {index}: {err}")))?;
+        let data =
+            row.get_ref(1)?.as_blob().map_err(|err| Error::corrupt(format!("inode {ino} chunk {index}: {err}")))?;
         if index != expected {
             return Err(Error::corrupt(format!("inode {ino} is missing chunk {expected}")));
         }
@@ -539,17 +515,20 @@ pub(crate) fn write_file_size_limit(conn: &Connection, limit: u64) -> Result<()>
 
 /// Writes `data` at `offset`, zero-filling any gap after the old end, and
 /// rewrites only the chunks the write (or gap) touches; EFBIG past `limit`.
-pub(crate) fn write_chunks(conn: &Connection, chunk_size: u64, limit: u64, ino: i64, offset: u64, data: &[u8]) -> Result<u64> {
-    let size: u64 = conn
-        .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
-        .query_row([ino], |row| row.get(0))?;
+pub(crate) fn write_chunks(
+    conn: &Connection,
+    chunk_size: u64,
+    limit: u64,
+    ino: i64,
+    offset: u64,
+    data: &[u8],
+) -> Result<u64> {
+    let size: u64 =
+        conn.prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?.query_row([ino], |row| row.get(0))?;
     if data.is_empty() {
         return Ok(size);
     }
-    let end = offset
-        .checked_add(data.len() as u64)
-        .filter(|end| *end <= limit)
-        .ok_or(Error::FileTooLarge { limit })?;
+    let end = offset.checked_add(data.len() as u64).filter(|end| *end <= limit).ok_or(Error::FileTooLarge { limit })?;
     let new_size = size.max(end);
     let start = offset.min(size);
     for index in start / chunk_size..=(end - 1) / chunk_size {
@@ -589,9 +568,8 @@ pub(crate) fn truncate(conn: &Connection, chunk_size: u64, limit: u64, ino: i64,
     if new_size > limit {
         return Err(Error::FileTooLarge { limit });
     }
-    let size: u64 = conn
-        .prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?
-        .query_row([ino], |row| row.get(0))?;
+    let size: u64 =
+        conn.prepare_cached("SELECT size FROM fs_inode WHERE ino = ?")?.query_row([ino], |row| row.get(0))?;
     if new_size < size {
         let keep_chunks = new_size.div_ceil(chunk_size);
         conn.prepare_cached("DELETE FROM fs_data WHERE ino = ? AND chunk_index >= ?")?
@@ -620,9 +598,7 @@ pub(crate) fn truncate(conn: &Connection, chunk_size: u64, limit: u64, ino: i64,
 
 pub(crate) fn xattr_list(conn: &Connection, ino: i64) -> Result<Vec<(String, Vec<u8>)>> {
     let mut stmt = conn.prepare_cached("SELECT name, value FROM clawos_xattr WHERE ino = ? ORDER BY name")?;
-    let rows = stmt
-        .query_map([ino], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = stmt.query_map([ino], |row| Ok((row.get(0)?, row.get(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
 }
 
@@ -645,7 +621,11 @@ mod tests {
         let mut calls = 0;
         let result = retry_cantopen(|| {
             calls += 1;
-            if calls < 3 { Err(cantopen()) } else { Ok(calls) }
+            if calls < 3 {
+                Err(cantopen())
+            } else {
+                Ok(calls)
+            }
         });
         assert_eq!(result.unwrap(), 3);
     }
@@ -657,7 +637,9 @@ mod tests {
             calls += 1;
             Err(cantopen())
         });
-        assert!(matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::CannotOpen));
+        assert!(
+            matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::CannotOpen)
+        );
         assert_eq!(calls, CANTOPEN_ATTEMPTS);
     }
 

@@ -99,9 +99,7 @@ impl Error {
             Error::DirectoryNotEmpty { .. } => libc::ENOTEMPTY,
             Error::TooManySymlinks { .. } => libc::ELOOP,
             Error::NameTooLong { .. } => libc::ENAMETOOLONG,
-            Error::InvalidArgument { .. }
-            | Error::InvalidJson { .. }
-            | Error::TriggerRejected { .. } => libc::EINVAL,
+            Error::InvalidArgument { .. } | Error::InvalidJson { .. } | Error::TriggerRejected { .. } => libc::EINVAL,
             Error::NotPermitted { .. } => libc::EPERM,
             Error::CrossDevice { .. } => libc::EXDEV,
             Error::NoSuchAttribute { .. } => libc::ENODATA,
@@ -135,12 +133,8 @@ impl From<rusqlite::Error> for Error {
                 ErrorCode::DiskFull => Error::NoSpace,
                 ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => Error::Busy,
                 // RAISE(ABORT, ...) in a trigger surfaces as a constraint failure.
-                ErrorCode::ConstraintViolation
-                    if code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_TRIGGER =>
-                {
-                    Error::TriggerRejected {
-                        reason: message.clone().unwrap_or_default(),
-                    }
+                ErrorCode::ConstraintViolation if code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_TRIGGER => {
+                    Error::TriggerRejected { reason: message.clone().unwrap_or_default() }
                 }
                 _ => Error::Sqlite(err),
             },

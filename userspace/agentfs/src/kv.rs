@@ -61,13 +61,10 @@ impl AgentFs {
 
     /// Every key in key order (spec: List All Keys).
     pub fn kv_list(&mut self) -> Result<Vec<KvEntry>> {
-        let mut stmt = self
-            .connection()
-            .prepare_cached("SELECT key, created_at, updated_at FROM kv_store ORDER BY key ASC")?;
+        let mut stmt =
+            self.connection().prepare_cached("SELECT key, created_at, updated_at FROM kv_store ORDER BY key ASC")?;
         let entries = stmt
-            .query_map([], |row| {
-                Ok(KvEntry { key: row.get(0)?, created_at: row.get(1)?, updated_at: row.get(2)? })
-            })?
+            .query_map([], |row| Ok(KvEntry { key: row.get(0)?, created_at: row.get(1)?, updated_at: row.get(2)? }))?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(entries)
     }

@@ -22,6 +22,7 @@
 
 mod base;
 pub mod check;
+mod database;
 mod db;
 mod error;
 mod kv;
@@ -29,9 +30,9 @@ mod overlay;
 mod path;
 mod tool_calls;
 mod types;
-mod database;
 
 pub use base::BaseSource;
+pub use database::{AgentFs, OpenOptions, DEFAULT_CHUNK_SIZE, MAX_SYMLINK_FOLLOWS, ROOT_INO};
 pub use db::{
     configure_connection, guard_audit_trail, rebuild_table_if, retry_cantopen, AUDIT_TRIGGERS_SQL, BUSY_TIMEOUT,
     DEFAULT_FILE_SIZE_LIMIT, MAX_FILE_SIZE, SCHEMA_SQL,
@@ -41,4 +42,3 @@ pub use kv::KvEntry;
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};
 pub use tool_calls::{NewToolCall, ToolCall, ToolCallMeta, ToolStats};
 pub use types::*;
-pub use database::{AgentFs, OpenOptions, DEFAULT_CHUNK_SIZE, MAX_SYMLINK_FOLLOWS, ROOT_INO};

@@ -102,8 +102,7 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn require_child(&self, dir_path: &str, dir: &Node, name: &str) -> Result<Node> {
-        self.lookup_child(dir_path, dir, name)?
-            .ok_or_else(|| Error::not_found(&join(dir_path, name)))
+        self.lookup_child(dir_path, dir, name)?.ok_or_else(|| Error::not_found(&join(dir_path, name)))
     }
 
     pub(crate) fn readlink(&self, path: &str, node: &Node) -> Result<String> {
@@ -139,9 +138,8 @@ impl Ctx<'_> {
                 return Err(Error::NotADirectory { path: dir_path.clone() });
             }
             let child_path = join(dir_path, &name);
-            let (child, mode) = self
-                .lookup_child_mode(dir_path, dir, &name)?
-                .ok_or_else(|| Error::not_found(&child_path))?;
+            let (child, mode) =
+                self.lookup_child_mode(dir_path, dir, &name)?.ok_or_else(|| Error::not_found(&child_path))?;
             let is_last = pending.is_empty();
             if (!is_last || follow_last) && mode & S_IFMT == S_IFLNK {
                 follows += 1;
@@ -207,10 +205,8 @@ impl Ctx<'_> {
             // A copy-up keeps the base's file whole, whatever its size.
             db::replace_content(self.conn, self.chunk_size, db::MAX_FILE_SIZE, ino, &data)?;
         } else if stat.is_symlink() {
-            self.conn.execute(
-                "INSERT INTO fs_symlink (ino, target) VALUES (?, ?)",
-                params![ino, base.readlink(path)?],
-            )?;
+            self.conn
+                .execute("INSERT INTO fs_symlink (ino, target) VALUES (?, ?)", params![ino, base.readlink(path)?])?;
         }
         for (attr, value) in base.xattrs(path)? {
             db::xattr_set(self.conn, ino, &attr, &value)?;
@@ -222,10 +218,8 @@ impl Ctx<'_> {
             &Times { atime: Some(stat.atime), mtime: Some(stat.mtime), ctime: Some(stat.ctime) },
         )?;
         db::add_dentry(self.conn, parent_ino, name, ino)?;
-        self.conn.execute(
-            "INSERT OR REPLACE INTO fs_origin (delta_ino, base_ino) VALUES (?, ?)",
-            params![ino, stat.ino],
-        )?;
+        self.conn
+            .execute("INSERT OR REPLACE INTO fs_origin (delta_ino, base_ino) VALUES (?, ?)", params![ino, stat.ino])?;
         Ok(ino)
     }
 
@@ -262,21 +256,14 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn remove_whiteout(&self, path: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .prepare_cached("DELETE FROM fs_whiteout WHERE path = ?")?
-            .execute([path])?
-            > 0)
+        Ok(self.conn.prepare_cached("DELETE FROM fs_whiteout WHERE path = ?")?.execute([path])? > 0)
     }
 
     /// Drops whiteouts below `path`: once `path` itself is gone or replaced
     /// they hide nothing.
     fn remove_whiteouts_below(&self, path: &str) -> Result<()> {
         let prefix = format!("{}/", path.trim_end_matches('/'));
-        self.conn.execute(
-            "DELETE FROM fs_whiteout WHERE substr(path, 1, length(?1)) = ?1",
-            [&prefix],
-        )?;
+        self.conn.execute("DELETE FROM fs_whiteout WHERE substr(path, 1, length(?1)) = ?1", [&prefix])?;
         Ok(())
     }
 
@@ -296,9 +283,8 @@ impl Ctx<'_> {
                     entries.insert(name, Node::Base(stat));
                 }
                 let mut stmt = self.conn.prepare_cached("SELECT path FROM fs_whiteout WHERE parent_path = ?")?;
-                let hidden = stmt
-                    .query_map([dir_path], |row| row.get::<_, String>(0))?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                let hidden =
+                    stmt.query_map([dir_path], |row| row.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
                 for path in hidden {
                     if let Some(name) = path.rsplit('/').next() {
                         entries.remove(name);
@@ -368,8 +354,7 @@ impl Ctx<'_> {
         )?;
         db::add_dentry(self.conn, parent_ino, name, ino)?;
         if let Some(target) = symlink {
-            self.conn
-                .execute("INSERT INTO fs_symlink (ino, target) VALUES (?, ?)", params![ino, target])?;
+            self.conn.execute("INSERT INTO fs_symlink (ino, target) VALUES (?, ?)", params![ino, target])?;
         }
         if self.remove_whiteout(&child_path)? && mode & S_IFMT == S_IFDIR {
             // A directory made where a base directory was deleted starts
@@ -470,9 +455,7 @@ impl Ctx<'_> {
         if let Some(size) = attr.size {
             db::truncate(self.conn, self.chunk_size, self.file_size_limit, ino, size)?;
         }
-        let mode = attr
-            .permissions
-            .map_or(stat.mode, |bits| (stat.mode & S_IFMT) | (bits & PERMISSION_BITS));
+        let mode = attr.permissions.map_or(stat.mode, |bits| (stat.mode & S_IFMT) | (bits & PERMISSION_BITS));
         self.conn.execute(
             "UPDATE fs_inode SET mode = ?, uid = COALESCE(?, uid), gid = COALESCE(?, gid) WHERE ino = ?",
             params![mode, attr.uid, attr.gid, ino],

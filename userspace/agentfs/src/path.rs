@@ -60,9 +60,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 pub(crate) fn split_last(path: &str) -> Result<(String, &str)> {
     check_path(path)?;
     let mut parts: Vec<&str> = components(path).collect();
-    let name = parts
-        .pop()
-        .ok_or_else(|| Error::invalid("the root directory has no parent entry"))?;
+    let name = parts.pop().ok_or_else(|| Error::invalid("the root directory has no parent entry"))?;
     if name == "." || name == ".." {
         return Err(Error::invalid(format!("{path}: cannot use {name:?} as an entry name")));
     }

@@ -60,7 +60,8 @@ impl ToolCall {
     /// result that is not JSON says so; the insert trigger refuses one).
     pub fn outcome(&self) -> std::result::Result<Value, String> {
         match (&self.result, &self.error) {
-            (Some(result), _) => serde_json::from_str(result).map_err(|e| format!("the recorded result of call {} is not JSON: {e}", self.id)),
+            (Some(result), _) => serde_json::from_str(result)
+                .map_err(|e| format!("the recorded result of call {} is not JSON: {e}", self.id)),
             (None, error) => Err(error.clone().unwrap_or_default()),
         }
     }
@@ -133,11 +134,7 @@ impl ChainedCall<'_> {
             integer(&mut hasher, Some(value));
         }
         text(&mut hasher, self.session_id);
-        for value in [
-            self.parent_call_id,
-            self.started_at_ms,
-            self.completed_at_ms,
-        ] {
+        for value in [self.parent_call_id, self.started_at_ms, self.completed_at_ms] {
             integer(&mut hasher, value);
         }
         text(&mut hasher, self.idempotency_key);
@@ -155,10 +152,7 @@ fn chain_head(conn: &Connection) -> Result<Vec<u8>> {
 }
 
 fn unix_millis(time: SystemTime) -> Result<i64> {
-    let millis = time
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| Error::invalid("tool call time before 1970"))?
-        .as_millis();
+    let millis = time.duration_since(UNIX_EPOCH).map_err(|_| Error::invalid("tool call time before 1970"))?.as_millis();
     i64::try_from(millis).map_err(|_| Error::invalid("tool call time out of range"))
 }
 
@@ -223,15 +217,7 @@ impl AgentFs {
                      VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 )?
                 .query_row(
-                    params![
-                        call.name,
-                        parameters,
-                        result,
-                        error,
-                        started_at,
-                        completed_at,
-                        duration_ms
-                    ],
+                    params![call.name, parameters, result, error, started_at, completed_at, duration_ms],
                     |row| row.get(0),
                 )?;
             cx.conn
@@ -272,9 +258,7 @@ impl AgentFs {
     fn query_calls(&self, filter: &str, arg: &dyn rusqlite::ToSql) -> Result<Vec<ToolCall>> {
         let sql = format!("{SELECT_CALLS} WHERE {filter} ORDER BY c.started_at DESC, c.id DESC");
         let mut stmt = self.connection().prepare_cached(&sql)?;
-        let calls = stmt
-            .query_map([arg], call_from_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let calls = stmt.query_map([arg], call_from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(calls)
     }
 

@@ -53,9 +53,15 @@ fn each_rule_is_detected() {
         ("UPDATE kv_store SET created_at = 'yesterday'", "kv.3"),
         // A process without ClawOS's guards (dropped here) changes or
         // removes a recorded call: the hash chain shows it.
-        ("DROP TRIGGER temp.clawos_guard_tool_calls_update; UPDATE tool_calls SET result = '\"forged\"'", "tool_calls.5"),
+        (
+            "DROP TRIGGER temp.clawos_guard_tool_calls_update; UPDATE tool_calls SET result = '\"forged\"'",
+            "tool_calls.5",
+        ),
         ("DROP TRIGGER temp.clawos_guard_tool_calls_delete; DELETE FROM tool_calls", "tool_calls.5"),
-        ("DROP TRIGGER temp.clawos_guard_tool_call_meta_update; UPDATE clawos_tool_call_meta SET session_id = 'x'", "tool_calls.5"),
+        (
+            "DROP TRIGGER temp.clawos_guard_tool_call_meta_update; UPDATE clawos_tool_call_meta SET session_id = 'x'",
+            "tool_calls.5",
+        ),
         ("INSERT INTO clawos_xattr VALUES (999, 'user.x', x'00')", "clawos.xattr"),
         ("INSERT INTO clawos_inode_nsec (ino, mtime, mtime_nsec) VALUES (999, 1, 5)", "clawos.inode_nsec"),
         ("UPDATE clawos_inode_nsec SET ctime_nsec = 1000000000", "clawos.inode_nsec"),

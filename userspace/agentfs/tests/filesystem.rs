@@ -14,10 +14,8 @@ fn fresh_workspace_follows_the_spec_initialization() {
     let mut ws = Workspace::new();
     let root = ws.stat("/").unwrap();
     assert_eq!((root.ino, root.mode, root.nlink), (1, 0o040755, 1));
-    let chunk: String = ws
-        .connection()
-        .query_row("SELECT value FROM fs_config WHERE key = 'chunk_size'", [], |r| r.get(0))
-        .unwrap();
+    let chunk: String =
+        ws.connection().query_row("SELECT value FROM fs_config WHERE key = 'chunk_size'", [], |r| r.get(0)).unwrap();
     assert_eq!(chunk, "4096");
     assert!(ws.readdir("/").unwrap().is_empty());
 }
@@ -36,11 +34,16 @@ fn chunk_size_is_fixed_at_creation() {
 fn page_size_is_set_at_creation_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
-    let page_size = |fs: &agentfs::AgentFs| fs.connection().query_row("PRAGMA page_size", [], |r| r.get::<_, u32>(0)).unwrap();
-    let created = agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions { page_size: Some(32768), ..Default::default() }).unwrap();
+    let page_size =
+        |fs: &agentfs::AgentFs| fs.connection().query_row("PRAGMA page_size", [], |r| r.get::<_, u32>(0)).unwrap();
+    let created =
+        agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions { page_size: Some(32768), ..Default::default() })
+            .unwrap();
     assert_eq!(page_size(&created), 32768);
     drop(created);
-    let reopened = agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions { page_size: Some(8192), ..Default::default() }).unwrap();
+    let reopened =
+        agentfs::AgentFs::open_with(&path, &agentfs::OpenOptions { page_size: Some(8192), ..Default::default() })
+            .unwrap();
     assert_eq!(page_size(&reopened), 32768, "an existing database keeps its page size");
     assert_eq!(page_size(&Workspace::new()), 4096, "SQLite's default without the option");
 }
@@ -52,10 +55,7 @@ fn write_and_read_whole_file_across_chunks() {
     ws.write_file("/a/b/file.bin", &data).unwrap();
     assert_eq!(ws.read_file("/a/b/file.bin").unwrap(), data);
     assert_eq!(ws.stat("/a/b/file.bin").unwrap().size, 10_000);
-    let chunks: i64 = ws
-        .connection()
-        .query_row("SELECT COUNT(*) FROM fs_data", [], |r| r.get(0))
-        .unwrap();
+    let chunks: i64 = ws.connection().query_row("SELECT COUNT(*) FROM fs_data", [], |r| r.get(0)).unwrap();
     assert_eq!(chunks, 3);
     ws.write_file("/a/b/file.bin", b"short").unwrap();
     assert_eq!(ws.read_file("/a/b/file.bin").unwrap(), b"short");

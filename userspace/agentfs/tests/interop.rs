@@ -18,12 +18,13 @@ use serde_json::{json, Value};
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/sdk.py");
 
 fn sdk_available() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import agentfs_sdk, turso"])
-        .status()
-        .is_ok_and(|status| status.success());
+    let found =
+        Command::new("python3").args(["-c", "import agentfs_sdk, turso"]).status().is_ok_and(|status| status.success());
     if !found {
-        clawos_test_require::missing("the AgentFS SDK interoperability tests", "python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk");
+        clawos_test_require::missing(
+            "the AgentFS SDK interoperability tests",
+            "python3 cannot import agentfs_sdk; run `make agentfs-sdk` and set PYTHONPATH=out/agentfs-sdk",
+        );
     }
     found
 }

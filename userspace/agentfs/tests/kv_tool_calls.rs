@@ -77,12 +77,22 @@ fn tool_calls_record_and_query() {
 
     // One call per idempotency key: the recorded call is found by it, and
     // a second record with the same key is refused, recording nothing.
-    let keyed = ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 4_000_000, 5) }).unwrap();
+    let keyed = ws
+        .record_tool_call(&NewToolCall {
+            idempotency_key: Some("s1/2/call-a"),
+            ..call("file_write", Ok(&ok), 4_000_000, 5)
+        })
+        .unwrap();
     let found = ws.tool_call_by_key("s1/2/call-a").unwrap().unwrap();
     assert_eq!((found.id, found.outcome()), (keyed, Ok(ok.clone())));
     assert_eq!(search.outcome(), Err("timeout".to_owned()));
     assert_eq!(ws.tool_call_by_key("s1/2/call-b").unwrap(), None);
-    assert!(ws.record_tool_call(&NewToolCall { idempotency_key: Some("s1/2/call-a"), ..call("file_write", Ok(&ok), 5_000_000, 5) }).is_err());
+    assert!(ws
+        .record_tool_call(&NewToolCall {
+            idempotency_key: Some("s1/2/call-a"),
+            ..call("file_write", Ok(&ok), 5_000_000, 5)
+        })
+        .is_err());
     assert_eq!(ws.tool_calls_by_name("file_write").unwrap().len(), 1);
 }
 
@@ -118,17 +128,12 @@ fn audit_trail_is_insert_only_and_validated_by_the_database() {
 #[test]
 fn every_clawos_connection_guards_the_audit_trail() {
     let mut ws = Workspace::new();
-    ws.record_tool_call(&call("t", Ok(&json!(1)), 1_000, 5))
-        .unwrap();
+    ws.record_tool_call(&call("t", Ok(&json!(1)), 1_000, 5)).unwrap();
     // A second connection to the same file, as ClawFS's search index opens.
     let other = rusqlite::Connection::open(&ws.path).unwrap();
     agentfs::configure_connection(&other).unwrap();
-    assert!(other
-        .execute("UPDATE tool_calls SET result = '2'", [])
-        .is_err());
-    assert!(other
-        .execute("DELETE FROM clawos_tool_call_chain", [])
-        .is_err());
+    assert!(other.execute("UPDATE tool_calls SET result = '2'", []).is_err());
+    assert!(other.execute("DELETE FROM clawos_tool_call_chain", []).is_err());
 }
 
 #[test]
@@ -148,37 +153,15 @@ fn the_hash_chain_shows_a_call_changed_or_removed_behind_the_guards() {
     // A process that opens the file without ClawOS's guards, as any SQLite
     // client can: its edits go through, and the chain shows each.
     let raw = rusqlite::Connection::open(&ws.path).unwrap();
-    raw.execute(
-        "UPDATE tool_calls SET result = '{\"bytes\": 4}' WHERE id = ?",
-        [ids[1]],
-    )
-    .unwrap();
-    raw.execute(
-        "UPDATE clawos_tool_call_key SET idempotency_key = 'other' WHERE call_id = ?",
-        [ids[2]],
-    )
-    .unwrap();
-    raw.execute("DELETE FROM tool_calls WHERE id = ?", [ids[3]])
-        .unwrap();
+    raw.execute("UPDATE tool_calls SET result = '{\"bytes\": 4}' WHERE id = ?", [ids[1]]).unwrap();
+    raw.execute("UPDATE clawos_tool_call_key SET idempotency_key = 'other' WHERE call_id = ?", [ids[2]]).unwrap();
+    raw.execute("DELETE FROM tool_calls WHERE id = ?", [ids[3]]).unwrap();
     let report = ws.check().unwrap();
-    let details: Vec<&str> = report
-        .violations
-        .iter()
-        .filter(|v| v.rule == "tool_calls.5")
-        .map(|v| v.detail.as_str())
-        .collect();
+    let details: Vec<&str> =
+        report.violations.iter().filter(|v| v.rule == "tool_calls.5").map(|v| v.detail.as_str()).collect();
     assert_eq!(details.len(), 3, "{report}");
-    assert!(
-        details[0].starts_with(&format!(
-            "call {} (read_file) does not match its hash",
-            ids[1]
-        )),
-        "{report}"
-    );
-    assert!(
-        details[1].starts_with(&format!("call {} (read_file) does not match", ids[2])),
-        "{report}"
-    );
+    assert!(details[0].starts_with(&format!("call {} (read_file) does not match its hash", ids[1])), "{report}");
+    assert!(details[1].starts_with(&format!("call {} (read_file) does not match", ids[2])), "{report}");
     assert_eq!(details[2], format!("call {} was deleted", ids[3]));
     // A call written without its link (as the reference SDK records one)
     // is outside the chain: reported as not hardened, not as a violation.
@@ -187,20 +170,9 @@ fn the_hash_chain_shows_a_call_changed_or_removed_behind_the_guards() {
     )
     .unwrap();
     let report = ws.check().unwrap();
-    assert_eq!(
-        report
-            .violations
-            .iter()
-            .filter(|v| v.rule == "tool_calls.5")
-            .count(),
-        3,
-        "{report}"
-    );
+    assert_eq!(report.violations.iter().filter(|v| v.rule == "tool_calls.5").count(), 3, "{report}");
     assert!(
-        report
-            .not_hardened
-            .iter()
-            .any(|note| note.starts_with("1 tool call(s) outside the hash chain")),
+        report.not_hardened.iter().any(|note| note.starts_with("1 tool call(s) outside the hash chain")),
         "{report}"
     );
     std::mem::forget(ws); // damaged on purpose: skip the drop-time check
@@ -221,12 +193,7 @@ fn opening_a_workspace_drops_the_triggers_older_clawos_stored() {
     }
     drop(agentfs::AgentFs::open(&path).unwrap());
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let stored: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let stored: i64 =
+        conn.query_row("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger'", [], |r| r.get(0)).unwrap();
     assert_eq!(stored, 0);
 }

@@ -176,9 +176,8 @@ impl SmallDisk {
         let target = CString::new(dir.path().as_os_str().as_bytes()).unwrap();
         let options = CString::new(format!("size={size},mode=0700")).unwrap();
         // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-        let rc = unsafe {
-            libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, options.as_ptr().cast())
-        };
+        let rc =
+            unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, options.as_ptr().cast()) };
         if rc != 0 {
             return Err(format!("cannot mount a tmpfs: {}", std::io::Error::last_os_error()));
         }

@@ -4,7 +4,10 @@
 
 /// The ClawFS data types these methods carry, so clients need not name `clawfs`.
 pub use clawfs::memory::{Hygiene, MemoryEntry, Recall, RecallHit, Reindexed};
-pub use clawfs::{DirEntry, EntryKind, Fusion, Identity, IndexReport, LegReport, SearchHit, SearchResponse, Snapshot, WorkspaceMetadata};
+pub use clawfs::{
+    DirEntry, EntryKind, Fusion, Identity, IndexReport, LegReport, SearchHit, SearchResponse, Snapshot,
+    WorkspaceMetadata,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{Done, NoParams};

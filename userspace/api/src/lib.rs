@@ -72,7 +72,10 @@ pub struct MethodInfo {
 
 impl std::fmt::Debug for MethodInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MethodInfo").field("component", &self.component).field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("MethodInfo")
+            .field("component", &self.component)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -153,7 +156,8 @@ pub async fn call<P: Serialize, R: DeserializeOwned>(
 /// Parses a request's params as `method`'s parameter type (EPROTO naming
 /// the offending field when they do not fit).
 pub fn parse<P: DeserializeOwned>(method: &str, params: Object) -> Result<P, MethodError> {
-    serde_json::from_value(serde_json::Value::Object(params)).map_err(|error| MethodError::bad_params(format!("{method}: {error}")))
+    serde_json::from_value(serde_json::Value::Object(params))
+        .map_err(|error| MethodError::bad_params(format!("{method}: {error}")))
 }
 
 /// Encodes a method's result, which must be a JSON object.

@@ -51,7 +51,11 @@ fn checked_in_schemas_equal_the_generated_ones() {
     let on_disk = checked_in(&dir);
     let missing: Vec<_> = generated.keys().filter(|name| !on_disk.contains_key(*name)).collect();
     let stale: Vec<_> = on_disk.keys().filter(|name| !generated.contains_key(*name)).collect();
-    let changed: Vec<_> = generated.iter().filter(|(name, text)| on_disk.get(*name).is_some_and(|disk| disk != *text)).map(|(name, _)| name).collect();
+    let changed: Vec<_> = generated
+        .iter()
+        .filter(|(name, text)| on_disk.get(*name).is_some_and(|disk| disk != *text))
+        .map(|(name, _)| name)
+        .collect();
     assert!(
         missing.is_empty() && stale.is_empty() && changed.is_empty(),
         "specs/ipc/schemas/methods differs from the API (regenerate with CLAWOS_BLESS=1): missing {missing:?}, not a method {stale:?}, changed {changed:?}"
@@ -67,7 +71,11 @@ fn every_method_has_a_schema_for_its_params_and_result() {
         assert!(seen.insert((dir, method.name)), "{dir}/{} is defined twice", method.name);
         assert!(!method.doc.trim().is_empty(), "{dir}/{} has no doc", method.name);
         for kind in ["params", "result"] {
-            assert!(files.contains(&format!("{dir}/{}.{kind}.json", method.name)), "{dir}/{} has no {kind} schema", method.name);
+            assert!(
+                files.contains(&format!("{dir}/{}.{kind}.json", method.name)),
+                "{dir}/{} has no {kind} schema",
+                method.name
+            );
         }
         // The client sends the method's timeout as the request's timeout_ms,
         // which the request schema caps (specs/ipc/schemas/request.json).
@@ -79,8 +87,18 @@ fn every_method_has_a_schema_for_its_params_and_result() {
         );
         let params = (method.params_schema)();
         let result = (method.result_schema)();
-        assert_eq!(params.get("type").and_then(|t| t.as_str()), Some("object"), "{dir}/{} params are not an object", method.name);
-        assert_eq!(result.get("type").and_then(|t| t.as_str()), Some("object"), "{dir}/{} result is not an object", method.name);
+        assert_eq!(
+            params.get("type").and_then(|t| t.as_str()),
+            Some("object"),
+            "{dir}/{} params are not an object",
+            method.name
+        );
+        assert_eq!(
+            result.get("type").and_then(|t| t.as_str()),
+            Some("object"),
+            "{dir}/{} result is not an object",
+            method.name
+        );
         assert_eq!(
             params.get("additionalProperties").and_then(|a| a.as_bool()),
             Some(false),
@@ -99,7 +117,8 @@ fn a_component_overrides_a_common_method_only_on_purpose() {
                 // observability answers get_metrics for every component,
                 // ebpf-agent adds its programs' statistics to its own.
                 assert!(
-                    method.name == "get_metrics" && matches!(component, ComponentId::Observability | ComponentId::EbpfAgent),
+                    method.name == "get_metrics"
+                        && matches!(component, ComponentId::Observability | ComponentId::EbpfAgent),
                     "{component} redefines common method {}",
                     method.name
                 );
@@ -107,7 +126,10 @@ fn a_component_overrides_a_common_method_only_on_purpose() {
         }
     }
     assert_eq!(clawos_api::method(ComponentId::Router, "ping").unwrap().component, None);
-    assert_eq!(clawos_api::method(ComponentId::EbpfAgent, "get_metrics").unwrap().component, Some(ComponentId::EbpfAgent));
+    assert_eq!(
+        clawos_api::method(ComponentId::EbpfAgent, "get_metrics").unwrap().component,
+        Some(ComponentId::EbpfAgent)
+    );
     assert!(clawos_api::method(ComponentId::Router, "route_message").is_none());
 }
 
@@ -122,11 +144,23 @@ fn the_shipped_acl_grants_only_methods_that_exist() {
 fn an_acl_rule_for_a_method_nobody_serves_is_refused() {
     let policy = |rule: &str| AccessPolicy::parse(&format!("[[allow]]\n{rule}"), "test policy").unwrap();
     for (rule, named) in [
-        ("senders = [\"agent-loop\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"check_policy\"]", "`check_policy` is not a method of `ebpf-agent`"),
-        ("senders = [\"*\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"subscribe_events\"]", "`subscribe_events` is not a method of `ebpf-agent`"),
-        ("senders = [\"*\"]\nrecipients = [\"*\"]\nmethods = [\"route_message\"]", "`route_message` is not a method of any component"),
+        (
+            "senders = [\"agent-loop\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"check_policy\"]",
+            "`check_policy` is not a method of `ebpf-agent`",
+        ),
+        (
+            "senders = [\"*\"]\nrecipients = [\"ebpf-agent\"]\nmethods = [\"subscribe_events\"]",
+            "`subscribe_events` is not a method of `ebpf-agent`",
+        ),
+        (
+            "senders = [\"*\"]\nrecipients = [\"*\"]\nmethods = [\"route_message\"]",
+            "`route_message` is not a method of any component",
+        ),
         // Both recipients must serve it: fs-engine does, wasm-daemon does not.
-        ("senders = [\"*\"]\nrecipients = [\"fs-engine\", \"wasm-daemon\"]\nmethods = [\"memory_search\"]", "`memory_search` is not a method of `wasm-daemon`"),
+        (
+            "senders = [\"*\"]\nrecipients = [\"fs-engine\", \"wasm-daemon\"]\nmethods = [\"memory_search\"]",
+            "`memory_search` is not a method of `wasm-daemon`",
+        ),
     ] {
         let error = clawos_api::verify_acl(&policy(rule)).unwrap_err();
         assert!(error.contains(named), "{error}");

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use clawos_api::agent_loop::{
-    self, AgentCreate, AgentName, ChatSend, GuardDecision, SessionRef, TurnOutcome, TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP,
-    TURN_TEXT,
+    self, AgentCreate, AgentName, ChatSend, GuardDecision, SessionRef, TurnOutcome, TurnRef, TurnStarted, TurnStatus,
+    TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
 };
 use clawos_ipc::message::Body;
 use clawos_ipc::{ComponentId, IpcClient, Message};
@@ -114,7 +114,9 @@ pub async fn run(command: AgentCommand) -> anyhow::Result<ExitCode> {
     match command {
         AgentCommand::Create(args) => {
             let config = match args.config {
-                Some(path) => Some(std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?),
+                Some(path) => {
+                    Some(std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?)
+                }
                 None => None,
             };
             print_json(&agents.agent_create(&AgentCreate { agent: args.agent, config }).await?)?;
@@ -141,7 +143,10 @@ pub async fn run(command: AgentCommand) -> anyhow::Result<ExitCode> {
                 println!("{} held at {}: {}\n{}", hold.file, hold.held_at, hold.reason, hold.diff);
             }
             if !holds.is_empty() {
-                println!("decide: clawctl agent guard {0} --approve (keep) or --reject (restore the approved version)", args.agent);
+                println!(
+                    "decide: clawctl agent guard {0} --approve (keep) or --reject (restore the approved version)",
+                    args.agent
+                );
             }
         }
         AgentCommand::Rm(args) => {
@@ -167,7 +172,11 @@ pub async fn session(command: SessionCommand) -> anyhow::Result<ExitCode> {
                 print_json(&transcript)?;
             } else {
                 for entry in transcript.entries {
-                    let calls: Vec<String> = entry.tool_calls.iter().map(|call| format!(" → {}({})", call["name"].as_str().unwrap_or("?"), call["arguments"])).collect();
+                    let calls: Vec<String> = entry
+                        .tool_calls
+                        .iter()
+                        .map(|call| format!(" → {}({})", call["name"].as_str().unwrap_or("?"), call["arguments"]))
+                        .collect();
                     println!("[{}] {}: {}{}", entry.seq, entry.role, entry.content, calls.join(""));
                 }
             }
@@ -178,7 +187,12 @@ pub async fn session(command: SessionCommand) -> anyhow::Result<ExitCode> {
 
 /// Runs one turn and prints it: streamed text (or nothing, with `json`),
 /// tool steps on stderr, the outcome at the end.
-async fn turn(client: &IpcClient, events: &mut Receiver<Message>, send: ChatSend, json: bool) -> anyhow::Result<TurnOutcome> {
+async fn turn(
+    client: &IpcClient,
+    events: &mut Receiver<Message>,
+    send: ChatSend,
+    json: bool,
+) -> anyhow::Result<TurnOutcome> {
     let started = agent_loop::Client::new(client).chat_send(&send).await?;
     follow(client, events, started, json).await
 }
@@ -198,7 +212,12 @@ pub async fn continue_session(agent: &str, session_id: &str, json: bool) -> anyh
 }
 
 /// Prints the turn `started` from its events until it ends.
-async fn follow(client: &IpcClient, events: &mut Receiver<Message>, started: TurnStarted, json: bool) -> anyhow::Result<TurnOutcome> {
+async fn follow(
+    client: &IpcClient,
+    events: &mut Receiver<Message>,
+    started: TurnStarted,
+    json: bool,
+) -> anyhow::Result<TurnOutcome> {
     let mut stdout = std::io::stdout();
     let mut cancelled = false;
     loop {
@@ -249,7 +268,12 @@ fn report(outcome: &TurnOutcome) -> ExitCode {
 
 pub async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let (client, mut events) = connect().await?;
-    let send = |message: String, session_id: Option<String>| ChatSend { agent: args.agent.clone(), session_id, message, hint: args.hint.clone() };
+    let send = |message: String, session_id: Option<String>| ChatSend {
+        agent: args.agent.clone(),
+        session_id,
+        message,
+        hint: args.hint.clone(),
+    };
     if let Some(message) = args.message.clone() {
         let outcome = turn(&client, &mut events, send(message, args.session.clone()), args.json).await?;
         if args.json {

@@ -38,12 +38,16 @@ pub struct DecideArgs {
 
 fn print(approval: &Approval) {
     let needs = serde_json::to_string(&approval.permissions).unwrap_or_default();
-    println!("{}  {:?}  {}  {}  needs {needs}  expires {}", approval.id, approval.state, approval.agent, approval.tool_name, approval.expires_at);
+    println!(
+        "{}  {:?}  {}  {}  needs {needs}  expires {}",
+        approval.id, approval.state, approval.agent, approval.tool_name, approval.expires_at
+    );
     println!("    {}", approval.arguments);
 }
 
 pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
-    let (client, _events) = crate::ipc::connect(ComponentId::SecurityAgent).await.context("cannot reach security-agent")?;
+    let (client, _events) =
+        crate::ipc::connect(ComponentId::SecurityAgent).await.context("cannot reach security-agent")?;
     let security = security_agent::Client::new(&client);
     let (args, approve) = match command {
         ApprovalsCommand::List { all, json } => {
@@ -61,6 +65,13 @@ pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
         ApprovalsCommand::Deny(args) => (args, false),
     };
     let approval = security.approval_decide(&ApprovalDecide { id: args.id.clone(), approve }).await?;
-    eprintln!("[{} {}: {} of {}; continuing session {}]", if approve { "approved" } else { "denied" }, approval.id, approval.tool_name, approval.agent, approval.session_id);
+    eprintln!(
+        "[{} {}: {} of {}; continuing session {}]",
+        if approve { "approved" } else { "denied" },
+        approval.id,
+        approval.tool_name,
+        approval.agent,
+        approval.session_id
+    );
     crate::agent::continue_session(&approval.agent, &approval.session_id, args.json).await
 }

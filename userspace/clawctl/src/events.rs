@@ -21,7 +21,10 @@ pub struct EventsArgs {
 pub async fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
     let (client, mut events) = crate::ipc::connect(ComponentId::Router).await?;
     let names = if args.names.is_empty() { vec!["*".to_owned()] } else { args.names };
-    router::Client::new(&client).subscribe_events(&SubscribeEvents { events: names }).await.context("subscribe_events")?;
+    router::Client::new(&client)
+        .subscribe_events(&SubscribeEvents { events: names })
+        .await
+        .context("subscribe_events")?;
     let mut seen = 0;
     while args.count.is_none_or(|count| seen < count) {
         tokio::select! {

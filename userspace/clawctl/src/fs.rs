@@ -104,10 +104,14 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
             let mut offset = 0u64;
             let mut stdout = std::io::stdout().lock();
             loop {
-                let answer = fs.read_file(&ReadFile { path: args.path.clone(), agent: args.agent.clone(), offset, length: None }).await?;
+                let answer = fs
+                    .read_file(&ReadFile { path: args.path.clone(), agent: args.agent.clone(), offset, length: None })
+                    .await?;
                 let bytes = match (answer.content, answer.content_base64) {
                     (Some(text), _) => text.into_bytes(),
-                    (None, Some(encoded)) => base64::engine::general_purpose::STANDARD.decode(encoded).context("fs-engine sent bad base64")?,
+                    (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                        .decode(encoded)
+                        .context("fs-engine sent bad base64")?,
                     (None, None) => anyhow::bail!("fs-engine answered read_file without content"),
                 };
                 stdout.write_all(&bytes)?;
@@ -160,9 +164,12 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
             if !args.db.exists() {
                 anyhow::bail!("{}: no such workspace database", args.db.display());
             }
-            let mut workspace = agentfs::AgentFs::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
+            let mut workspace =
+                agentfs::AgentFs::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
             if let Some(bytes) = args.bytes {
-                workspace.set_file_size_limit(bytes).with_context(|| format!("cannot set the limit of {}", args.db.display()))?;
+                workspace
+                    .set_file_size_limit(bytes)
+                    .with_context(|| format!("cannot set the limit of {}", args.db.display()))?;
             }
             println!("{}", workspace.file_size_limit());
             Ok(ExitCode::SUCCESS)
@@ -177,7 +184,10 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
                     .map(|v| json!({ "rule": v.rule, "description": v.description, "detail": v.detail }))
                     .collect();
                 let not_hardened = &report.not_hardened;
-                println!("{}", json!({ "consistent": report.is_clean(), "violations": violations, "not_hardened": not_hardened }));
+                println!(
+                    "{}",
+                    json!({ "consistent": report.is_clean(), "violations": violations, "not_hardened": not_hardened })
+                );
             } else {
                 print!("{report}");
             }

@@ -54,7 +54,12 @@ pub async fn run(command: IdentityCommand) -> anyhow::Result<ExitCode> {
     let identity = match command {
         IdentityCommand::Show(args) => fs.identity_get(&AgentRef { agent: args.agent }).await?,
         IdentityCommand::Record(args) => {
-            let task = IdentityRecordTask { agent: args.agent, task: args.task, success: !args.failed, duration_ms: args.duration_ms };
+            let task = IdentityRecordTask {
+                agent: args.agent,
+                task: args.task,
+                success: !args.failed,
+                duration_ms: args.duration_ms,
+            };
             fs.identity_record_task(&task).await?
         }
         IdentityCommand::Backups(args) => {
@@ -63,7 +68,9 @@ pub async fn run(command: IdentityCommand) -> anyhow::Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
-        IdentityCommand::Restore(args) => fs.identity_restore(&IdentityRestore { agent: args.agent, backup: args.backup }).await?,
+        IdentityCommand::Restore(args) => {
+            fs.identity_restore(&IdentityRestore { agent: args.agent, backup: args.backup }).await?
+        }
     };
     println!("{}", serde_json::to_string_pretty(&identity)?);
     Ok(ExitCode::SUCCESS)

@@ -34,7 +34,9 @@ pub struct CallArgs {
 const FS_ENGINE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connects to `component` as the operator.
-pub async fn connect(component: ComponentId) -> anyhow::Result<(IpcClient, tokio::sync::mpsc::Receiver<clawos_ipc::Message>)> {
+pub async fn connect(
+    component: ComponentId,
+) -> anyhow::Result<(IpcClient, tokio::sync::mpsc::Receiver<clawos_ipc::Message>)> {
     Ok(IpcClient::connect(component, ClientOptions::new(Principal::Operator)).await?)
 }
 
@@ -62,7 +64,8 @@ pub async fn run(command: IpcCommand) -> anyhow::Result<ExitCode> {
     let (client, _events) = connect(args.component).await?;
     // Any method, typed or not (this is the escape hatch for trying new
     // ones): the timeout is still the API's for a method it knows.
-    let timeout = args.timeout_ms.map_or_else(|| clawos_api::timeout(args.component, &args.method), Duration::from_millis);
+    let timeout =
+        args.timeout_ms.map_or_else(|| clawos_api::timeout(args.component, &args.method), Duration::from_millis);
     let result = client.call(&args.method, params, Some(timeout)).await?;
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(ExitCode::SUCCESS)

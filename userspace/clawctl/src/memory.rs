@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use clawos_api::fs_engine::{
-    AgentRef, Fusion, LegReport, MemoryCount, MemoryEntry, MemoryHygiene, MemoryId, MemoryIndex, MemoryList, MemoryRecall, MemorySearch, MemoryStore,
+    AgentRef, Fusion, LegReport, MemoryCount, MemoryEntry, MemoryHygiene, MemoryId, MemoryIndex, MemoryList,
+    MemoryRecall, MemorySearch, MemoryStore,
 };
 
 use crate::ipc::{connect_fs_engine, fs_engine};
@@ -171,10 +172,18 @@ pub async fn run(command: MemoryCommand) -> anyhow::Result<ExitCode> {
             let client = connect_fs_engine().await?;
             let fs = fs_engine(&client);
             for file in &args.files {
-                let content = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-                let params = MemoryIndex { workspace: args.workspace.clone(), path: file.display().to_string(), content };
+                let content =
+                    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+                let params =
+                    MemoryIndex { workspace: args.workspace.clone(), path: file.display().to_string(), content };
                 let report = fs.memory_index(&params).await?;
-                println!("{}: {} added, {} removed, {} unchanged", file.display(), report.added, report.removed, report.unchanged);
+                println!(
+                    "{}: {} added, {} removed, {} unchanged",
+                    file.display(),
+                    report.added,
+                    report.removed,
+                    report.unchanged
+                );
             }
         }
         MemoryCommand::Search(args) => return search(args).await,
@@ -189,8 +198,11 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
     let fs = fs_engine(&client);
     match command {
         MemoryCommand::Store(StoreArgs { agent, category, content }) => {
-            let params = MemoryStore { agent: agent.agent, content: content.join(" "), category, idempotency_key: None };
-            show(agent.json, &fs.memory_store(&params).await?, |entry| println!("stored {} in {}", entry.id, entry.path))
+            let params =
+                MemoryStore { agent: agent.agent, content: content.join(" "), category, idempotency_key: None };
+            show(agent.json, &fs.memory_store(&params).await?, |entry| {
+                println!("stored {} in {}", entry.id, entry.path)
+            })
         }
         MemoryCommand::Recall(RecallArgs { agent, category, limit, query }) => {
             let params = MemoryRecall { agent: agent.agent, query: query.join(" "), category, limit: Some(limit) };
@@ -199,24 +211,39 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
                 println!("vector leg:  {}", leg(&recall.vector));
                 for (rank, hit) in recall.results.iter().enumerate() {
                     let first_line = hit.content.lines().next().unwrap_or("");
-                    println!("{:>2}. {:.3}  {} {}  {}", rank + 1, hit.score, hit.id.as_deref().unwrap_or("-"), hit.path, first_line);
+                    println!(
+                        "{:>2}. {:.3}  {} {}  {}",
+                        rank + 1,
+                        hit.score,
+                        hit.id.as_deref().unwrap_or("-"),
+                        hit.path,
+                        first_line
+                    );
                 }
             })
         }
-        MemoryCommand::Get(IdArgs { agent, id }) => show(agent.json, &fs.memory_get(&MemoryId { agent: agent.agent, id }).await?, print_entry),
+        MemoryCommand::Get(IdArgs { agent, id }) => {
+            show(agent.json, &fs.memory_get(&MemoryId { agent: agent.agent, id }).await?, print_entry)
+        }
         MemoryCommand::Forget(IdArgs { agent, id }) => {
-            show(agent.json, &fs.memory_forget(&MemoryId { agent: agent.agent, id }).await?, |entry| println!("forgot {} from {}", entry.id, entry.path))
+            show(agent.json, &fs.memory_forget(&MemoryId { agent: agent.agent, id }).await?, |entry| {
+                println!("forgot {} from {}", entry.id, entry.path)
+            })
         }
         MemoryCommand::List(ListArgs { agent, category, limit }) => {
             let answer = fs.memory_list(&MemoryList { agent: agent.agent, category, limit: Some(limit) }).await?;
             show(agent.json, &answer, |answer| answer.entries.iter().for_each(print_entry))
         }
         MemoryCommand::Count(ListArgs { agent, category, .. }) => {
-            show(agent.json, &fs.memory_count(&MemoryCount { agent: agent.agent, category }).await?, |answer| println!("{}", answer.count))
+            show(agent.json, &fs.memory_count(&MemoryCount { agent: agent.agent, category }).await?, |answer| {
+                println!("{}", answer.count)
+            })
         }
-        MemoryCommand::Reindex(agent) => show(agent.json, &fs.memory_reindex(&AgentRef { agent: agent.agent }).await?, |report| {
-            println!("{} files, {} chunks, {} vectors", report.files, report.chunks, report.vectors)
-        }),
+        MemoryCommand::Reindex(agent) => {
+            show(agent.json, &fs.memory_reindex(&AgentRef { agent: agent.agent }).await?, |report| {
+                println!("{} files, {} chunks, {} vectors", report.files, report.chunks, report.vectors)
+            })
+        }
         MemoryCommand::Hygiene(HygieneArgs { agent, archive_after_days, purge_after_days }) => {
             let params = MemoryHygiene { agent: agent.agent, archive_after_days, purge_after_days };
             show(agent.json, &fs.memory_hygiene(&params).await?, |report| {
@@ -236,7 +263,12 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     } else {
         Fusion::Weighted { vector: args.vector_weight, keyword: args.keyword_weight }
     };
-    let params = MemorySearch { workspace: args.workspace, query: args.query.join(" "), limit: Some(args.limit), fusion: Some(fusion) };
+    let params = MemorySearch {
+        workspace: args.workspace,
+        query: args.query.join(" "),
+        limit: Some(args.limit),
+        fusion: Some(fusion),
+    };
     let answer = fs_engine(&client).memory_search(&params).await?;
     if args.json {
         println!("{}", serde_json::to_value(&answer)?);

@@ -20,8 +20,12 @@ pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     let (client, _events) = crate::ipc::connect(ComponentId::EbpfAgent).await?;
     let agent = ebpf_agent::Client::new(&client);
     let result = match command {
-        PolicyCommand::Show => serde_json::to_value(agent.get_policy(&NoParams {}).await.context("ebpf-agent get_policy")?)?,
-        PolicyCommand::Reload => serde_json::to_value(agent.reload_policy(&NoParams {}).await.context("ebpf-agent reload_policy")?)?,
+        PolicyCommand::Show => {
+            serde_json::to_value(agent.get_policy(&NoParams {}).await.context("ebpf-agent get_policy")?)?
+        }
+        PolicyCommand::Reload => {
+            serde_json::to_value(agent.reload_policy(&NoParams {}).await.context("ebpf-agent reload_policy")?)?
+        }
     };
     println!("{}", serde_json::to_string_pretty(&result)?);
     Ok(ExitCode::SUCCESS)

@@ -175,7 +175,8 @@ pub async fn run(command: SecretCommand) -> anyhow::Result<ExitCode> {
             let client = connect_vault().await?;
             let params = SecretGet { secret_id: args.secret_id, version: args.version };
             let answer = security_agent::Client::new(&client).secret_get(&params).await?;
-            let value = Zeroizing::new(BASE64.decode(answer.value_base64.as_bytes()).context("the value is not base64")?);
+            let value =
+                Zeroizing::new(BASE64.decode(answer.value_base64.as_bytes()).context("the value is not base64")?);
             let mut out = stdout.lock();
             out.write_all(&value)?;
             if on_terminal {
@@ -191,12 +192,15 @@ pub async fn run(command: SecretCommand) -> anyhow::Result<ExitCode> {
         }
         SecretCommand::Rm(args) => {
             let client = connect_vault().await?;
-            security_agent::Client::new(&client).secret_remove(&SecretName { secret_id: args.secret_id.clone() }).await?;
+            security_agent::Client::new(&client)
+                .secret_remove(&SecretName { secret_id: args.secret_id.clone() })
+                .await?;
             eprintln!("removed {} and all its versions", args.secret_id);
         }
         SecretCommand::History(args) => {
             let client = connect_vault().await?;
-            let history = security_agent::Client::new(&client).secret_history(&SecretName { secret_id: args.secret_id }).await?;
+            let history =
+                security_agent::Client::new(&client).secret_history(&SecretName { secret_id: args.secret_id }).await?;
             print_versions(&history.versions, args.json, &history)?;
         }
     }

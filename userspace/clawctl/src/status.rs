@@ -68,7 +68,10 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let rows = collect().await?;
     let all_healthy = rows.iter().all(|row| row.health == "healthy");
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?
+        );
     } else {
         print_table(&rows);
     }
@@ -127,7 +130,10 @@ async fn futures_join<F: std::future::Future<Output = T>, T>(futures: [F; 8]) ->
 
 fn print_table(rows: &[Row]) {
     let show = |value: Option<String>| value.unwrap_or_else(|| "-".into());
-    println!("{:<15} {:<10} {:<9} {:>10} {:>10} {:>8}", "COMPONENT", "HEALTH", "VERSION", "UPTIME", "HEARTBEAT", "RESTARTS");
+    println!(
+        "{:<15} {:<10} {:<9} {:>10} {:>10} {:>8}",
+        "COMPONENT", "HEALTH", "VERSION", "UPTIME", "HEARTBEAT", "RESTARTS"
+    );
     for row in rows {
         println!(
             "{:<15} {:<10} {:<9} {:>10} {:>10} {:>8}",

@@ -117,7 +117,13 @@ pub async fn run(command: ToolCommand) -> anyhow::Result<ExitCode> {
                 Some(text) => serde_json::from_str(text).context("the tool's arguments are not valid JSON")?,
                 None => json!({}),
             };
-            let call = ExecuteTool { tool_name: args.tool, arguments, agent: args.agent, session_id: args.session, idempotency_key: None };
+            let call = ExecuteTool {
+                tool_name: args.tool,
+                arguments,
+                agent: args.agent,
+                session_id: args.session,
+                idempotency_key: None,
+            };
             let daemon = match args.timeout_ms {
                 Some(ms) => daemon.with_timeout(Duration::from_millis(ms)),
                 None => daemon,
@@ -140,7 +146,8 @@ fn str_of(value: &Value) -> &str {
 /// `<tool>-v<X.Y.Z>.wasm` to (tool, version).
 fn name_and_version(wasm: &Path) -> anyhow::Result<(String, SemVer)> {
     let file = wasm.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let (tool, version) = names::parse_tool_binary_file(file).context("the component's file name (ClawFS naming rules)")?;
+    let (tool, version) =
+        names::parse_tool_binary_file(file).context("the component's file name (ClawFS naming rules)")?;
     Ok((tool.to_owned(), version))
 }
 
@@ -149,8 +156,10 @@ fn name_and_version(wasm: &Path) -> anyhow::Result<(String, SemVer)> {
 /// hash or name disagrees with the file.
 fn definition_for(args: &InstallArgs, wasm: &[u8]) -> anyhow::Result<Value> {
     let mut definition = match &args.definition {
-        Some(path) => serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
-            .with_context(|| format!("{} is not JSON", path.display()))?,
+        Some(path) => {
+            serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+                .with_context(|| format!("{} is not JSON", path.display()))?
+        }
         None => json!({}),
     };
     let fields = definition.as_object_mut().context("the definition must be a JSON object")?;
@@ -159,7 +168,9 @@ fn definition_for(args: &InstallArgs, wasm: &[u8]) -> anyhow::Result<Value> {
     let hash = format!("sha256:{}", fsutil::hex(&Sha256::digest(wasm)));
     for (field, value) in [("tool_id", &tool), ("version", &version), ("wasm_hash", &hash)] {
         match fields.get(field).and_then(Value::as_str) {
-            Some(given) if given != value => bail!("the definition's {field} is {given}, but {} has {value}", args.wasm.display()),
+            Some(given) if given != value => {
+                bail!("the definition's {field} is {given}, but {} has {value}", args.wasm.display())
+            }
             _ => {
                 fields.insert(field.into(), value.as_str().into());
             }
@@ -200,7 +211,10 @@ async fn install(daemon: wasm_daemon::Client<'_>, args: InstallArgs) -> anyhow::
     let definition = definition_for(&args, &wasm)?;
     println!("tool        {} {}", str_of(&definition["tool_id"]), str_of(&definition["version"]));
     println!("wasm_hash   {}", str_of(&definition["wasm_hash"]));
-    println!("limits      {} MiB memory, {}% of a CPU, {} s", definition["memory_limit_mb"], definition["cpu_quota_percent"], definition["timeout_seconds"]);
+    println!(
+        "limits      {} MiB memory, {}% of a CPU, {} s",
+        definition["memory_limit_mb"], definition["cpu_quota_percent"], definition["timeout_seconds"]
+    );
     println!("capabilities (everything this tool will be able to reach):");
     let capabilities = definition["capabilities"].as_array().cloned().unwrap_or_default();
     if capabilities.is_empty() {
@@ -249,19 +263,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let template = dir.path().join("web-fetch.json");
         std::fs::write(&template, r#"{"description": "d", "memory_limit_mb": 32, "timeout_seconds": 9}"#).unwrap();
-        let definition = definition_for(&args("/x/web-fetch-v1.2.3.wasm", Some(template), &["network:outbound:h"]), b"bytes").unwrap();
+        let definition =
+            definition_for(&args("/x/web-fetch-v1.2.3.wasm", Some(template), &["network:outbound:h"]), b"bytes")
+                .unwrap();
         assert_eq!(definition["tool_id"], "web-fetch");
         assert_eq!(definition["version"], "1.2.3");
         assert_eq!(definition["wasm_hash"], format!("sha256:{:x}", Sha256::digest(b"bytes")));
         assert_eq!(definition["capabilities"], json!(["network:outbound:h"]));
-        assert_eq!((definition["memory_limit_mb"].as_u64(), definition["cpu_quota_percent"].as_u64(), definition["timeout_seconds"].as_u64()), (Some(32), Some(5), Some(9)));
+        assert_eq!(
+            (
+                definition["memory_limit_mb"].as_u64(),
+                definition["cpu_quota_percent"].as_u64(),
+                definition["timeout_seconds"].as_u64()
+            ),
+            (Some(32), Some(5), Some(9))
+        );
     }
 
     #[test]
     fn a_pinned_hash_or_name_that_disagrees_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let pinned = dir.path().join("pinned.json");
-        std::fs::write(&pinned, r#"{"wasm_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}"#).unwrap();
+        std::fs::write(
+            &pinned,
+            r#"{"wasm_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}"#,
+        )
+        .unwrap();
         let error = definition_for(&args("/x/web-fetch-v1.2.3.wasm", Some(pinned), &[]), b"bytes").unwrap_err();
         assert!(error.to_string().contains("wasm_hash"), "{error}");
         let named = dir.path().join("named.json");

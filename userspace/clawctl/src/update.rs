@@ -141,7 +141,12 @@ impl Uki {
                 None => (Some(counter.parse().ok()?), Some(0)),
             },
         };
-        (!version.is_empty()).then(|| Uki { file: file.to_owned(), version: version.to_owned(), tries_left, tries_done })
+        (!version.is_empty()).then(|| Uki {
+            file: file.to_owned(),
+            version: version.to_owned(),
+            tries_left,
+            tries_done,
+        })
     }
 
     /// systemd-boot's view: good (blessed or never counted), bad (no tries
@@ -203,7 +208,10 @@ fn slots() -> anyhow::Result<Vec<Slot>> {
         let Ok(uevent) = fs::read_to_string(entry.path().join("uevent")) else { continue };
         let Some(label) = uevent.lines().find_map(|line| line.strip_prefix("PARTNAME=")) else { continue };
         if label.starts_with("clawos_") || label == "_empty" {
-            slots.push(Slot { device: format!("/dev/{}", entry.file_name().to_string_lossy()), label: label.to_owned() });
+            slots.push(Slot {
+                device: format!("/dev/{}", entry.file_name().to_string_lossy()),
+                label: label.to_owned(),
+            });
         }
     }
     slots.sort_by(|a, b| a.device.cmp(&b.device));
@@ -272,7 +280,10 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     // fell back. The gate's records of its boots say why.
     let fell_back = ukis.first().filter(|newest| newest.state() == "bad" && newest.version != booted).map(|newest| {
         let failures: Vec<&GateRecord> = records.iter().filter(|r| r.version == newest.version && !r.healthy).collect();
-        let reasons = failures.last().map(|r| r.problems.join("; ")).unwrap_or_else(|| "no health record (it did not get as far as the gate)".into());
+        let reasons = failures
+            .last()
+            .map(|r| r.problems.join("; "))
+            .unwrap_or_else(|| "no health record (it did not get as far as the gate)".into());
         format!(
             "{} used up its {} tries ({} failed the health gate) and systemd-boot went back to {}: {}",
             newest.version,
@@ -312,7 +323,8 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     println!("health gate, latest boots first:");
     for record in &status.recent_gates {
-        let outcome = if record.healthy { "healthy".to_owned() } else { format!("FAILED: {}", record.problems.join("; ")) };
+        let outcome =
+            if record.healthy { "healthy".to_owned() } else { format!("FAILED: {}", record.problems.join("; ")) };
         println!("  {} {:<16} {}", record.time, record.version, outcome);
     }
     Ok(ExitCode::SUCCESS)
@@ -433,14 +445,18 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 fn rollback(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     let booted = booted_version()?;
     let ukis = ukis()?;
-    let current = ukis.iter().find(|uki| uki.version == booted).with_context(|| format!("no UKI of the booted version {booted} in {UKI_DIR}"))?;
+    let current = ukis
+        .iter()
+        .find(|uki| uki.version == booted)
+        .with_context(|| format!("no UKI of the booted version {booted} in {UKI_DIR}"))?;
     let previous = ukis
         .iter()
         .find(|uki| uki.state() != "bad" && compare_versions(&uki.version, &booted).is_lt())
         .with_context(|| format!("no older good version than {booted} on the ESP to go back to"))?;
     // No tries left: systemd-boot boots it only when nothing else is bootable.
     let bad = format!("clawos_{}+0-{}.efi", current.version, current.tries_done.unwrap_or(0));
-    fs::rename(Path::new(UKI_DIR).join(&current.file), Path::new(UKI_DIR).join(&bad)).with_context(|| format!("cannot rename {} to {bad}", current.file))?;
+    fs::rename(Path::new(UKI_DIR).join(&current.file), Path::new(UKI_DIR).join(&bad))
+        .with_context(|| format!("cannot rename {} to {bad}", current.file))?;
     sync_esp();
     println!("Marked {booted} bad ({bad}); the next boot starts {}.", previous.version);
     if args.reboot {
@@ -456,7 +472,8 @@ fn sync_esp() {
 }
 
 fn reboot() -> anyhow::Result<()> {
-    let status = Command::new("systemctl").args(["--no-block", "reboot"]).status().context("cannot run systemctl reboot")?;
+    let status =
+        Command::new("systemctl").args(["--no-block", "reboot"]).status().context("cannot run systemctl reboot")?;
     if !status.success() {
         bail!("systemctl reboot failed: {status}");
     }
@@ -497,7 +514,8 @@ async fn problems() -> (Vec<String>, bool) {
 /// passphrase vault waits for its operator and does not hold the boot back.
 async fn vault_problem() -> anyhow::Result<Option<(String, bool)>> {
     let (client, _events) = crate::ipc::connect(ComponentId::SecurityAgent).await?;
-    let status = security_agent::Client::new(&client).with_timeout(Duration::from_secs(5)).vault_status(&NoParams {}).await?;
+    let status =
+        security_agent::Client::new(&client).with_timeout(Duration::from_secs(5)).vault_status(&NoParams {}).await?;
     Ok((status.initialized && status.protection.as_deref() == Some("tpm2") && status.state != "unsealed")
         .then(|| (format!("the vault is not unsealed ({})", status.state_description), status.state == "pcr-mismatch")))
 }
@@ -530,7 +548,8 @@ async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     // systemd-boot decides on the next boot whether it gets another or the
     // previous version runs. A box with nothing to go back to (a freshly
     // flashed image) stays up for its operator instead of rebooting in vain.
-    let fallback = ukis().unwrap_or_default().into_iter().find(|uki| uki.version != record.version && uki.state() == "good");
+    let fallback =
+        ukis().unwrap_or_default().into_iter().find(|uki| uki.version != record.version && uki.state() == "good");
     if let (true, Some(fallback)) = (counted, fallback) {
         eprintln!("{} is on trial and {} is good: rebooting", record.version, fallback.version);
         reboot()?;
@@ -543,7 +562,11 @@ fn append_record(record: &GateRecord) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let mut file = fs::OpenOptions::new().create(true).append(true).open(&path).with_context(|| format!("cannot open {HEALTH_LOG}"))?;
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {HEALTH_LOG}"))?;
     writeln!(file, "{}", serde_json::to_string(record)?)?;
     file.sync_all()?;
     Ok(())
@@ -554,7 +577,10 @@ fn append_record(record: &GateRecord) -> anyhow::Result<()> {
 /// systemd-bless-boot renamed it).
 fn booted_uki() -> anyhow::Result<PathBuf> {
     let version = booted_version()?;
-    let uki = ukis()?.into_iter().find(|uki| uki.version == version).with_context(|| format!("no UKI of the running version {version} in {UKI_DIR}"))?;
+    let uki = ukis()?
+        .into_iter()
+        .find(|uki| uki.version == version)
+        .with_context(|| format!("no UKI of the running version {version} in {UKI_DIR}"))?;
     Ok(Path::new(UKI_DIR).join(uki.file))
 }
 
@@ -566,7 +592,9 @@ async fn prepare_tpm(new_uki: &Path) -> anyhow::Result<()> {
     if !Path::new("/dev/tpmrm0").exists() {
         return Ok(());
     }
-    let log = measure::parse_event_log(&fs::read(EVENT_LOG).with_context(|| format!("cannot read the firmware's event log {EVENT_LOG}"))?)?;
+    let log = measure::parse_event_log(
+        &fs::read(EVENT_LOG).with_context(|| format!("cannot read the firmware's event log {EVENT_LOG}"))?,
+    )?;
     let (pcr4, pcr12) = (read_pcr(4)?, read_pcr(12)?);
     if measure::replay(&log, 4, &[]) != pcr4 {
         bail!("the firmware's event log does not add up to PCR 4: the update's PCR 4 cannot be computed");
@@ -602,9 +630,12 @@ async fn prepare_tpm(new_uki: &Path) -> anyhow::Result<()> {
 
 /// A PCR's SHA-256 value as the kernel reads it from the TPM.
 fn read_pcr(pcr: u8) -> anyhow::Result<[u8; 32]> {
-    let text = fs::read_to_string(format!("{PCR_DIR}/{pcr}")).with_context(|| format!("cannot read PCR {pcr} from {PCR_DIR}"))?;
+    let text = fs::read_to_string(format!("{PCR_DIR}/{pcr}"))
+        .with_context(|| format!("cannot read PCR {pcr} from {PCR_DIR}"))?;
     let text = text.trim();
-    fsutil::unhex(text).and_then(|bytes| <[u8; 32]>::try_from(bytes).ok()).with_context(|| format!("PCR {pcr} reads as {text:?}"))
+    fsutil::unhex(text)
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .with_context(|| format!("PCR {pcr} reads as {text:?}"))
 }
 
 #[cfg(test)]
@@ -614,7 +645,10 @@ mod tests {
     #[test]
     fn uki_names_parse_as_systemd_boot_counts_them() {
         let fresh = Uki::parse("clawos_0.1.9+3.efi").unwrap();
-        assert_eq!((fresh.version.as_str(), fresh.tries_left, fresh.tries_done, fresh.state()), ("0.1.9", Some(3), Some(0), "trying"));
+        assert_eq!(
+            (fresh.version.as_str(), fresh.tries_left, fresh.tries_done, fresh.state()),
+            ("0.1.9", Some(3), Some(0), "trying")
+        );
         let tried = Uki::parse("clawos_0.1.9+2-1.efi").unwrap();
         assert_eq!((tried.tries_left, tried.tries_done, tried.state()), (Some(2), Some(1), "trying"));
         let bad = Uki::parse("clawos_0.1.9+0-3.efi").unwrap();

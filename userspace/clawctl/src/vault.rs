@@ -51,7 +51,10 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
     match command {
         VaultCommand::Init(args) => {
             let params = if args.passphrase {
-                VaultInit { protection: Protection::Passphrase, passphrase: Some(read_credential("New vault passphrase: ", true)?) }
+                VaultInit {
+                    protection: Protection::Passphrase,
+                    passphrase: Some(read_credential("New vault passphrase: ", true)?),
+                }
             } else {
                 VaultInit { protection: Protection::Tpm, passphrase: None }
             };
@@ -109,7 +112,10 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                println!("{} secrets, {} versions decrypted and verified; {} audit entries verified", report.secrets, report.versions, report.audit_entries);
+                println!(
+                    "{} secrets, {} versions decrypted and verified; {} audit entries verified",
+                    report.secrets, report.versions, report.audit_entries
+                );
                 for problem in &report.problems {
                     println!("problem: {problem}");
                 }

@@ -85,7 +85,10 @@ pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
             } else {
                 println!("{:<40} {:>9} {:<12} CREATED", "NAME", "DIMENSION", "OWNER");
                 for workspace in answer.workspaces {
-                    println!("{:<40} {:>9} {:<12} {}", workspace.workspace_id, workspace.vector_dimension, workspace.owner, workspace.created_at);
+                    println!(
+                        "{:<40} {:>9} {:<12} {}",
+                        workspace.workspace_id, workspace.vector_dimension, workspace.owner, workspace.created_at
+                    );
                 }
             }
         }

@@ -8,17 +8,18 @@
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 
-use tokio::io::AsyncWriteExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 
 use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Object, Principal};
 use serde_json::Value;
 
-const DAEMONS: [(&str, u32); 4] = [("router", 61_001), ("observability", 61_002), ("scheduler", 61_003), ("fs-engine", 61_004)];
+const DAEMONS: [(&str, u32); 4] =
+    [("router", 61_001), ("observability", 61_002), ("scheduler", 61_003), ("fs-engine", 61_004)];
 
 struct Daemons {
     children: Vec<(String, Child)>,
@@ -88,8 +89,11 @@ fn start() -> Daemons {
             dir.join("ipc-acl.toml").display()
         );
         match id {
-            "router" => config.push_str("[ipc.rate_limit]\nmessages_per_second = 0\nburst = 0\n[component]\nsubscriber_queue = 16\n"),
-            "observability" => config.push_str(&format!("[component]\nprometheus_listen = \"127.0.0.1:{prometheus}\"\n")),
+            "router" => config
+                .push_str("[ipc.rate_limit]\nmessages_per_second = 0\nburst = 0\n[component]\nsubscriber_queue = 16\n"),
+            "observability" => {
+                config.push_str(&format!("[component]\nprometheus_listen = \"127.0.0.1:{prometheus}\"\n"))
+            }
             // Without a writable audit log fs-engine is degraded (fail closed).
             "fs-engine" => {
                 let log = dir.join("clawfs-audit.log");
@@ -206,7 +210,10 @@ fn daemons_status_fanout_shutdown_and_unhealthy() {
     http.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
     let mut page = String::new();
     http.read_to_string(&mut page).unwrap();
-    assert!(page.starts_with("HTTP/1.0 200") && page.contains("clawos_component_up{component=\"scheduler\"} 1"), "{page}");
+    assert!(
+        page.starts_with("HTTP/1.0 200") && page.contains("clawos_component_up{component=\"scheduler\"} 1"),
+        "{page}"
+    );
 
     // Fan-out: `clawctl events` sees heartbeats from several components.
     let heartbeats = daemons.run(&["events", "--name", "heartbeat", "--count", "16"]);
@@ -219,13 +226,19 @@ fn daemons_status_fanout_shutdown_and_unhealthy() {
     slow_subscriber_does_not_block_others(&daemons);
 
     // Graceful shutdown: SIGTERM -> component_shutdown event -> "stopped".
-    let shutdowns = daemons.clawctl(&["events", "--name", "component_shutdown", "--count", "1"]).stdout(Stdio::piped()).spawn().unwrap();
+    let shutdowns = daemons
+        .clawctl(&["events", "--name", "component_shutdown", "--count", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     wait_for("the shutdown subscription", Duration::from_secs(20), || {
         // Observability subscribes to component_shutdown too; wait for the operator's subscription.
         let stats = daemons.run(&["ipc", "call", "router", "router_stats"]);
         let stats: Value = serde_json::from_slice(&stats.stdout).unwrap_or_default();
         stats["subscribers"].as_array().is_some_and(|subscribers| {
-            subscribers.iter().any(|s| s["peer"] == "operator" && s["events"] == serde_json::json!(["component_shutdown"]))
+            subscribers
+                .iter()
+                .any(|s| s["peer"] == "operator" && s["events"] == serde_json::json!(["component_shutdown"]))
         })
     });
     daemons.signal("fs-engine", nix::sys::signal::Signal::SIGTERM);
@@ -265,7 +278,10 @@ fn slow_subscriber_does_not_block_others(daemons: &Daemons) {
         // reads its socket: events back up in the kernel buffer, then in the
         // router's queue for it.
         let mut slow = clawos_ipc::socket::connect_abstract(&router_socket).unwrap();
-        for (method, params) in [("hello", serde_json::json!({"supported_versions": ["1.0"]})), ("subscribe_events", Value::from(subscribe(&["flood"])))] {
+        for (method, params) in [
+            ("hello", serde_json::json!({"supported_versions": ["1.0"]})),
+            ("subscribe_events", Value::from(subscribe(&["flood"]))),
+        ] {
             let request = clawos_ipc::Message::request(
                 clawos_ipc::ProtocolVersion::V1_0,
                 Principal::Operator,
@@ -291,7 +307,10 @@ fn slow_subscriber_does_not_block_others(daemons: &Daemons) {
             }
             // Keep the fast subscriber's queue shallow so only the slow one overflows.
             while received < (batch + 1) * 10 {
-                tokio::time::timeout(Duration::from_secs(5), fast_events.recv()).await.expect("fast subscriber starved").unwrap();
+                tokio::time::timeout(Duration::from_secs(5), fast_events.recv())
+                    .await
+                    .expect("fast subscriber starved")
+                    .unwrap();
                 received += 1;
             }
         }
@@ -302,7 +321,10 @@ fn slow_subscriber_does_not_block_others(daemons: &Daemons) {
         assert_eq!(flood.len(), 2, "{stats:?}");
         let dropped: Vec<u64> = flood.iter().map(|s| s["dropped"].as_u64().unwrap()).collect();
         assert_eq!(received, EVENTS);
-        assert!(dropped.contains(&0) && dropped.iter().any(|&d| d > 0), "one subscriber drops, the other none: {stats:?}");
+        assert!(
+            dropped.contains(&0) && dropped.iter().any(|&d| d > 0),
+            "one subscriber drops, the other none: {stats:?}"
+        );
         assert!(elapsed < Duration::from_secs(20), "fan-out took {elapsed:?}");
         assert_eq!(fast.dropped_events(), 0);
         drop(slow);

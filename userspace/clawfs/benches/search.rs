@@ -10,13 +10,28 @@ use criterion::{criterion_group, criterion_main, Criterion};
 const DOCUMENTS: usize = 5_000;
 const DIMENSION: usize = 384;
 const TOPICS: [&str; 8] = ["kernel", "network", "storage", "vault", "scheduler", "router", "tools", "metrics"];
-const WORDS: [&str; 12] = ["latency", "index", "policy", "cgroup", "snapshot", "socket", "quota", "audit", "heartbeat", "token", "cache", "journal"];
+const WORDS: [&str; 12] = [
+    "latency",
+    "index",
+    "policy",
+    "cgroup",
+    "snapshot",
+    "socket",
+    "quota",
+    "audit",
+    "heartbeat",
+    "token",
+    "cache",
+    "journal",
+];
 
 /// Deterministic text: a topic heading and sentences drawn from a small
 /// vocabulary, so keyword and vector legs both find real candidates.
 fn document(n: usize) -> String {
     let topic = TOPICS[n % TOPICS.len()];
-    let sentence = |i: usize| format!("The {topic} {} and {} {n}.", WORDS[(n + i) % WORDS.len()], WORDS[(n * 7 + i) % WORDS.len()]);
+    let sentence = |i: usize| {
+        format!("The {topic} {} and {} {n}.", WORDS[(n + i) % WORDS.len()], WORDS[(n * 7 + i) % WORDS.len()])
+    };
     format!("# {topic} note {n}\n\n{} {} {}\n", sentence(1), sentence(2), sentence(3))
 }
 
@@ -35,7 +50,8 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("search_top10");
     // Both legs still run; only the fusion weights differ.
     group.bench_function("hybrid_keyword_weight_only", |b| {
-        let request = SearchRequest { fusion: Fusion::Weighted { vector: 0.0, keyword: 1.0 }, ..SearchRequest::new(query) };
+        let request =
+            SearchRequest { fusion: Fusion::Weighted { vector: 0.0, keyword: 1.0 }, ..SearchRequest::new(query) };
         b.iter(|| index.search(&request).unwrap())
     });
     group.bench_function("hybrid_weighted", |b| b.iter(|| index.search(&SearchRequest::new(query)).unwrap()));

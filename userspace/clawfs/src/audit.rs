@@ -77,7 +77,12 @@ impl Entry<'_> {
     /// The log line for this entry at `timestamp`, without the newline.
     pub fn line(&self, timestamp: &str) -> String {
         let level = if self.denied.is_some() { "WARN" } else { "INFO" };
-        let mut line = format!("{timestamp} [{level}] agent={} operation={} path={}", field(self.agent), self.operation, field(self.path));
+        let mut line = format!(
+            "{timestamp} [{level}] agent={} operation={} path={}",
+            field(self.agent),
+            self.operation,
+            field(self.path)
+        );
         if let Some(bytes) = self.bytes {
             line.push_str(&format!(" bytes={bytes}"));
         }
@@ -119,9 +124,23 @@ mod tests {
 
     #[test]
     fn lines_follow_the_spec_format() {
-        let read = Entry { agent: "kernel-engine", operation: "read", path: "/clawfs/agents/kernel-engine/a.md", bytes: Some(4096), denied: None, caller: "agent-loop" };
+        let read = Entry {
+            agent: "kernel-engine",
+            operation: "read",
+            path: "/clawfs/agents/kernel-engine/a.md",
+            bytes: Some(4096),
+            denied: None,
+            caller: "agent-loop",
+        };
         assert_eq!(read.line(AT), "2024-02-24T12:34:56Z [INFO] agent=kernel-engine operation=read path=/clawfs/agents/kernel-engine/a.md bytes=4096 caller=agent-loop");
-        let denied = Entry { agent: "unknown", operation: "write", path: "/clawfs/vault/master-key.enc", bytes: None, denied: Some("outside the agent's directory"), caller: "agent-loop" };
+        let denied = Entry {
+            agent: "unknown",
+            operation: "write",
+            path: "/clawfs/vault/master-key.enc",
+            bytes: None,
+            denied: Some("outside the agent's directory"),
+            caller: "agent-loop",
+        };
         assert_eq!(
             denied.line(AT),
             "2024-02-24T12:34:56Z [WARN] agent=unknown operation=write path=/clawfs/vault/master-key.enc denied=true reason=\"outside the agent's directory\" caller=agent-loop"
@@ -130,7 +149,14 @@ mod tests {
 
     #[test]
     fn a_path_cannot_forge_fields_or_lines() {
-        let entry = Entry { agent: "fs-engine", operation: "open", path: "/clawfs/a b\n2024 [INFO] denied=false", bytes: None, denied: None, caller: "operator" };
+        let entry = Entry {
+            agent: "fs-engine",
+            operation: "open",
+            path: "/clawfs/a b\n2024 [INFO] denied=false",
+            bytes: None,
+            denied: None,
+            caller: "operator",
+        };
         let line = entry.line(AT);
         assert!(!line.contains('\n'));
         assert!(line.contains(r#"path="/clawfs/a b\n2024 [INFO] denied=false""#), "{line}");
@@ -142,13 +168,25 @@ mod tests {
         let path = dir.path().join("clawfs-audit.log");
         std::fs::write(&path, "earlier line\n").unwrap();
         let log = AuditLog::open(&path).unwrap();
-        let entry = Entry { agent: "operator", operation: "delete", path: "/clawfs/agents/fs-engine/x", bytes: None, denied: None, caller: "operator" };
+        let entry = Entry {
+            agent: "operator",
+            operation: "delete",
+            path: "/clawfs/agents/fs-engine/x",
+            bytes: None,
+            denied: None,
+            caller: "operator",
+        };
         log.record(&entry).unwrap();
         log.record(&entry).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[0], "earlier line");
-        assert!(lines[2].ends_with("[INFO] agent=operator operation=delete path=/clawfs/agents/fs-engine/x caller=operator"), "{}", lines[2]);
+        assert!(
+            lines[2]
+                .ends_with("[INFO] agent=operator operation=delete path=/clawfs/agents/fs-engine/x caller=operator"),
+            "{}",
+            lines[2]
+        );
     }
 }

@@ -44,7 +44,11 @@ pub(crate) struct ChunkLengths {
 impl ChunkLengths {
     /// Reloads `lengths` from `docsize_table` when `connection` has seen a
     /// commit by another connection since the last load (or never loaded).
-    pub(crate) fn refresh(lengths: &RwLock<ChunkLengths>, connection: &Connection, docsize_table: &str) -> rusqlite::Result<()> {
+    pub(crate) fn refresh(
+        lengths: &RwLock<ChunkLengths>,
+        connection: &Connection,
+        docsize_table: &str,
+    ) -> rusqlite::Result<()> {
         let version: i64 = connection.prepare_cached("PRAGMA data_version")?.query_row([], |row| row.get(0))?;
         if lengths.read().is_ok_and(|current| current.data_version == Some(version)) {
             return Ok(());
@@ -116,7 +120,8 @@ pub(crate) fn register(connection: &Connection, lengths: Arc<RwLock<ChunkLengths
     let api = fts5_api(connection)?;
     // SAFETY: `api` is the live FTS5 API of this connection (checked non-null
     // and at least version 2, which has xCreateFunction).
-    let create = unsafe { (*api).xCreateFunction }.ok_or_else(|| failure(ffi::SQLITE_MISUSE, "FTS5 has no xCreateFunction"))?;
+    let create =
+        unsafe { (*api).xCreateFunction }.ok_or_else(|| failure(ffi::SQLITE_MISUSE, "FTS5 has no xCreateFunction"))?;
     let user_data = Arc::into_raw(lengths) as *mut c_void;
     // SAFETY: as above. FTS5 hands `user_data` to `bm25` while the function
     // exists and to `release_lengths` once, when the connection closes.
@@ -156,7 +161,10 @@ fn fts5_api(connection: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
     // SAFETY: a non-null `api` points to FTS5's API object, which lives as
     // long as the connection.
     if rc != ffi::SQLITE_OK || api.is_null() || unsafe { (*api).iVersion } < 2 {
-        return Err(failure(if rc == ffi::SQLITE_OK { ffi::SQLITE_ERROR } else { rc }, "this SQLite has no FTS5 API version 2"));
+        return Err(failure(
+            if rc == ffi::SQLITE_OK { ffi::SQLITE_ERROR } else { rc },
+            "this SQLite has no FTS5 API version 2",
+        ));
     }
     Ok(api)
 }
@@ -328,12 +336,20 @@ impl Call<'_> {
             let value = (((rows - hits) as f64 + 0.5) / (hits as f64 + 0.5)).ln();
             idf.push(if value <= 0.0 { 1e-6 } else { value });
         }
-        Ok(QueryStatistics { idf, average_length: tokens as f64 / rows as f64, frequencies: vec![0.0; phrases as usize] })
+        Ok(QueryStatistics {
+            idf,
+            average_length: tokens as f64 / rows as f64,
+            frequencies: vec![0.0; phrases as usize],
+        })
     }
 }
 
 /// xQueryPhrase's callback: counts the rows that contain the phrase.
-unsafe extern "C" fn count_row(_api: *const ffi::Fts5ExtensionApi, _fts: *mut ffi::Fts5Context, hits: *mut c_void) -> c_int {
+unsafe extern "C" fn count_row(
+    _api: *const ffi::Fts5ExtensionApi,
+    _fts: *mut ffi::Fts5Context,
+    hits: *mut c_void,
+) -> c_int {
     // SAFETY: `hits` is the `i64` `compute_statistics` passed to xQueryPhrase.
     unsafe { *(hits as *mut i64) += 1 };
     ffi::SQLITE_OK

@@ -63,7 +63,13 @@ pub(crate) fn heading(line: &str) -> Option<(usize, &str)> {
 fn flush(path: &str, headings: &[(usize, String)], section: &str, chunks: &mut Vec<Chunk>) {
     let heading = headings.iter().map(|(_, title)| title.as_str()).collect::<Vec<_>>().join(" > ");
     for (ordinal, body) in (0..).zip(split_paragraphs(section.trim(), MAX_CHUNK_BYTES)) {
-        chunks.push(Chunk { id: chunk_id(path, &heading, ordinal, &body), path: path.to_owned(), heading: heading.clone(), ordinal, content: body });
+        chunks.push(Chunk {
+            id: chunk_id(path, &heading, ordinal, &body),
+            path: path.to_owned(),
+            heading: heading.clone(),
+            ordinal,
+            content: body,
+        });
     }
 }
 
@@ -128,7 +134,8 @@ mod tests {
         let before = chunk_markdown("guide.md", DOC);
         assert_eq!(before, chunk_markdown("guide.md", DOC));
         let after = chunk_markdown("guide.md", &DOC.replace("Run clawctl.", "Run clawctl status."));
-        let changed: Vec<_> = before.iter().zip(&after).filter(|(a, b)| a.id != b.id).map(|(a, _)| a.heading.as_str()).collect();
+        let changed: Vec<_> =
+            before.iter().zip(&after).filter(|(a, b)| a.id != b.id).map(|(a, _)| a.heading.as_str()).collect();
         assert_eq!(changed, ["Use"]);
         assert_ne!(before[0].id, chunk_markdown("other.md", DOC)[0].id, "the path is part of the id");
     }

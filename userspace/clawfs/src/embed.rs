@@ -180,10 +180,8 @@ impl OpenAiEmbedder {
     /// A client for `config`; `api_key` is the secret named by
     /// `config.api_key_secret`, read from the vault by the caller.
     pub fn new(config: OpenAiConfig, api_key: Option<String>) -> Self {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(config.timeout_secs)))
-            .build()
-            .into();
+        let agent =
+            ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(config.timeout_secs))).build().into();
         let model_id = format!("openai-compatible:{}:{}", config.model, config.dimension);
         OpenAiEmbedder { config, api_key, agent, model_id }
     }
@@ -224,7 +222,11 @@ impl Embedder for OpenAiEmbedder {
         let mut vectors = vec![Vec::new(); texts.len()];
         for item in parsed.data {
             if item.embedding.len() != self.config.dimension {
-                return Err(bad(format!("a {}-dimension vector; expected {}", item.embedding.len(), self.config.dimension)));
+                return Err(bad(format!(
+                    "a {}-dimension vector; expected {}",
+                    item.embedding.len(),
+                    self.config.dimension
+                )));
             }
             let slot = vectors.get_mut(item.index).ok_or_else(|| bad(format!("index {} out of range", item.index)))?;
             *slot = item.embedding;
@@ -320,7 +322,8 @@ mod tests {
     #[test]
     fn hashing_is_deterministic_normalized_and_word_sensitive() {
         let embedder = HashingEmbedder::new(256);
-        let vectors = embedder.embed(&["rebuild the HNSW index", "rebuild the hnsw index", "tomato soup recipe"]).unwrap();
+        let vectors =
+            embedder.embed(&["rebuild the HNSW index", "rebuild the hnsw index", "tomato soup recipe"]).unwrap();
         assert_eq!(vectors[0], embedder.embed(&["rebuild the HNSW index"]).unwrap()[0]);
         assert!((cosine(&vectors[0], &vectors[0]) - 1.0).abs() < 1e-5);
         assert!((cosine(&vectors[0], &vectors[1]) - 1.0).abs() < 1e-5, "case must not matter");
@@ -349,7 +352,8 @@ mod tests {
 
     #[test]
     fn the_same_text_is_never_embedded_twice() {
-        let counting = Counting { inner: HashingEmbedder::new(128), calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) };
+        let counting =
+            Counting { inner: HashingEmbedder::new(128), calls: AtomicUsize::new(0), texts: AtomicUsize::new(0) };
         let cached = CachedEmbedder::new(counting, NonZeroUsize::new(16).unwrap());
         let first = cached.embed(&["alpha", "beta", "alpha"]).unwrap();
         assert_eq!(first[0], first[2]);
@@ -403,7 +407,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let server = serve_once(listener, 4);
-        let config = OpenAiConfig { base_url, model: "text-embedding-3-small".into(), dimension: 4, api_key_secret: None, timeout_secs: 5 };
+        let config = OpenAiConfig {
+            base_url,
+            model: "text-embedding-3-small".into(),
+            dimension: 4,
+            api_key_secret: None,
+            timeout_secs: 5,
+        };
         let client = OpenAiEmbedder::new(config, Some("sk-test".into()));
         let vectors = client.embed(&["first", "second"]).unwrap();
         assert_eq!(vectors, vec![vec![0.0; 4], vec![1.0; 4]]);

@@ -71,7 +71,11 @@ pub struct Resolved {
 
 /// Files in an agent directory that only their own methods change.
 fn maintained_by_clawfs(name: &str) -> bool {
-    name == "identity.json" || name == AGENT_CONFIG_FILE || name.starts_with(DATABASE_FILE) || name.starts_with(SEARCH_FILE) || name.starts_with(HNSW_FILE)
+    name == "identity.json"
+        || name == AGENT_CONFIG_FILE
+        || name.starts_with(DATABASE_FILE)
+        || name.starts_with(SEARCH_FILE)
+        || name.starts_with(HNSW_FILE)
 }
 
 /// An agent's configuration in its directory (`specs/agent/README.md`): the
@@ -131,7 +135,10 @@ pub fn beneath(root: &Path, asked: &str, parts: &[&str]) -> Result<PathBuf> {
     for (position, part) in parts.iter().enumerate() {
         real.push(part);
         let is_last = position + 1 == parts.len();
-        let denied = |what: &str| Error::Denied { path: asked.to_owned(), reason: format!("{} is {what}", display(&parts[..=position])) };
+        let denied = |what: &str| Error::Denied {
+            path: asked.to_owned(),
+            reason: format!("{} is {what}", display(&parts[..=position])),
+        };
         match fs::symlink_metadata(&real) {
             Ok(metadata) if metadata.file_type().is_symlink() => return Err(denied("a symlink")),
             Ok(metadata) if !is_last && !metadata.is_dir() => return Err(denied("not a directory")),
@@ -204,21 +211,32 @@ pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access
     let parts = match requester {
         Requester::Agent(agent) if !path.starts_with('/') => components(path, vec!["agents", agent], path)?,
         _ if path.starts_with('/') => parse(path)?,
-        _ => return Err(denied("the operator's paths are /clawfs/... (an agent's may also be relative to its own directory)".into())),
+        _ => {
+            return Err(denied(
+                "the operator's paths are /clawfs/... (an agent's may also be relative to its own directory)".into(),
+            ))
+        }
     };
     match (requester, parts.as_slice(), access) {
-        (Requester::Operator, ["vault", ..], _) => return Err(denied("the vault is reached through `clawctl secret`, not as files".into())),
+        (Requester::Operator, ["vault", ..], _) => {
+            return Err(denied("the vault is reached through `clawctl secret`, not as files".into()))
+        }
         (Requester::Operator, _, _) => {}
         (Requester::Agent(_), ["specs", ..], Access::Read) => {}
         (Requester::Agent(agent), ["agents", owner, rest @ ..], _) if owner == &agent => {
             if access == Access::Write && rest.first().is_some_and(|name| maintained_by_clawfs(name)) {
-                return Err(denied(format!("{} is maintained by ClawFS and changes only through its own methods", rest[0])));
+                return Err(denied(format!(
+                    "{} is maintained by ClawFS and changes only through its own methods",
+                    rest[0]
+                )));
             }
             if access == Access::Write && rest.is_empty() {
                 return Err(denied("an agent cannot replace or remove its own directory".into()));
             }
         }
-        (Requester::Agent(agent), _, _) => return Err(denied(format!("outside the directory of agent `{agent}` (RULE-001)"))),
+        (Requester::Agent(agent), _, _) => {
+            return Err(denied(format!("outside the directory of agent `{agent}` (RULE-001)")))
+        }
     }
     Ok(Resolved { real: beneath(root, path, &parts)?, display: display(&parts) })
 }
@@ -388,10 +406,15 @@ mod tests {
         let own = resolve(dir.path(), me, "notes/today.md", Access::Write).unwrap();
         assert_eq!(own.display, "/clawfs/agents/kernel-engine/notes/today.md");
         assert_eq!(own.real, dir.path().join("agents/kernel-engine/notes/today.md"));
-        assert_eq!(resolve(dir.path(), me, "/clawfs/agents/kernel-engine/logs", Access::Read).unwrap().display, "/clawfs/agents/kernel-engine/logs");
+        assert_eq!(
+            resolve(dir.path(), me, "/clawfs/agents/kernel-engine/logs", Access::Read).unwrap().display,
+            "/clawfs/agents/kernel-engine/logs"
+        );
         assert!(resolve(dir.path(), me, "/clawfs/specs/README.md", Access::Read).is_ok());
 
-        assert!(denied(resolve(dir.path(), me, "/clawfs/agents/fs-engine/secret.md", Access::Read)).contains("RULE-001"));
+        assert!(
+            denied(resolve(dir.path(), me, "/clawfs/agents/fs-engine/secret.md", Access::Read)).contains("RULE-001")
+        );
         assert!(denied(resolve(dir.path(), me, "../fs-engine/secret.md", Access::Read)).contains(".."));
         assert!(denied(resolve(dir.path(), me, "/clawfs/vault/master-key.enc", Access::Read)).contains("RULE-001"));
         assert!(denied(resolve(dir.path(), me, "/clawfs/specs/README.md", Access::Write)).contains("RULE-001"));
@@ -400,8 +423,11 @@ mod tests {
         assert!(denied(resolve(dir.path(), me, DATABASE_FILE, Access::Write)).contains("maintained by ClawFS"));
         assert!(denied(resolve(dir.path(), me, "identity.json", Access::Write)).contains("maintained by ClawFS"));
         assert!(resolve(dir.path(), me, "identity.json", Access::Read).is_ok());
-        assert!(denied(resolve(dir.path(), me, "/clawfs/agents/kernel-engine", Access::Write)).contains("own directory"));
-        assert!(denied(resolve(dir.path(), Requester::Agent("root"), "x", Access::Read)).contains("not an agent of this box"));
+        assert!(
+            denied(resolve(dir.path(), me, "/clawfs/agents/kernel-engine", Access::Write)).contains("own directory")
+        );
+        assert!(denied(resolve(dir.path(), Requester::Agent("root"), "x", Access::Read))
+            .contains("not an agent of this box"));
         assert!(denied(resolve(dir.path(), me, "config.toml", Access::Write)).contains("maintained by ClawFS"));
         resolve(dir.path(), me, "config.toml", Access::Read).unwrap();
     }
@@ -409,7 +435,8 @@ mod tests {
     #[test]
     fn symlinks_are_never_followed() {
         let dir = root();
-        std::os::unix::fs::symlink(dir.path().join("agents/fs-engine"), dir.path().join("agents/kernel-engine/escape")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("agents/fs-engine"), dir.path().join("agents/kernel-engine/escape"))
+            .unwrap();
         let me = Requester::Agent("kernel-engine");
         assert!(denied(resolve(dir.path(), me, "escape/secret.md", Access::Read)).contains("symlink"));
         assert!(denied(resolve(dir.path(), me, "escape", Access::Write)).contains("symlink"));
@@ -451,7 +478,9 @@ mod tests {
         std::os::unix::fs::symlink("/etc", dir.path().join("workspaces/etc")).unwrap();
         for through_link in [&["workspaces", "etc"][..], &["workspaces", "etc", "passwd"][..]] {
             match beneath(dir.path(), "asked", through_link) {
-                Err(Error::Denied { path, reason }) => assert_eq!((path.as_str(), reason.as_str()), ("asked", "/clawfs/workspaces/etc is a symlink")),
+                Err(Error::Denied { path, reason }) => {
+                    assert_eq!((path.as_str(), reason.as_str()), ("asked", "/clawfs/workspaces/etc is a symlink"))
+                }
                 other => panic!("{through_link:?}: expected a denial, got {other:?}"),
             }
         }
@@ -462,7 +491,10 @@ mod tests {
         let dir = root();
         fs::write(dir.path().join("workspaces/plain.txt"), "plain").unwrap();
         let mut read = String::new();
-        open_beneath(dir.path(), "asked", &["workspaces", "plain.txt"], OpenFor::Read).unwrap().read_to_string(&mut read).unwrap();
+        open_beneath(dir.path(), "asked", &["workspaces", "plain.txt"], OpenFor::Read)
+            .unwrap()
+            .read_to_string(&mut read)
+            .unwrap();
         assert_eq!(read, "plain");
         assert!(open_beneath(dir.path(), "asked", &["workspaces"], OpenFor::List).is_ok());
         assert!(open_beneath(dir.path(), "asked", &[], OpenFor::List).is_ok());
@@ -473,12 +505,16 @@ mod tests {
                 other => panic!("{through_link:?}: expected a denial, got {other:?}"),
             }
         }
-        let fifo = std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
+        let fifo =
+            std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         for purpose in [OpenFor::Read, OpenFor::Write] {
             assert!(open_beneath(dir.path(), "asked", &["workspaces", "pipe"], purpose).is_err(), "{purpose:?}");
         }
-        assert!(matches!(open_beneath(dir.path(), "asked", &["workspaces", "missing"], OpenFor::Read), Err(Error::Io { .. })));
+        assert!(matches!(
+            open_beneath(dir.path(), "asked", &["workspaces", "missing"], OpenFor::Read),
+            Err(Error::Io { .. })
+        ));
     }
 
     #[test]
@@ -486,7 +522,8 @@ mod tests {
         let dir = root();
         assert!(resolve(dir.path(), Requester::Operator, "/clawfs/agents/fs-engine/secret.md", Access::Read).is_ok());
         assert!(resolve(dir.path(), Requester::Operator, "/clawfs", Access::Read).is_ok());
-        assert!(denied(resolve(dir.path(), Requester::Operator, "/clawfs/vault/master-key.enc", Access::Read)).contains("vault"));
+        assert!(denied(resolve(dir.path(), Requester::Operator, "/clawfs/vault/master-key.enc", Access::Read))
+            .contains("vault"));
         assert!(denied(resolve(dir.path(), Requester::Operator, "relative.md", Access::Read)).contains("/clawfs"));
     }
 

@@ -137,7 +137,11 @@ impl Clawfs {
             self.backup_identity(agent, &value)?;
             write_json_atomic(&path, &migrated)?;
             tracing::info!(agent, from = version, to = IDENTITY_VERSION, "identity file migrated");
-            return typed(&migrated).map_err(|reason| Error::IdentityCorrupt { agent: agent.to_owned(), reason, backup: None });
+            return typed(&migrated).map_err(|reason| Error::IdentityCorrupt {
+                agent: agent.to_owned(),
+                reason,
+                backup: None,
+            });
         }
         typed(&value).map_err(|reason| Error::IdentityCorrupt { agent: agent.to_owned(), reason, backup: None })
     }
@@ -208,7 +212,11 @@ impl Clawfs {
 
     fn backup_identity(&self, agent: &str, current: &Value) -> Result<()> {
         let dir = self.identity_backup_dir(agent);
-        fs::create_dir_all(&dir).map_err(|source| Error::Io { operation: "create directory", path: dir.clone(), source })?;
+        fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            operation: "create directory",
+            path: dir.clone(),
+            source,
+        })?;
         // identity-<sequence>-<UTC time>.json: the zero-padded sequence
         // orders them (several may fall in one second), the time informs.
         let sequence = self.identity_backups(agent)?.last().map_or(0, |newest| backup_sequence(&newest.name) + 1);
@@ -216,7 +224,11 @@ impl Clawfs {
         write_json_atomic(&dir.join(format!("identity-{sequence:08}-{stamp}.json")), current)?;
         let backups = self.identity_backups(agent)?;
         for old in backups.iter().take(backups.len().saturating_sub(IDENTITY_BACKUPS_KEPT)) {
-            fs::remove_file(&old.path).map_err(|source| Error::Io { operation: "remove", path: old.path.clone(), source })?;
+            fs::remove_file(&old.path).map_err(|source| Error::Io {
+                operation: "remove",
+                path: old.path.clone(),
+                source,
+            })?;
         }
         Ok(())
     }
@@ -382,7 +394,8 @@ mod tests {
         value["checksum"] = json!(identity_checksum(&value));
         write_raw(&clawfs, "core-dev-agent", &value);
         clawfs.update_identity("core-dev-agent", |identity| identity.history.total_executions = 1).unwrap();
-        let on_disk: Value = serde_json::from_slice(&fs::read(clawfs.identity_path("core-dev-agent")).unwrap()).unwrap();
+        let on_disk: Value =
+            serde_json::from_slice(&fs::read(clawfs.identity_path("core-dev-agent")).unwrap()).unwrap();
         assert_eq!(on_disk["preferences"], json!({ "editor": "helix" }));
         assert_eq!(clawfs.read_identity("core-dev-agent").unwrap().history.total_executions, 1);
     }

@@ -282,12 +282,16 @@ fn open_connection(dir: &Path) -> Result<Connection> {
 fn move_index_out_of(search: &Connection, workspace: &Path) -> rusqlite::Result<()> {
     search.execute("ATTACH DATABASE ?1 AS workspace", [workspace.to_string_lossy()])?;
     let moved = (|| {
-        let old: bool =
-            search.query_row("SELECT EXISTS (SELECT 1 FROM workspace.sqlite_schema WHERE name = 'clawfs_chunks')", [], |row| row.get(0))?;
+        let old: bool = search.query_row(
+            "SELECT EXISTS (SELECT 1 FROM workspace.sqlite_schema WHERE name = 'clawfs_chunks')",
+            [],
+            |row| row.get(0),
+        )?;
         if !old {
             return Ok(());
         }
-        let copied: bool = search.query_row("SELECT EXISTS (SELECT 1 FROM main.clawfs_chunks)", [], |row| row.get(0))?;
+        let copied: bool =
+            search.query_row("SELECT EXISTS (SELECT 1 FROM main.clawfs_chunks)", [], |row| row.get(0))?;
         if !copied {
             search.execute_batch(
                 "BEGIN IMMEDIATE;
@@ -402,10 +406,11 @@ impl MemoryIndex {
         if !hnsw_path.exists() || !sidecar_path.exists() {
             return (self.state.count > 0 || hnsw_path.exists()).then(|| "the index file is missing".to_owned());
         }
-        let HnswSidecar { state: sidecar, scalar } = match fs::read(&sidecar_path).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
-            Some(sidecar) => sidecar,
-            None => return Some(format!("{} is unreadable", sidecar_path.display())),
-        };
+        let HnswSidecar { state: sidecar, scalar } =
+            match fs::read(&sidecar_path).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+                Some(sidecar) => sidecar,
+                None => return Some(format!("{} is unreadable", sidecar_path.display())),
+            };
         if scalar != HNSW_SCALAR_NAME {
             return Some(format!("it stores {scalar} vectors, this version {HNSW_SCALAR_NAME}"));
         }
@@ -429,7 +434,8 @@ impl MemoryIndex {
         let db_path = self.dir.join(SEARCH_FILE);
         let hnsw_path = self.dir.join(HNSW_FILE);
         self.hnsw.reset().map_err(|e| hnsw_error(&hnsw_path, e))?;
-        let mut statement = self.connection.prepare("SELECT key, embedding FROM clawfs_vectors").map_err(sqlite(&db_path))?;
+        let mut statement =
+            self.connection.prepare("SELECT key, embedding FROM clawfs_vectors").map_err(sqlite(&db_path))?;
         let vectors = statement
             .query_map([], |row| Ok((row.get::<_, u64>(0)?, bytes_vector(&row.get::<_, Vec<u8>>(1)?))))
             .map_err(sqlite(&db_path))?
@@ -505,7 +511,10 @@ impl MemoryIndex {
         let (embeddings, model) = match (&self.embedder, &self.vector_unavailable) {
             (Some(embedder), None) => {
                 let texts: Vec<&str> = new_chunks.iter().map(|c| c.content.as_str()).collect();
-                (embedder.embed(&texts)?.into_iter().map(Some).collect(), Some((embedder.dimension(), embedder.model_id().to_owned())))
+                (
+                    embedder.embed(&texts)?.into_iter().map(Some).collect(),
+                    Some((embedder.dimension(), embedder.model_id().to_owned())),
+                )
             }
             _ => (vec![None; new_chunks.len()], None),
         };
@@ -523,11 +532,22 @@ impl MemoryIndex {
     pub fn insert_embedded(&mut self, chunks: Vec<(Chunk, Option<Vec<f32>>)>, model_id: &str) -> Result<()> {
         let db_path = self.dir.join(SEARCH_FILE);
         let dimension = self.hnsw.dimensions();
-        if let Some(stored) = self.state.model_id.as_deref().filter(|stored| self.state.count > 0 && *stored != model_id) {
-            return Err(Error::Config(format!("{}: its vectors come from `{stored}`, not `{model_id}`", db_path.display())));
+        if let Some(stored) =
+            self.state.model_id.as_deref().filter(|stored| self.state.count > 0 && *stored != model_id)
+        {
+            return Err(Error::Config(format!(
+                "{}: its vectors come from `{stored}`, not `{model_id}`",
+                db_path.display()
+            )));
         }
-        if let Some((chunk, vector)) = chunks.iter().find_map(|(c, v)| v.as_ref().filter(|v| v.len() != dimension).map(|v| (c, v))) {
-            return Err(Error::Config(format!("{}: a {}-dimension vector, the workspace stores {dimension}", chunk.path, vector.len())));
+        if let Some((chunk, vector)) =
+            chunks.iter().find_map(|(c, v)| v.as_ref().filter(|v| v.len() != dimension).map(|v| (c, v)))
+        {
+            return Err(Error::Config(format!(
+                "{}: a {}-dimension vector, the workspace stores {dimension}",
+                chunk.path,
+                vector.len()
+            )));
         }
         let (chunks, vectors): (Vec<Chunk>, Vec<Option<Vec<f32>>>) = chunks.into_iter().unzip();
         self.commit(&[], &chunks, vectors, Some((dimension, model_id)))
@@ -561,7 +581,13 @@ impl MemoryIndex {
     /// Deletes `stale_keys` and inserts `new_chunks` (with their vectors,
     /// from the model `(dimension, id)`) in one transaction, then updates
     /// the in-memory HNSW index.
-    fn commit(&mut self, stale_keys: &[u64], new_chunks: &[Chunk], vectors: Vec<Option<Vec<f32>>>, model: Option<(usize, &str)>) -> Result<()> {
+    fn commit(
+        &mut self,
+        stale_keys: &[u64],
+        new_chunks: &[Chunk],
+        vectors: Vec<Option<Vec<f32>>>,
+        model: Option<(usize, &str)>,
+    ) -> Result<()> {
         let db_path = self.dir.join(SEARCH_FILE);
         let mut state = self.state.clone();
         let mut added_vectors: Vec<(u64, Vec<f32>)> = Vec::new();
@@ -569,7 +595,8 @@ impl MemoryIndex {
         // IMMEDIATE: the database may be an agent's, written by agent-loop and
         // wasm-daemon too; a deferred one that reads first fails at once when
         // they commit in between.
-        let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
+        let transaction =
+            self.connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
         for key in stale_keys {
             let embedding: Option<Vec<u8>> = transaction
                 .query_row("SELECT embedding FROM clawfs_vectors WHERE key = ?1", [key], |row| row.get(0))
@@ -583,16 +610,22 @@ impl MemoryIndex {
         }
         {
             let mut insert_chunk = transaction
-                .prepare_cached("INSERT INTO clawfs_chunks(chunk_id, path, heading, ordinal, content) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .prepare_cached(
+                    "INSERT INTO clawfs_chunks(chunk_id, path, heading, ordinal, content) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
                 .map_err(sqlite(&db_path))?;
-            let mut insert_vector =
-                transaction.prepare_cached("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)").map_err(sqlite(&db_path))?;
+            let mut insert_vector = transaction
+                .prepare_cached("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)")
+                .map_err(sqlite(&db_path))?;
             for (chunk, vector) in new_chunks.iter().zip(vectors) {
                 insert_chunk
                     .execute(params![chunk.id, chunk.path, chunk.heading, chunk.ordinal, chunk.content])
                     .map_err(sqlite(&db_path))?;
                 let key = transaction.last_insert_rowid() as u64;
-                added_lengths.push((key, ChunkLengths::read_one(&transaction, FTS_DOCSIZE_TABLE, key).map_err(sqlite(&db_path))?));
+                added_lengths.push((
+                    key,
+                    ChunkLengths::read_one(&transaction, FTS_DOCSIZE_TABLE, key).map_err(sqlite(&db_path))?,
+                ));
                 if let Some(vector) = vector {
                     let bytes = vector_bytes(&vector);
                     insert_vector.execute(params![key, bytes]).map_err(sqlite(&db_path))?;
@@ -616,7 +649,10 @@ impl MemoryIndex {
     /// The paths of every document in the index, sorted.
     pub fn documents(&self) -> Result<Vec<String>> {
         let db_path = self.dir.join(SEARCH_FILE);
-        let mut statement = self.connection.prepare("SELECT DISTINCT path FROM clawfs_chunks ORDER BY path").map_err(sqlite(&db_path))?;
+        let mut statement = self
+            .connection
+            .prepare("SELECT DISTINCT path FROM clawfs_chunks ORDER BY path")
+            .map_err(sqlite(&db_path))?;
         let rows = statement.query_map([], |row| row.get(0)).map_err(sqlite(&db_path))?;
         rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))
     }
@@ -641,7 +677,8 @@ impl MemoryIndex {
         }
         // Graph construction dominates inserts; usearch's add is thread-safe,
         // so large batches are spread over the cores.
-        let threads = if added.len() >= 64 { std::thread::available_parallelism().map_or(1, usize::from).min(8) } else { 1 };
+        let threads =
+            if added.len() >= 64 { std::thread::available_parallelism().map_or(1, usize::from).min(8) } else { 1 };
         if self.hnsw.size() + added.len() > self.hnsw.capacity() {
             // Grow geometrically so a stream of small inserts stays cheap.
             let wanted = (self.hnsw.size() + added.len()).max(self.hnsw.capacity() * 2).max(64);
@@ -651,7 +688,13 @@ impl MemoryIndex {
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|worker| {
-                    scope.spawn(move || added.iter().skip(worker).step_by(threads).try_for_each(|(key, vector)| hnsw.add(*key, &quantize(vector))))
+                    scope.spawn(move || {
+                        added
+                            .iter()
+                            .skip(worker)
+                            .step_by(threads)
+                            .try_for_each(|(key, vector)| hnsw.add(*key, &quantize(vector)))
+                    })
                 })
                 .collect();
             workers.into_iter().try_for_each(|worker| worker.join().expect("an HNSW insert thread panicked"))
@@ -692,7 +735,17 @@ impl MemoryIndex {
             .into_iter()
             .map(|(key, score, keyword_score, vector_score)| {
                 let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
-                Ok(SearchHit { workspace: self.workspace.clone(), chunk_id, path, heading, ordinal, content, score, keyword_score, vector_score })
+                Ok(SearchHit {
+                    workspace: self.workspace.clone(),
+                    chunk_id,
+                    path,
+                    heading,
+                    ordinal,
+                    content,
+                    score,
+                    keyword_score,
+                    vector_score,
+                })
             })
             .collect::<Result<_>>()?;
         Ok(SearchResponse { results, keyword, vector, fusion: request.fusion })
@@ -703,13 +756,27 @@ impl MemoryIndex {
     /// embedder.
     pub fn search_by_vector(&self, vector: &[f32], limit: usize) -> Result<Vec<SearchHit>> {
         if vector.len() != self.hnsw.dimensions() {
-            return Err(Error::Config(format!("a {}-dimension query vector; the workspace stores {}", vector.len(), self.hnsw.dimensions())));
+            return Err(Error::Config(format!(
+                "a {}-dimension query vector; the workspace stores {}",
+                vector.len(),
+                self.hnsw.dimensions()
+            )));
         }
         self.nearest(vector, limit)?
             .into_iter()
             .map(|(key, similarity)| {
                 let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
-                Ok(SearchHit { workspace: self.workspace.clone(), chunk_id, path, heading, ordinal, content, score: similarity, keyword_score: None, vector_score: Some(similarity) })
+                Ok(SearchHit {
+                    workspace: self.workspace.clone(),
+                    chunk_id,
+                    path,
+                    heading,
+                    ordinal,
+                    content,
+                    score: similarity,
+                    keyword_score: None,
+                    vector_score: Some(similarity),
+                })
             })
             .collect()
     }
@@ -725,15 +792,20 @@ impl MemoryIndex {
             self.hnsw.search(&query_i8, rerank_candidates(count))
         }
         .map_err(|e| hnsw_error(&hnsw_path, e))?;
-        let mut statement =
-            self.connection.prepare_cached("SELECT embedding FROM clawfs_vectors WHERE key = ?1").map_err(sqlite(&db_path))?;
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT embedding FROM clawfs_vectors WHERE key = ?1")
+            .map_err(sqlite(&db_path))?;
         let query_norm = dot(query, query).sqrt();
         let mut scored = matches
             .keys
             .into_iter()
             .map(|key| {
-                let vector = bytes_vector(&statement.query_row([key], |row| row.get::<_, Vec<u8>>(0)).map_err(sqlite(&db_path))?);
-                let similarity = dot(query, &vector) / (query_norm * dot(&vector, &vector).sqrt()).max(f32::MIN_POSITIVE);
+                let vector = bytes_vector(
+                    &statement.query_row([key], |row| row.get::<_, Vec<u8>>(0)).map_err(sqlite(&db_path))?,
+                );
+                let similarity =
+                    dot(query, &vector) / (query_norm * dot(&vector, &vector).sqrt()).max(f32::MIN_POSITIVE);
                 Ok((key, similarity))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -767,7 +839,8 @@ impl MemoryIndex {
             return Err(reason.clone());
         }
         let embedder = self.embedder.as_ref().ok_or("no embedder is configured")?;
-        let vector = embedder.embed(&[query]).map_err(|error| format!("embedding the query failed: {error}"))?.remove(0);
+        let vector =
+            embedder.embed(&[query]).map_err(|error| format!("embedding the query failed: {error}"))?.remove(0);
         self.nearest(&vector, limit).map_err(|error| format!("vector search failed: {error}"))
     }
 
@@ -775,7 +848,9 @@ impl MemoryIndex {
         let db_path = self.dir.join(SEARCH_FILE);
         self.connection
             .prepare_cached("SELECT chunk_id, path, heading, ordinal, content FROM clawfs_chunks WHERE key = ?1")
-            .and_then(|mut statement| statement.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))))
+            .and_then(|mut statement| {
+                statement.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
+            })
             .map_err(sqlite(&db_path))
     }
 
@@ -785,21 +860,30 @@ impl MemoryIndex {
         let db_path = dir.join(SEARCH_FILE);
         let mut connection = open_connection(dir)?;
         let chunks: Vec<(u64, String)> = {
-            let mut statement = connection.prepare("SELECT key, content FROM clawfs_chunks ORDER BY key").map_err(sqlite(&db_path))?;
+            let mut statement =
+                connection.prepare("SELECT key, content FROM clawfs_chunks ORDER BY key").map_err(sqlite(&db_path))?;
             let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).map_err(sqlite(&db_path))?;
             rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))?
         };
-        let mut state = VectorState { count: 0, checksum: 0, dimension: Some(embedder.dimension()), model_id: Some(embedder.model_id().to_owned()) };
+        let mut state = VectorState {
+            count: 0,
+            checksum: 0,
+            dimension: Some(embedder.dimension()),
+            model_id: Some(embedder.model_id().to_owned()),
+        };
         let mut vectors = Vec::with_capacity(chunks.len());
         for batch in chunks.chunks(EMBED_BATCH) {
             let texts: Vec<&str> = batch.iter().map(|(_, content)| content.as_str()).collect();
             vectors.extend(batch.iter().map(|(key, _)| *key).zip(embedder.embed(&texts)?));
         }
-        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
         transaction.execute("DELETE FROM clawfs_vectors", []).map_err(sqlite(&db_path))?;
         for (key, vector) in &vectors {
             let bytes = vector_bytes(vector);
-            transaction.execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![key, bytes]).map_err(sqlite(&db_path))?;
+            transaction
+                .execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![key, bytes])
+                .map_err(sqlite(&db_path))?;
             state.count += 1;
             state.checksum ^= vector_hash(*key, &bytes);
         }
@@ -824,7 +908,9 @@ fn fts_query(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fts_query, open_agentfs, open_connection, quantize, MemoryIndex, DATABASE_FILE, QUANTIZATION_SIGMAS, SCHEMA};
+    use super::{
+        fts_query, open_agentfs, open_connection, quantize, MemoryIndex, DATABASE_FILE, QUANTIZATION_SIGMAS, SCHEMA,
+    };
     use crate::{Clawfs, Config};
 
     #[test]
@@ -853,11 +939,15 @@ mod tests {
         for _ in 0..2 {
             let search = open_connection(dir.path()).unwrap();
             let found: i64 = search
-                .query_row("SELECT rowid FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH 'seals'", [], |r| r.get(0))
+                .query_row("SELECT rowid FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH 'seals'", [], |r| {
+                    r.get(0)
+                })
                 .unwrap();
             assert_eq!(found, 7);
             let state: (i64, i64, String) = search
-                .query_row("SELECT count, checksum, model_id FROM clawfs_vector_state", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .query_row("SELECT count, checksum, model_id FROM clawfs_vector_state", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
                 .unwrap();
             assert_eq!(state, (1, 42, "m".to_owned()));
             let vectors: i64 = search.query_row("SELECT COUNT(*) FROM clawfs_vectors", [], |r| r.get(0)).unwrap();
@@ -874,8 +964,10 @@ mod tests {
     /// A note of `words` words drawn from a small vocabulary, so that
     /// queries match many notes with varied frequencies and lengths.
     fn note(seed: usize, words: usize) -> String {
-        const VOCABULARY: [&str; 12] =
-            ["router", "vault", "sealing", "sealed", "keys", "tpm", "agent", "agents", "search", "index", "backup", "network"];
+        const VOCABULARY: [&str; 12] = [
+            "router", "vault", "sealing", "sealed", "keys", "tpm", "agent", "agents", "search", "index", "backup",
+            "network",
+        ];
         let body: Vec<&str> = (0..words).map(|n| VOCABULARY[(seed * 7 + n * n * 3 + n) % VOCABULARY.len()]).collect();
         format!("# Note {seed}\n\n{}.\n", body.join(" "))
     }
@@ -890,8 +982,11 @@ mod tests {
             .connection
             .prepare("SELECT rowid, bm25(clawfs_chunks_fts) FROM clawfs_chunks_fts WHERE clawfs_chunks_fts MATCH ?1")
             .unwrap();
-        let mut fts5: Vec<(u64, f32)> =
-            statement.query_map([&fts], |row| Ok((row.get(0)?, -row.get::<_, f64>(1)? as f32))).unwrap().map(Result::unwrap).collect();
+        let mut fts5: Vec<(u64, f32)> = statement
+            .query_map([&fts], |row| Ok((row.get(0)?, -row.get::<_, f64>(1)? as f32)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         assert!(!fts5.is_empty(), "{query} matches nothing");
         assert!(ours.windows(2).all(|pair| pair[0].1 >= pair[1].1), "best first");
         ours.sort_by_key(|hit| hit.0);
@@ -936,7 +1031,8 @@ mod tests {
         clawfs.create_workspace("notes", "user").unwrap();
         let embedder = std::sync::Arc::new(crate::HashingEmbedder::new(128));
         let mut index = clawfs.open_memory("notes", Some(embedder.clone())).unwrap();
-        let mut text: String = (0..10_000).map(|n| format!("## {n}\nPerson{} keeps the drill in the barn.\n", n % 24)).collect();
+        let mut text: String =
+            (0..10_000).map(|n| format!("## {n}\nPerson{} keeps the drill in the barn.\n", n % 24)).collect();
         text.push_str("## lone\nThe generator needs new oil every spring.\n");
         index.index_document("memory.md", &text).unwrap();
         let query = crate::Embedder::embed(&*embedder, &["generator oil"]).unwrap().remove(0);

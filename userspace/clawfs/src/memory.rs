@@ -215,7 +215,10 @@ impl<'a> AgentMemory<'a> {
     /// The memory of `agent` under `root`; the agent must exist.
     pub fn new(root: &'a Path, agent: &'a str) -> Result<Self> {
         if !crate::namespace::agent_exists(root, agent) {
-            return Err(Error::Denied { path: format!("/clawfs/agents/{agent}"), reason: format!("`{agent}` is not an agent of this box") });
+            return Err(Error::Denied {
+                path: format!("/clawfs/agents/{agent}"),
+                reason: format!("`{agent}` is not an agent of this box"),
+            });
         }
         Ok(AgentMemory { root, agent })
     }
@@ -235,14 +238,19 @@ impl<'a> AgentMemory<'a> {
                 other => other?,
             };
             if read.size > MAX_FILE_BYTES {
-                return Err(Error::Denied { path: file.display, reason: format!("{} bytes is more than a memory file may hold ({MAX_FILE_BYTES})", read.size) });
+                return Err(Error::Denied {
+                    path: file.display,
+                    reason: format!("{} bytes is more than a memory file may hold ({MAX_FILE_BYTES})", read.size),
+                });
             }
             data.extend_from_slice(&read.data);
             if read.eof || read.data.is_empty() {
                 break;
             }
         }
-        String::from_utf8(data).map(Some).map_err(|_| Error::Denied { path: file.display, reason: "not UTF-8 text".into() })
+        String::from_utf8(data)
+            .map(Some)
+            .map_err(|_| Error::Denied { path: file.display, reason: "not UTF-8 text".into() })
     }
 
     /// Stores `content` as a new entry of `category` at `at` (RFC 3339 UTC):
@@ -256,7 +264,14 @@ impl<'a> AgentMemory<'a> {
     /// derived from the key, so a store asked for again with the same key
     /// (a caller resuming after a crash) answers with the entry it made
     /// the first time instead of adding a second.
-    pub fn store_once(&self, index: &mut MemoryIndex, category: &Category, content: &str, at: &str, key: &str) -> Result<MemoryEntry> {
+    pub fn store_once(
+        &self,
+        index: &mut MemoryIndex,
+        category: &Category,
+        content: &str,
+        at: &str,
+        key: &str,
+    ) -> Result<MemoryEntry> {
         let digest = Sha256::new().chain_update(self.agent).chain_update([0]).chain_update(key).finalize();
         let id = format!("m{}", &fsutil::hex(&digest)[..12]);
         match self.get(&id) {
@@ -266,14 +281,24 @@ impl<'a> AgentMemory<'a> {
         }
     }
 
-    fn store_as(&self, index: &mut MemoryIndex, category: &Category, content: &str, at: &str, id: String) -> Result<MemoryEntry> {
+    fn store_as(
+        &self,
+        index: &mut MemoryIndex,
+        category: &Category,
+        content: &str,
+        at: &str,
+        id: String,
+    ) -> Result<MemoryEntry> {
         let content = content.trim();
         let refuse = |reason: String| Error::Denied { path: format!("/clawfs/agents/{}/memory", self.agent), reason };
         if content.is_empty() {
             return Err(refuse("an empty memory".into()));
         }
         if content.len() > MAX_ENTRY_BYTES {
-            return Err(refuse(format!("{} bytes is more than an entry may hold ({MAX_ENTRY_BYTES}); write a file instead", content.len())));
+            return Err(refuse(format!(
+                "{} bytes is more than an entry may hold ({MAX_ENTRY_BYTES}); write a file instead",
+                content.len()
+            )));
         }
         let path = category.file(&at[..10]);
         let mut text = String::new();
@@ -293,7 +318,13 @@ impl<'a> AgentMemory<'a> {
         // file at the same moment is not lost (a rewrite could lose it).
         files::write(&file, text.as_bytes(), WriteMode::Append)?;
         self.sync(index, &path)?;
-        Ok(MemoryEntry { id, category: category.name().to_owned(), path, at: at.to_owned(), content: content.to_owned() })
+        Ok(MemoryEntry {
+            id,
+            category: category.name().to_owned(),
+            path,
+            at: at.to_owned(),
+            content: content.to_owned(),
+        })
     }
 
     /// Every entry, in file order, of `category` (all when `None`).
@@ -352,7 +383,13 @@ impl<'a> AgentMemory<'a> {
 
     /// Hybrid search of every indexed file of the agent; entries of
     /// `category` only when one is given.
-    pub fn recall(&self, index: &MemoryIndex, query: &str, category: Option<&Category>, limit: usize) -> Result<Recall> {
+    pub fn recall(
+        &self,
+        index: &MemoryIndex,
+        query: &str,
+        category: Option<&Category>,
+        limit: usize,
+    ) -> Result<Recall> {
         // A filter or an entry cut into several chunks leaves fewer
         // results than asked: ask the index for more.
         let mut request = SearchRequest::new(query);
@@ -434,7 +471,13 @@ impl<'a> AgentMemory<'a> {
     /// Moves daily logs older than `archive_after_days` to `archive/logs/`
     /// (out of the index, still readable) and deletes archived logs older
     /// than `purge_after_days`; `today` is days since 1970-01-01 (UTC).
-    pub fn hygiene(&self, index: &mut MemoryIndex, archive_after_days: u32, purge_after_days: u32, today: i64) -> Result<Hygiene> {
+    pub fn hygiene(
+        &self,
+        index: &mut MemoryIndex,
+        archive_after_days: u32,
+        purge_after_days: u32,
+        today: i64,
+    ) -> Result<Hygiene> {
         let mut report = Hygiene::default();
         let age = |name: &str| name.strip_suffix(".md").and_then(fsutil::days_from_date).map(|day| today - day);
         for name in self.names_in("logs")? {
@@ -469,7 +512,9 @@ impl<'a> AgentMemory<'a> {
     fn names_in(&self, dir: &str) -> Result<Vec<String>> {
         let dir = self.resolve(dir, Access::Read)?;
         match files::list(&dir) {
-            Ok(entries) => Ok(entries.into_iter().filter(|e| e.kind == files::EntryKind::File).map(|e| e.name).collect()),
+            Ok(entries) => {
+                Ok(entries.into_iter().filter(|e| e.kind == files::EntryKind::File).map(|e| e.name).collect())
+            }
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
             Err(error) => Err(error),
         }
@@ -485,7 +530,11 @@ impl<'a> AgentMemory<'a> {
                 let path = if dir.is_empty() { entry.name.clone() } else { format!("{dir}/{}", entry.name) };
                 match entry.kind {
                     files::EntryKind::File if is_indexed(&path) => found.push(path),
-                    files::EntryKind::Dir if path.split('/').count() < MAX_DEPTH && is_indexed(&format!("{path}/x.md")) => pending.push(path),
+                    files::EntryKind::Dir
+                        if path.split('/').count() < MAX_DEPTH && is_indexed(&format!("{path}/x.md")) =>
+                    {
+                        pending.push(path)
+                    }
                     _ => {}
                 }
             }
@@ -505,14 +554,22 @@ pub fn render_entry(at: &str, id: &str, content: &str) -> String {
 /// second gets two IDs).
 pub fn entry_id(agent: &str, at: &str, content: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let digest = Sha256::new().chain_update(agent).chain_update([0]).chain_update(at).chain_update([0]).chain_update(content).chain_update(nanos.to_le_bytes()).finalize();
+    let digest = Sha256::new()
+        .chain_update(agent)
+        .chain_update([0])
+        .chain_update(at)
+        .chain_update([0])
+        .chain_update(content)
+        .chain_update(nanos.to_le_bytes())
+        .finalize();
     format!("m{}", &fsutil::hex(&digest)[..12])
 }
 
 /// The entry ID in a heading title `<at> [<id>]`, if it has one.
 fn heading_id(title: &str) -> Option<&str> {
     let id = title.strip_suffix(']')?.rsplit_once(" [")?.1;
-    (id.len() == 13 && id.starts_with('m') && id[1..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())).then_some(id)
+    (id.len() == 13 && id.starts_with('m') && id[1..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        .then_some(id)
 }
 
 /// Where an entry is in its file's text.
@@ -547,7 +604,9 @@ fn parse_entries(text: &str) -> Vec<ParsedEntry> {
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             in_fence = !in_fence;
         }
-        if let Some((level, title)) = (!in_fence).then(|| heading(line.trim_end())).flatten().filter(|(level, _)| *level <= 2) {
+        if let Some((level, title)) =
+            (!in_fence).then(|| heading(line.trim_end())).flatten().filter(|(level, _)| *level <= 2)
+        {
             close(&mut open, offset, &mut entries);
             if let (2, Some(id)) = (level, heading_id(title)) {
                 let at = title[..title.len() - id.len() - 3].trim().to_owned();
@@ -564,7 +623,11 @@ fn parse_entries(text: &str) -> Vec<ParsedEntry> {
 /// start a heading or a code fence gets a backslash, which Markdown shows
 /// as the character itself.
 fn escape(content: &str) -> String {
-    content.lines().map(|line| if starts_structure(line) { format!("\\{line}") } else { line.to_owned() }).collect::<Vec<_>>().join("\n")
+    content
+        .lines()
+        .map(|line| if starts_structure(line) { format!("\\{line}") } else { line.to_owned() })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn starts_structure(line: &str) -> bool {
@@ -619,12 +682,23 @@ mod tests {
         let memory = AgentMemory::new(dir.path(), "default").unwrap();
         let text = "The operator's dog is called Rex.\n# not a heading\n```\nnot a fence\n```";
         let core = memory.store(&mut index, &Category::Core, text, AT).unwrap();
-        let daily = memory.store(&mut index, &Category::Daily, "Backed up the router config.", "2026-11-25T11:00:00Z").unwrap();
-        let custom = memory.store(&mut index, &Category::parse("projects").unwrap(), "ClawOS ships on USB sticks.", AT).unwrap();
-        assert_eq!((core.path.as_str(), daily.path.as_str(), custom.path.as_str()), ("memory.md", "logs/2026-11-25.md", "memory/projects.md"));
+        let daily =
+            memory.store(&mut index, &Category::Daily, "Backed up the router config.", "2026-11-25T11:00:00Z").unwrap();
+        let custom =
+            memory.store(&mut index, &Category::parse("projects").unwrap(), "ClawOS ships on USB sticks.", AT).unwrap();
+        assert_eq!(
+            (core.path.as_str(), daily.path.as_str(), custom.path.as_str()),
+            ("memory.md", "logs/2026-11-25.md", "memory/projects.md")
+        );
         let file = fs::read_to_string(dir.path().join("agents/default/memory.md")).unwrap();
         assert!(file.starts_with("# Memory\n"), "{file}");
-        assert!(file.contains(&format!("## {AT} [{}]\nThe operator's dog is called Rex.\n\\# not a heading\n\\```", core.id)), "{file}");
+        assert!(
+            file.contains(&format!(
+                "## {AT} [{}]\nThe operator's dog is called Rex.\n\\# not a heading\n\\```",
+                core.id
+            )),
+            "{file}"
+        );
         assert_eq!(memory.get(&core.id).unwrap(), core);
         assert_eq!(memory.get(&core.id).unwrap().content, text);
         assert_eq!(memory.count(None).unwrap(), 3);
@@ -641,13 +715,17 @@ mod tests {
         let stored = memory.store(&mut index, &Category::Core, "The backup server is called nightjar.", AT).unwrap();
         memory.store(&mut index, &Category::Daily, "Rebooted nightjar after the kernel update.", AT).unwrap();
         // The operator writes a paragraph of their own over SSH.
-        fs::write(dir.path().join("agents/default/user.md"), "# User\n\nPrefers answers about nightjar in French.\n").unwrap();
+        fs::write(dir.path().join("agents/default/user.md"), "# User\n\nPrefers answers about nightjar in French.\n")
+            .unwrap();
         memory.sync(&mut index, "user.md").unwrap();
         let all = memory.recall(&index, "nightjar", None, 10).unwrap();
         assert_eq!(all.results.len(), 3, "{all:?}");
         let core = memory.recall(&index, "nightjar", Some(&Category::Core), 10).unwrap();
         assert_eq!(core.results.len(), 1);
-        assert_eq!((core.results[0].id.as_deref(), core.results[0].category.as_deref()), (Some(stored.id.as_str()), Some("core")));
+        assert_eq!(
+            (core.results[0].id.as_deref(), core.results[0].category.as_deref()),
+            (Some(stored.id.as_str()), Some("core"))
+        );
         let user = all.results.iter().find(|hit| hit.path == "user.md").unwrap();
         assert_eq!((user.id.as_deref(), user.category.as_deref()), (None, None));
     }
@@ -661,7 +739,12 @@ mod tests {
         assert_eq!(memory.forget(&mut index, &gone.id).unwrap().id, gone.id);
         let file = fs::read_to_string(dir.path().join("agents/default/memory.md")).unwrap();
         assert!(!file.contains("pelican") && file.contains("garage"), "{file}");
-        assert!(memory.recall(&index, "pelican", None, 10).unwrap().results.iter().all(|hit| !hit.content.contains("pelican")));
+        assert!(memory
+            .recall(&index, "pelican", None, 10)
+            .unwrap()
+            .results
+            .iter()
+            .all(|hit| !hit.content.contains("pelican")));
         assert_eq!(memory.get(&keep.id).unwrap(), keep);
         assert!(matches!(memory.forget(&mut index, &gone.id), Err(Error::NoSuchMemory { .. })));
     }
@@ -670,7 +753,10 @@ mod tests {
     fn reindex_from_the_files_alone_gives_the_same_results() {
         let (dir, mut index) = setup();
         let memory = AgentMemory::new(dir.path(), "default").unwrap();
-        for (n, fact) in ["solar panels face south", "the well pump is on circuit 7", "solar inverter firmware 2.1"].iter().enumerate() {
+        for (n, fact) in ["solar panels face south", "the well pump is on circuit 7", "solar inverter firmware 2.1"]
+            .iter()
+            .enumerate()
+        {
             memory.store(&mut index, &Category::Core, fact, &format!("2026-11-2{n}T00:00:00Z")).unwrap();
         }
         memory.sync_all(&mut index).unwrap();
@@ -693,7 +779,8 @@ mod tests {
         let memory = AgentMemory::new(dir.path(), "default").unwrap();
         memory.store(&mut index, &Category::parse("garden").unwrap(), "Tomatoes go in after the frost.", AT).unwrap();
         fs::remove_file(dir.path().join("agents/default/memory/garden.md")).unwrap();
-        fs::write(dir.path().join("agents/default/instructions/tone.md"), "Answer about the greenhouse briefly.\n").unwrap();
+        fs::write(dir.path().join("agents/default/instructions/tone.md"), "Answer about the greenhouse briefly.\n")
+            .unwrap();
         fs::write(dir.path().join("agents/default/cache/scratch.md"), "greenhouse scratch\n").unwrap();
         memory.sync_all(&mut index).unwrap();
         let hits = memory.recall(&index, "tomatoes greenhouse", None, 10).unwrap().results;
@@ -706,7 +793,9 @@ mod tests {
         let (dir, mut index) = setup();
         let memory = AgentMemory::new(dir.path(), "default").unwrap();
         for date in ["2026-01-01", "2026-11-01", "2026-11-24"] {
-            memory.store(&mut index, &Category::Daily, &format!("kestrel seen on {date}"), &format!("{date}T08:00:00Z")).unwrap();
+            memory
+                .store(&mut index, &Category::Daily, &format!("kestrel seen on {date}"), &format!("{date}T08:00:00Z"))
+                .unwrap();
         }
         let today = fsutil::days_from_date("2026-11-25").unwrap();
         let report = memory.hygiene(&mut index, 30, 365, today).unwrap();
@@ -723,11 +812,23 @@ mod tests {
     fn a_store_with_a_key_is_made_once() {
         let (dir, mut index) = setup();
         let memory = AgentMemory::new(dir.path(), "default").unwrap();
-        let first = memory.store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", AT, "s-1/4/call-7").unwrap();
-        let again = memory.store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", "2026-11-26T00:00:00Z", "s-1/4/call-7").unwrap();
+        let first = memory
+            .store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", AT, "s-1/4/call-7")
+            .unwrap();
+        let again = memory
+            .store_once(
+                &mut index,
+                &Category::Core,
+                "The spare key is under the blue pot.",
+                "2026-11-26T00:00:00Z",
+                "s-1/4/call-7",
+            )
+            .unwrap();
         assert_eq!(again, first);
         assert_eq!(memory.count(None).unwrap(), 1);
-        let other = memory.store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", AT, "s-1/4/call-8").unwrap();
+        let other = memory
+            .store_once(&mut index, &Category::Core, "The spare key is under the blue pot.", AT, "s-1/4/call-8")
+            .unwrap();
         assert_ne!(other.id, first.id);
         assert_eq!(memory.count(None).unwrap(), 2);
     }
@@ -755,7 +856,11 @@ mod tests {
         let memory = AgentMemory::new(dir.path(), "default").unwrap();
         let mut text = Category::Core.header("2026-11-25");
         for n in 0..6000 {
-            text.push_str(&render_entry(AT, &format!("m{n:012x}"), &format!("fact number {n} about the {}", "lighthouse ".repeat(20))));
+            text.push_str(&render_entry(
+                AT,
+                &format!("m{n:012x}"),
+                &format!("fact number {n} about the {}", "lighthouse ".repeat(20)),
+            ));
         }
         assert!(text.len() > files::MAX_TRANSFER_BYTES);
         fs::write(dir.path().join("agents/default/memory.md"), &text).unwrap();
@@ -768,7 +873,8 @@ mod tests {
         for yes in ["memory.md", "soul.md", "logs/2026-11-25.md", "instructions/a.md", "memory/x/y.md"] {
             assert!(is_indexed(yes), "{yes}");
         }
-        for no in ["config.toml", "cache/a.md", "archive/logs/2026-01-01.md", ".hidden.md", "a/b/c/d.md", "logs/.x.md"] {
+        for no in ["config.toml", "cache/a.md", "archive/logs/2026-01-01.md", ".hidden.md", "a/b/c/d.md", "logs/.x.md"]
+        {
             assert!(!is_indexed(no), "{no}");
         }
     }

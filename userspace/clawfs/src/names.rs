@@ -183,11 +183,8 @@ pub fn tool_binary_file(tool: &str, version: impl std::fmt::Display) -> String {
 /// "Names").
 /// Returns the tool name.
 pub fn parse_tool_definition_file(file: &str) -> Result<&str, NameError> {
-    let shape = || NameError::BadShape {
-        kind: "tool definition",
-        name: file.to_owned(),
-        pattern: "tool-{tool-name}.json",
-    };
+    let shape =
+        || NameError::BadShape { kind: "tool definition", name: file.to_owned(), pattern: "tool-{tool-name}.json" };
     let tool = file.strip_prefix("tool-").and_then(|rest| rest.strip_suffix(".json")).ok_or_else(shape)?;
     validate_tool_name(tool)?;
     Ok(tool)
@@ -208,11 +205,13 @@ impl SemVer {
     /// Parses `X.Y.Z`: three decimal numbers without sign or leading zeros
     /// (`01` is refused, `0` is not), so every version has one spelling.
     pub fn parse(text: &str) -> Result<SemVer, NameError> {
-        let shape = || NameError::BadShape { kind: "version", name: text.to_owned(), pattern: "{major}.{minor}.{patch}" };
+        let shape =
+            || NameError::BadShape { kind: "version", name: text.to_owned(), pattern: "{major}.{minor}.{patch}" };
         let mut parts = text.split('.');
         let mut number = || -> Result<u64, NameError> {
             let part = parts.next().ok_or_else(shape)?;
-            let canonical = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
+            let canonical =
+                !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
             if !canonical {
                 return Err(shape());
             }
@@ -254,7 +253,13 @@ pub fn parse_snapshot_file(file: &str) -> Result<(u32, u32, u32), NameError> {
     let date = file.strip_prefix("snapshot-").and_then(|rest| rest.strip_suffix(".db")).ok_or_else(shape)?;
     let bytes = date.as_bytes();
     let digits_at = |range: std::ops::Range<usize>| bytes[range].iter().all(u8::is_ascii_digit);
-    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' || !digits_at(0..4) || !digits_at(5..7) || !digits_at(8..10) {
+    if bytes.len() != 10
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !digits_at(0..4)
+        || !digits_at(5..7)
+        || !digits_at(8..10)
+    {
         return Err(shape());
     }
     let field = |range: std::ops::Range<usize>| date[range].parse::<u32>().map_err(|_| shape());
@@ -312,9 +317,19 @@ mod tests {
 
     #[test]
     fn tool_files_carry_semver() {
-        assert_eq!(parse_tool_binary_file("web-search-v1.2.3.wasm").unwrap(), ("web-search", SemVer { major: 1, minor: 2, patch: 3 }));
+        assert_eq!(
+            parse_tool_binary_file("web-search-v1.2.3.wasm").unwrap(),
+            ("web-search", SemVer { major: 1, minor: 2, patch: 3 })
+        );
         assert_eq!(parse_tool_definition_file("tool-web-search.json").unwrap(), "web-search");
-        for bad in ["web-search-v1.2.wasm", "web-search-v01.2.3.wasm", "web-search-1.2.3.wasm", "Web-v1.0.0.wasm", "x-v1.0.0.0.wasm", "x-v1.0.0.wat"] {
+        for bad in [
+            "web-search-v1.2.wasm",
+            "web-search-v01.2.3.wasm",
+            "web-search-1.2.3.wasm",
+            "Web-v1.0.0.wasm",
+            "x-v1.0.0.0.wasm",
+            "x-v1.0.0.wat",
+        ] {
             assert!(parse_tool_binary_file(bad).is_err(), "{bad}");
         }
         assert!(parse_tool_definition_file("tool_web.json").is_err());
@@ -335,9 +350,15 @@ mod tests {
     fn tool_ids_are_the_stricter_tool_names() {
         validate_tool_id("text-stats").unwrap();
         validate_tool_id(&"a".repeat(MAX_TOOL_ID_LEN)).unwrap();
-        assert!(matches!(validate_tool_id(&"a".repeat(MAX_TOOL_ID_LEN + 1)), Err(NameError::TooLong { max: MAX_TOOL_ID_LEN, .. })));
+        assert!(matches!(
+            validate_tool_id(&"a".repeat(MAX_TOOL_ID_LEN + 1)),
+            Err(NameError::TooLong { max: MAX_TOOL_ID_LEN, .. })
+        ));
         validate_tool_name(&"a".repeat(MAX_TOOL_ID_LEN + 1)).unwrap();
-        assert!(matches!(validate_tool_name(&"a".repeat(MAX_TOOL_NAME_LEN + 1)), Err(NameError::TooLong { max: MAX_TOOL_NAME_LEN, .. })));
+        assert!(matches!(
+            validate_tool_name(&"a".repeat(MAX_TOOL_NAME_LEN + 1)),
+            Err(NameError::TooLong { max: MAX_TOOL_NAME_LEN, .. })
+        ));
         assert!(matches!(validate_tool_id("1password"), Err(NameError::BadShape { .. })));
         validate_tool_name("1password").unwrap();
         for bad in ["", "Text_Stats", "-x", "x-", "a--b", "a.b"] {
@@ -348,7 +369,13 @@ mod tests {
     #[test]
     fn snapshot_names_are_real_dates() {
         assert_eq!(parse_snapshot_file("snapshot-2024-02-29.db").unwrap(), (2024, 2, 29));
-        for bad in ["snapshot-2023-02-29.db", "snapshot-2024-13-01.db", "snapshot-2024-1-01.db", "snapshot-2024-01-01.sqlite", "backup-2024-01-01.db"] {
+        for bad in [
+            "snapshot-2023-02-29.db",
+            "snapshot-2024-13-01.db",
+            "snapshot-2024-1-01.db",
+            "snapshot-2024-01-01.sqlite",
+            "backup-2024-01-01.db",
+        ] {
             assert!(parse_snapshot_file(bad).is_err(), "{bad}");
         }
     }

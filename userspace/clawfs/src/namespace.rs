@@ -157,14 +157,18 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
     for (name, text) in BRAIN {
         let path = dir.join(name);
         if !path.exists() {
-            fsutil::write_atomic(&path, text.replace("{agent}", agent).as_bytes(), crate::files::FILE_MODE).map_err(io("write", &path))?;
-            fs::set_permissions(&path, fs::Permissions::from_mode(crate::files::FILE_MODE)).map_err(io("chmod", &path))?;
+            fsutil::write_atomic(&path, text.replace("{agent}", agent).as_bytes(), crate::files::FILE_MODE)
+                .map_err(io("write", &path))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(crate::files::FILE_MODE))
+                .map_err(io("chmod", &path))?;
             report.created.push(format!("{agent_rel}/{name}"));
         }
     }
     if owners == Owners::Apply {
         let brain = BRAIN.iter().map(|(name, _)| *name);
-        for entry in ["", "logs", "cache", "instructions", DATABASE_FILE, "state.json", "identity.json"].into_iter().chain(brain) {
+        for entry in
+            ["", "logs", "cache", "instructions", DATABASE_FILE, "state.json", "identity.json"].into_iter().chain(brain)
+        {
             chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
         }
     }
@@ -256,8 +260,13 @@ fn write_new_json(path: &Path, value: &Value, rel: &str, report: &mut NamespaceR
 }
 
 fn chown(path: &Path, owner: &str, group: &str) -> Result<()> {
-    let uid = lookup_user(owner).ok_or_else(|| Error::NoSuchOwner { kind: "user", name: owner.into(), path: path.into() })?;
-    let gid = lookup_group(group).ok_or_else(|| Error::NoSuchOwner { kind: "group", name: group.into(), path: path.into() })?;
+    let uid =
+        lookup_user(owner).ok_or_else(|| Error::NoSuchOwner { kind: "user", name: owner.into(), path: path.into() })?;
+    let gid = lookup_group(group).ok_or_else(|| Error::NoSuchOwner {
+        kind: "group",
+        name: group.into(),
+        path: path.into(),
+    })?;
     std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(io("chown", path))
 }
 

@@ -73,7 +73,8 @@ fn sqlite(path: &Path) -> impl FnOnce(rusqlite::Error) -> Error + '_ {
 
 /// Refuses a database the AgentFS checker finds inconsistent.
 fn require_consistent(path: &Path) -> Result<()> {
-    let report = agentfs::check::check_database(path).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
+    let report =
+        agentfs::check::check_database(path).map_err(|source| Error::AgentFs { path: path.to_owned(), source })?;
     if report.is_clean() {
         Ok(())
     } else {

@@ -332,7 +332,8 @@ mod tests {
         let names: Vec<_> = clawfs.list_workspaces().unwrap().into_iter().map(|w| w.workspace_id).collect();
         assert_eq!(names, ["default", "project-alpha"]);
         let on_disk: WorkspaceMetadata =
-            serde_json::from_slice(&fs::read(clawfs.workspaces_dir().join("project-alpha/metadata.json")).unwrap()).unwrap();
+            serde_json::from_slice(&fs::read(clawfs.workspaces_dir().join("project-alpha/metadata.json")).unwrap())
+                .unwrap();
         assert_eq!(on_disk, created);
         assert!(clawfs.workspaces_dir().join("project-alpha/snapshots").is_dir());
         clawfs.delete_workspace("project-alpha").unwrap();

@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use clawfs::chunk::{chunk_id, Chunk};
-use clawfs::{Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE};
+use clawfs::{
+    Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest, DATABASE_FILE, HNSW_FILE,
+    HNSW_SIDECAR_FILE,
+};
 
 const DIMENSION: usize = 256;
 
@@ -39,7 +42,9 @@ fn hybrid_search_reports_legs_and_provenance() {
     assert!((best.score - 1.0).abs() < 1e-6, "0.7 * 1 + 0.3 * 1");
     assert!(response.results[1..].iter().all(|hit| hit.keyword_score.is_none()));
 
-    let rrf = index.search(&SearchRequest { fusion: Fusion::Rrf { k: 60.0 }, ..SearchRequest::new("vault master key") }).unwrap();
+    let rrf = index
+        .search(&SearchRequest { fusion: Fusion::Rrf { k: 60.0 }, ..SearchRequest::new("vault master key") })
+        .unwrap();
     assert_eq!(rrf.results[0].heading, "Secrets");
 }
 
@@ -67,7 +72,9 @@ fn reindexing_a_changed_file_touches_only_changed_chunks() {
     let mut index = clawfs.open_memory("notes", embedder()).unwrap();
     index.index_document("guide.md", GUIDE).unwrap();
     let before = index.search(&SearchRequest::new("snapshots router vault")).unwrap();
-    let id_of = |results: &[clawfs::SearchHit], heading: &str| results.iter().find(|h| h.heading == heading).map(|h| h.chunk_id.clone());
+    let id_of = |results: &[clawfs::SearchHit], heading: &str| {
+        results.iter().find(|h| h.heading == heading).map(|h| h.chunk_id.clone())
+    };
 
     let again = index.index_document("guide.md", GUIDE).unwrap();
     assert_eq!((again.added, again.removed, again.unchanged), (0, 0, 3));
@@ -117,7 +124,12 @@ fn a_missing_or_stale_hnsw_file_is_rebuilt_on_open() {
     let index = clawfs.open_memory("notes", embedder()).unwrap();
     assert_eq!(index.vector_count(), 4);
     assert_ne!(std::fs::read(workspace.join(HNSW_SIDECAR_FILE)).unwrap(), old_sidecar, "rebuilt and re-saved");
-    let response = index.search(&SearchRequest { fusion: Fusion::Weighted { vector: 1.0, keyword: 0.0 }, ..SearchRequest::new("PCR policies sealed key") }).unwrap();
+    let response = index
+        .search(&SearchRequest {
+            fusion: Fusion::Weighted { vector: 1.0, keyword: 0.0 },
+            ..SearchRequest::new("PCR policies sealed key")
+        })
+        .unwrap();
     assert_eq!(response.results[0].path, "tpm.md");
 }
 
@@ -143,14 +155,21 @@ fn vector_scores_are_exact_cosine_over_the_stored_float32_vectors() {
     let (_dir, clawfs) = instance();
     let mut index = clawfs.open_memory("notes", None).unwrap();
     let vectors: Vec<Vec<f32>> = (0..200u32)
-        .map(|n| (0..DIMENSION as u32).map(|d| ((n * 7919 + d * 104_729) % 1000) as f32 / 100.0 - 5.0 + (n % 3) as f32).collect())
+        .map(|n| {
+            (0..DIMENSION as u32)
+                .map(|d| ((n * 7919 + d * 104_729) % 1000) as f32 / 100.0 - 5.0 + (n % 3) as f32)
+                .collect()
+        })
         .collect();
     let chunks = vectors
         .iter()
         .enumerate()
         .map(|(n, vector)| {
             let (path, text) = (format!("v/{n}.md"), format!("vector {n}"));
-            (Chunk { id: chunk_id(&path, "", 0, &text), path, heading: String::new(), ordinal: 0, content: text }, Some(vector.clone()))
+            (
+                Chunk { id: chunk_id(&path, "", 0, &text), path, heading: String::new(), ordinal: 0, content: text },
+                Some(vector.clone()),
+            )
         })
         .collect();
     index.insert_embedded(chunks, "test-vectors").unwrap();
@@ -162,11 +181,17 @@ fn vector_scores_are_exact_cosine_over_the_stored_float32_vectors() {
     let query: Vec<f32> = vectors[17].iter().enumerate().map(|(d, x)| x * 3.0 + (d % 5) as f32 * 0.01).collect();
     let hits = index.search_by_vector(&query, 10).unwrap();
     assert_eq!(hits[0].path, "v/17.md");
-    let mut exact: Vec<(f64, String)> = vectors.iter().enumerate().map(|(n, v)| (cosine(&query, v), format!("v/{n}.md"))).collect();
+    let mut exact: Vec<(f64, String)> =
+        vectors.iter().enumerate().map(|(n, v)| (cosine(&query, v), format!("v/{n}.md"))).collect();
     exact.sort_by(|a, b| b.0.total_cmp(&a.0));
     for (hit, (score, path)) in hits.iter().zip(&exact) {
         assert_eq!(&hit.path, path);
-        assert!((hit.vector_score.unwrap() as f64 - score).abs() < 1e-5, "{}: {} vs exact {score}", hit.path, hit.score);
+        assert!(
+            (hit.vector_score.unwrap() as f64 - score).abs() < 1e-5,
+            "{}: {} vs exact {score}",
+            hit.path,
+            hit.score
+        );
     }
 }
 

@@ -18,9 +18,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use clawos_ebpf_monitor::{policy::CGROUP_ROOT, Monitor, Policy, DEFAULT_OBJECT};
 use clawos_api::ebpf_agent::{self, EbpfMetrics, PolicyReloaded, PolicyView, ProgramStats, ResolvedCgroup};
 use clawos_api::{Call, NoParams};
+use clawos_ebpf_monitor::{policy::CGROUP_ROOT, Monitor, Policy, DEFAULT_OBJECT};
 use clawos_ipc::{server::MethodError, ComponentId, ErrorCode, Object, Request};
 use clawos_runtime::{Component, Runtime};
 use rules::{Evaluator, Finding, Rules, DEFAULT_RULES};
@@ -162,7 +162,10 @@ fn event_loop(state: &Mutex<State>, runtime: &Runtime, mut evaluator: Evaluator)
 /// The `events_lost` events to publish: one per program whose ring buffer
 /// dropped records since the last call (`reported` holds the totals already
 /// published), with the new and the total count.
-fn newly_lost(reported: &mut std::collections::HashMap<&'static str, u64>, programs: &[clawos_ebpf_monitor::ProgramStats]) -> Vec<Object> {
+fn newly_lost(
+    reported: &mut std::collections::HashMap<&'static str, u64>,
+    programs: &[clawos_ebpf_monitor::ProgramStats],
+) -> Vec<Object> {
     let mut events = Vec::new();
     for stats in programs {
         let before = reported.insert(stats.name, stats.lost_events).unwrap_or(0);
@@ -209,14 +212,24 @@ impl ebpf_agent::Service for Daemon {
                 coalesced_events: p.coalesced_events,
             })
             .collect();
-        Ok(EbpfMetrics { process, programs, events_total: state.events, monitored_cgroups: resolve(&state.policy).len() })
+        Ok(EbpfMetrics {
+            process,
+            programs,
+            events_total: state.events,
+            monitored_cgroups: resolve(&state.policy).len(),
+        })
     }
 
     async fn get_policy(&self, _call: &Call, _params: NoParams) -> Result<PolicyView, MethodError> {
         let state = lock(&self.state);
         let resolved = resolve(&state.policy)
             .into_iter()
-            .map(|entry| ResolvedCgroup { path: entry.path, cgroup_id: entry.cgroup_id, mode: entry.policy.mode, rules: entry.policy.rules })
+            .map(|entry| ResolvedCgroup {
+                path: entry.path,
+                cgroup_id: entry.cgroup_id,
+                mode: entry.policy.mode,
+                rules: entry.policy.rules,
+            })
             .collect();
         let cgroup = state.policy.cgroups.iter().map(|rule| serde_json::to_value(rule).unwrap_or_default()).collect();
         Ok(PolicyView { cgroup, resolved })
@@ -248,7 +261,14 @@ mod tests {
     use super::*;
 
     fn program(name: &'static str, lost_events: u64) -> clawos_ebpf_monitor::ProgramStats {
-        clawos_ebpf_monitor::ProgramStats { name, id: 1, run_count: 0, run_time_ns: 0, lost_events, coalesced_events: 0 }
+        clawos_ebpf_monitor::ProgramStats {
+            name,
+            id: 1,
+            run_count: 0,
+            run_time_ns: 0,
+            lost_events,
+            coalesced_events: 0,
+        }
     }
 
     #[test]
@@ -257,10 +277,16 @@ mod tests {
         assert!(newly_lost(&mut reported, &[program("file_open", 0), program("tcp_connect", 0)]).is_empty());
         let events = newly_lost(&mut reported, &[program("file_open", 40), program("tcp_connect", 0)]);
         assert_eq!(events.len(), 1);
-        assert_eq!(serde_json::Value::Object(events[0].clone()), json!({"program": "file_open", "lost": 40, "lost_total": 40}));
+        assert_eq!(
+            serde_json::Value::Object(events[0].clone()),
+            json!({"program": "file_open", "lost": 40, "lost_total": 40})
+        );
         // Nothing new: nothing published; more lost: only the difference.
         assert!(newly_lost(&mut reported, &[program("file_open", 40)]).is_empty());
         let events = newly_lost(&mut reported, &[program("file_open", 45)]);
-        assert_eq!(serde_json::Value::Object(events[0].clone()), json!({"program": "file_open", "lost": 5, "lost_total": 45}));
+        assert_eq!(
+            serde_json::Value::Object(events[0].clone()),
+            json!({"program": "file_open", "lost": 5, "lost_total": 45})
+        );
     }
 }

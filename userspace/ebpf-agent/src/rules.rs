@@ -222,7 +222,16 @@ mod tests {
         assert!(evaluator.count("exec", 1, 1, second(0)).is_empty());
         assert!(evaluator.count("exec", 1, 1, second(1)).is_empty());
         let crossed = evaluator.count("exec", 1, 1, second(2));
-        assert_eq!(crossed, [Finding::Threshold { rule: "exec-storm".into(), cgroup_id: 1, count: 3, threshold: 2, window_seconds: 10 }]);
+        assert_eq!(
+            crossed,
+            [Finding::Threshold {
+                rule: "exec-storm".into(),
+                cgroup_id: 1,
+                count: 3,
+                threshold: 2,
+                window_seconds: 10
+            }]
+        );
         assert!(evaluator.count("exec", 1, 1, second(3)).is_empty(), "still above: no repeat");
         assert!(evaluator.count("exec", 2, 1, second(3)).is_empty(), "other cgroups count apart");
         // By 30 s every sample left the window; a new burst crosses again.

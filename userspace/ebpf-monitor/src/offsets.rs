@@ -90,7 +90,10 @@ mod tests {
     fn the_running_kernels_offsets_resolve_to_plausible_places() {
         let path = Path::new(KERNEL_BTF);
         if !path.exists() {
-            clawos_test_require::missing("the_running_kernels_offsets_resolve_to_plausible_places", &format!("no {KERNEL_BTF}"));
+            clawos_test_require::missing(
+                "the_running_kernels_offsets_resolve_to_plausible_places",
+                &format!("no {KERNEL_BTF}"),
+            );
             return;
         }
         let offsets = from_btf_bytes(&std::fs::read(path).unwrap(), path).unwrap();

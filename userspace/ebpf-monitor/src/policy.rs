@@ -122,7 +122,8 @@ pub struct ScopeEntry {
 impl Policy {
     /// Reads and validates the policy at `path`.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.to_owned(), source })?;
         Self::parse(&text)
     }
 
@@ -190,7 +191,8 @@ impl CgroupRule {
             .flat_map(|bytes| {
                 // A directory's own open (a listing, an fsync after a
                 // rename) has no trailing `/`: its grant covers it too.
-                let itself = (bytes.len() > 1 && bytes.ends_with(b"/")).then(|| [&bytes[..bytes.len() - 1], b"\0"].concat());
+                let itself =
+                    (bytes.len() > 1 && bytes.ends_with(b"/")).then(|| [&bytes[..bytes.len() - 1], b"\0"].concat());
                 std::iter::once(bytes).chain(itself)
             })
             .map(|bytes| {
@@ -291,7 +293,9 @@ fn subtract(granted: Vec<([u8; 16], u32)>, except: &[([u8; 16], u32)]) -> Vec<([
                     } else {
                         // Each bit from the range's prefix to the cut's: the
                         // half the cut is not in stays granted.
-                        (range.1..cut.1).map(|bit| ((cut.0 & mask(bit + 1)) ^ (1u128 << (127 - bit)), bit + 1)).collect()
+                        (range.1..cut.1)
+                            .map(|bit| ((cut.0 & mask(bit + 1)) ^ (1u128 << (127 - bit)), bit + 1))
+                            .collect()
                     }
                 })
                 .collect();
@@ -358,7 +362,11 @@ mod tests {
         let (bits, key) = &entry.open_grants[0];
         assert_eq!(*bits, (8 + 9) * 8, "directory grant: the prefix without a NUL");
         assert_eq!(*key, PathGrantKey { cgroup_id: 5u64.to_ne_bytes(), path: padded(b"/usr/lib/") });
-        assert_eq!(entry.open_grants[1], ((8 + 9) * 8, PathGrantKey { cgroup_id: 5u64.to_ne_bytes(), path: padded(b"/usr/lib\0") }), "the directory itself");
+        assert_eq!(
+            entry.open_grants[1],
+            ((8 + 9) * 8, PathGrantKey { cgroup_id: 5u64.to_ne_bytes(), path: padded(b"/usr/lib\0") }),
+            "the directory itself"
+        );
         assert_eq!(entry.open_grants[2].0, (8 + 17) * 8, "file grant: the path and its NUL");
         assert_eq!(entry.open_grants.len(), 3);
         let (bits, key) = entry.connect_grants[0];
@@ -377,10 +385,32 @@ mod tests {
         "#;
         let entry = Policy::parse(text).unwrap().cgroups[0].entry("t".into(), 5);
         let granted = |addr: &str| may_connect(&entry, addr);
-        for denied in ["127.0.0.1", "127.255.255.254", "169.254.169.254", "10.1.2.3", "2001:db8::1", "::1", "fe80::1", "192.0.2.1", "192.168.1.7"] {
+        for denied in [
+            "127.0.0.1",
+            "127.255.255.254",
+            "169.254.169.254",
+            "10.1.2.3",
+            "2001:db8::1",
+            "::1",
+            "fe80::1",
+            "192.0.2.1",
+            "192.168.1.7",
+        ] {
             assert!(!granted(denied), "{denied} granted");
         }
-        for allowed in ["127.0.0.53", "192.168.0.1", "192.168.2.1", "10.0.2.2", "10.1.2.2", "10.1.2.4", "126.255.255.255", "128.0.0.0", "169.253.0.1", "8.8.8.8", "2001:db9::1"] {
+        for allowed in [
+            "127.0.0.53",
+            "192.168.0.1",
+            "192.168.2.1",
+            "10.0.2.2",
+            "10.1.2.2",
+            "10.1.2.4",
+            "126.255.255.255",
+            "128.0.0.0",
+            "169.253.0.1",
+            "8.8.8.8",
+            "2001:db9::1",
+        ] {
             assert!(granted(allowed), "{allowed} not granted");
         }
         // One range per prefix bit between an exception and the range that
@@ -401,7 +431,8 @@ mod tests {
     #[test]
     fn the_shipped_policy_confines_the_tool_host() {
         let policy = Policy::parse(include_str!("../../../rootfs-overlay/etc/clawos/ebpf-policy.toml")).unwrap();
-        let rule = policy.cgroups.iter().find(|rule| rule.path == "clawos.slice/clawos-wasm-daemon.service/daemon").unwrap();
+        let rule =
+            policy.cgroups.iter().find(|rule| rule.path == "clawos.slice/clawos-wasm-daemon.service/daemon").unwrap();
         let entry = rule.entry("daemon/tool-x".into(), 9);
         assert_eq!(entry.policy.mode, MODE_ENFORCE);
         let opens = |path: &str| {
@@ -412,10 +443,23 @@ mod tests {
                 wanted.len() >= len && key.path[..len] == wanted[..len]
             })
         };
-        for granted in ["/clawfs/agents/a/notes.md", "/clawfs/tools", "/clawfs/tools/binaries/t.wasm", "/usr/lib/x86_64-linux-gnu/libc.so.6"] {
+        for granted in [
+            "/clawfs/agents/a/notes.md",
+            "/clawfs/tools",
+            "/clawfs/tools/binaries/t.wasm",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ] {
             assert!(opens(granted), "{granted} refused");
         }
-        for refused in ["/etc/shadow", "/clawfs", "/clawfs/vault/master-key.enc", "/clawfs/toolsmith", "/clawfs/var/lib/clawos/vault", "/var/lib/clawos/vault/x", "/root/.ssh/id_ed25519"] {
+        for refused in [
+            "/etc/shadow",
+            "/clawfs",
+            "/clawfs/vault/master-key.enc",
+            "/clawfs/toolsmith",
+            "/clawfs/var/lib/clawos/vault",
+            "/var/lib/clawos/vault/x",
+            "/root/.ssh/id_ed25519",
+        ] {
             assert!(!opens(refused), "{refused} granted");
         }
         let connects = |addr: &str| may_connect(&entry, addr);

@@ -173,7 +173,12 @@ mod tests {
             let vector = vec![0.5f32; dimension];
             let body = serde_json::json!({ "object": "list", "data": [{ "object": "embedding", "index": 0, "embedding": vector }] }).to_string();
             let mut stream = stream;
-            write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
             authorization
         });
         (url, handle)
@@ -225,7 +230,11 @@ mod tests {
         }
         assert!(toml::from_str::<EmbedderConfig>("kind = \"minilm\"\nmodel = \"x\"").is_err());
         assert!(toml::from_str::<EmbedderConfig>("kind = \"word2vec\"").is_err());
-        let missing = build(&EmbedderConfig::Minilm { model_dir: "/nonexistent".into() }, 384, Arc::new(|_: &str| Err(String::new())));
+        let missing = build(
+            &EmbedderConfig::Minilm { model_dir: "/nonexistent".into() },
+            384,
+            Arc::new(|_: &str| Err(String::new())),
+        );
         assert!(missing.err().unwrap().contains("/nonexistent"));
     }
 }

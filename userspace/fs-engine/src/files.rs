@@ -12,7 +12,10 @@ use base64::Engine as _;
 use clawfs::audit::{AuditLog, Entry};
 use clawfs::files::{self, Access, Requester, WriteMode};
 use clawfs::namespace::{self, NamespaceReport, Owners};
-use clawos_api::fs_engine::{AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile};
+use clawos_api::fs_engine::{
+    AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile,
+    WriteFile,
+};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ErrorCode, Principal};
 
@@ -35,12 +38,20 @@ impl FileService {
 
     /// Writes `entry` to the audit log; a request that cannot be audited fails.
     pub fn record(&self, entry: &Entry<'_>) -> Result<(), MethodError> {
-        let log = self.audit.as_ref().map_err(|reason| MethodError::new(ErrorCode::Eio, format!("refused: {reason}")))?;
+        let log =
+            self.audit.as_ref().map_err(|reason| MethodError::new(ErrorCode::Eio, format!("refused: {reason}")))?;
         log.record(entry).map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
     }
 
     /// Resolves `path` for whoever the request is for, auditing a refusal.
-    fn resolve<'a>(&self, caller: Principal, agent: Option<&'a str>, operation: &str, path: &str, access: Access) -> Result<(Requester<'a>, files::Resolved), MethodError> {
+    fn resolve<'a>(
+        &self,
+        caller: Principal,
+        agent: Option<&'a str>,
+        operation: &str,
+        path: &str,
+        access: Access,
+    ) -> Result<(Requester<'a>, files::Resolved), MethodError> {
         let requester = match (agent, caller) {
             (Some(agent), _) => Some(Requester::Agent(agent)),
             (None, Principal::Operator) => Some(Requester::Operator),
@@ -64,7 +75,14 @@ impl FileService {
                     other => other.to_string(),
                 };
                 let name = requester.map_or("unknown", |r| r.name());
-                self.record(&Entry { agent: name, operation, path, bytes: None, denied: Some(&reason), caller: caller.as_str() })?;
+                self.record(&Entry {
+                    agent: name,
+                    operation,
+                    path,
+                    bytes: None,
+                    denied: Some(&reason),
+                    caller: caller.as_str(),
+                })?;
                 Err(crate::method_error(error))
             }
         }
@@ -73,7 +91,14 @@ impl FileService {
     /// `read_file` for `caller`.
     pub fn read(&self, caller: Principal, p: ReadFile) -> Result<FileContent, MethodError> {
         let (requester, file) = self.resolve(caller, p.agent.as_deref(), "read", &p.path, Access::Read)?;
-        let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
+        let entry = |operation, bytes| Entry {
+            agent: requester.name(),
+            operation,
+            path: &file.display,
+            bytes,
+            denied: None,
+            caller: caller.as_str(),
+        };
         self.record(&entry("open", None))?;
         let read = files::read(&file, p.offset, p.length).map_err(crate::method_error)?;
         self.record(&entry("read", Some(read.data.len() as u64)))?;
@@ -94,12 +119,22 @@ impl FileService {
             _ => return Err(MethodError::bad_params("write_file: give exactly one of content and content_base64")),
         };
         let (requester, file) = self.resolve(caller, p.agent.as_deref(), "write", &p.path, Access::Write)?;
-        let entry = |operation, bytes| Entry { agent: requester.name(), operation, path: &file.display, bytes, denied: None, caller: caller.as_str() };
+        let entry = |operation, bytes| Entry {
+            agent: requester.name(),
+            operation,
+            path: &file.display,
+            bytes,
+            denied: None,
+            caller: caller.as_str(),
+        };
         self.record(&entry("open", None))?;
         if p.create_dirs {
             // The parent was checked with the file: it lies inside the same allowed tree.
             if let Some(parent) = file.real.parent() {
-                let parent = files::Resolved { real: parent.to_owned(), display: file.display.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned() };
+                let parent = files::Resolved {
+                    real: parent.to_owned(),
+                    display: file.display.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned(),
+                };
                 files::make_dir(&parent).map_err(crate::method_error)?;
             }
         }
@@ -112,7 +147,14 @@ impl FileService {
     /// `list_dir` for `caller`.
     pub fn list(&self, caller: Principal, p: FilePath) -> Result<DirListing, MethodError> {
         let (requester, dir) = self.resolve(caller, p.agent.as_deref(), "list", &p.path, Access::Read)?;
-        self.record(&Entry { agent: requester.name(), operation: "list", path: &dir.display, bytes: None, denied: None, caller: caller.as_str() })?;
+        self.record(&Entry {
+            agent: requester.name(),
+            operation: "list",
+            path: &dir.display,
+            bytes: None,
+            denied: None,
+            caller: caller.as_str(),
+        })?;
         let entries = files::list(&dir).map_err(crate::method_error)?;
         Ok(DirListing { path: dir.display.clone(), entries })
     }
@@ -120,7 +162,14 @@ impl FileService {
     /// `delete_file` for `caller`.
     pub fn delete(&self, caller: Principal, p: FilePath) -> Result<FileDeleted, MethodError> {
         let (requester, path) = self.resolve(caller, p.agent.as_deref(), "delete", &p.path, Access::Write)?;
-        self.record(&Entry { agent: requester.name(), operation: "delete", path: &path.display, bytes: None, denied: None, caller: caller.as_str() })?;
+        self.record(&Entry {
+            agent: requester.name(),
+            operation: "delete",
+            path: &path.display,
+            bytes: None,
+            denied: None,
+            caller: caller.as_str(),
+        })?;
         files::delete(&path).map_err(crate::method_error)?;
         Ok(FileDeleted { path: path.display.clone() })
     }
@@ -134,9 +183,17 @@ impl FileService {
         if namespace::agent_exists(&self.root, &p.agent) {
             return Err(MethodError::new(ErrorCode::Eperm, format!("agent `{}` already exists", p.agent)));
         }
-        self.record(&Entry { agent: &p.agent, operation: "agent_create", path: &display, bytes: None, denied: None, caller: caller.as_str() })?;
+        self.record(&Entry {
+            agent: &p.agent,
+            operation: "agent_create",
+            path: &display,
+            bytes: None,
+            denied: None,
+            caller: caller.as_str(),
+        })?;
         // Owners were set on agents/ by systemd-tmpfiles (setgid group).
-        namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default()).map_err(crate::method_error)?;
+        namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default())
+            .map_err(crate::method_error)?;
         let config = self.root.join("agents").join(&p.agent).join(files::AGENT_CONFIG_FILE);
         // write_atomic's mode is narrowed by the unit's UMask=0077; the
         // group must read it, so the mode is set after.
@@ -152,7 +209,14 @@ impl FileService {
         if !namespace::agent_exists(&self.root, &p.agent) {
             return Err(MethodError::new(ErrorCode::Enoent, format!("no agent `{}`", p.agent)));
         }
-        self.record(&Entry { agent: &p.agent, operation: "agent_remove", path: &display, bytes: None, denied: None, caller: caller.as_str() })?;
+        self.record(&Entry {
+            agent: &p.agent,
+            operation: "agent_remove",
+            path: &display,
+            bytes: None,
+            denied: None,
+            caller: caller.as_str(),
+        })?;
         namespace::remove_agent(&self.root, &p.agent).map_err(crate::method_error)
     }
 }
@@ -176,7 +240,12 @@ mod tests {
 
     /// Calls file method `method` as the daemon's dispatch would: params
     /// parsed by the API's types, the result encoded.
-    fn call(service: &FileService, caller: Principal, method: &str, params: serde_json::Value) -> Result<Object, MethodError> {
+    fn call(
+        service: &FileService,
+        caller: Principal,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<Object, MethodError> {
         let serde_json::Value::Object(params) = params else { panic!("params must be an object") };
         match method {
             "read_file" => clawos_api::encode(&service.read(caller, clawos_api::parse(method, params)?)?),
@@ -188,7 +257,11 @@ mod tests {
     }
 
     fn audit_lines(dir: &tempfile::TempDir) -> Vec<String> {
-        std::fs::read_to_string(dir.path().join("clawfs-audit.log")).unwrap().lines().map(|line| line[21..].to_owned()).collect()
+        std::fs::read_to_string(dir.path().join("clawfs-audit.log"))
+            .unwrap()
+            .lines()
+            .map(|line| line[21..].to_owned())
+            .collect()
     }
 
     const AGENT_LOOP: Principal = Principal::Component(ComponentId::AgentLoop);
@@ -196,18 +269,45 @@ mod tests {
     #[test]
     fn an_agent_writes_and_reads_its_own_files_and_every_step_is_audited() {
         let (dir, service) = service();
-        let written = call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "notes/plan.md", "content": "# Plan\n", "create_dirs": true})).unwrap();
+        let written = call(
+            &service,
+            AGENT_LOOP,
+            "write_file",
+            json!({"agent": "kernel-engine", "path": "notes/plan.md", "content": "# Plan\n", "create_dirs": true}),
+        )
+        .unwrap();
         assert_eq!(written["path"], "/clawfs/agents/kernel-engine/notes/plan.md");
-        let read = call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "/clawfs/agents/kernel-engine/notes/plan.md"})).unwrap();
-        assert_eq!((read["content"].as_str(), read["size"].as_u64(), read["eof"].as_bool()), (Some("# Plan\n"), Some(7), Some(true)));
-        let binary = call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "blob", "content_base64": "AP8="})).unwrap();
+        let read = call(
+            &service,
+            AGENT_LOOP,
+            "read_file",
+            json!({"agent": "kernel-engine", "path": "/clawfs/agents/kernel-engine/notes/plan.md"}),
+        )
+        .unwrap();
+        assert_eq!(
+            (read["content"].as_str(), read["size"].as_u64(), read["eof"].as_bool()),
+            (Some("# Plan\n"), Some(7), Some(true))
+        );
+        let binary = call(
+            &service,
+            AGENT_LOOP,
+            "write_file",
+            json!({"agent": "kernel-engine", "path": "blob", "content_base64": "AP8="}),
+        )
+        .unwrap();
         assert_eq!(binary["size"], 2);
-        assert_eq!(call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap()["content_base64"], "AP8=");
+        assert_eq!(
+            call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap()
+                ["content_base64"],
+            "AP8="
+        );
         let listing = call(&service, AGENT_LOOP, "list_dir", json!({"agent": "kernel-engine", "path": "."})).unwrap();
-        let names: Vec<&str> = listing["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> =
+            listing["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["blob", "notes"]);
         call(&service, AGENT_LOOP, "delete_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap();
-        let missing = call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap_err();
+        let missing =
+            call(&service, AGENT_LOOP, "read_file", json!({"agent": "kernel-engine", "path": "blob"})).unwrap_err();
         assert_eq!(missing.code, ErrorCode::Enoent);
 
         let plan = "agent=kernel-engine operation={} path=/clawfs/agents/kernel-engine/notes/plan.md";
@@ -235,11 +335,18 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.path().join("clawfs/agents/fs-engine/private.md")).unwrap(), "mine");
         let lines = audit_lines(&dir);
         assert_eq!(lines.len(), 4);
-        assert!(lines.iter().all(|l| l.starts_with("[WARN] ") && l.contains(" operation=write ") && l.contains(" denied=true ")), "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("[WARN] ") && l.contains(" operation=write ") && l.contains(" denied=true ")),
+            "{lines:#?}"
+        );
         assert!(lines[0].contains("agent=kernel-engine") && lines[0].contains("RULE-001"), "{}", lines[0]);
         assert!(lines[2].contains("agent=unknown") && lines[2].contains("must name the agent"), "{}", lines[2]);
         // The operator may read it.
-        let read = call(&service, Principal::Operator, "read_file", json!({"path": "/clawfs/agents/fs-engine/private.md"})).unwrap();
+        let read =
+            call(&service, Principal::Operator, "read_file", json!({"path": "/clawfs/agents/fs-engine/private.md"}))
+                .unwrap();
         assert_eq!(read["content"], "mine");
     }
 
@@ -248,7 +355,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("agents/kernel-engine")).unwrap();
         let service = FileService::new(dir.path().to_owned(), Err("cannot open the audit log".into()));
-        let error = call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "x", "content": "y"})).unwrap_err();
+        let error =
+            call(&service, AGENT_LOOP, "write_file", json!({"agent": "kernel-engine", "path": "x", "content": "y"}))
+                .unwrap_err();
         assert_eq!(error.code, ErrorCode::Eio);
         assert!(!dir.path().join("agents/kernel-engine/x").exists());
     }

@@ -21,13 +21,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clawfs::{Clawfs, Config, Embedder, IndexReport, Owners, SearchRequest, SearchResponse, Snapshot, WorkspaceMetadata};
 use clawfs::memory::{AgentMemory, Category, Hygiene, MemoryEntry, Recall, Reindexed};
+use clawfs::{
+    Clawfs, Config, Embedder, IndexReport, Owners, SearchRequest, SearchResponse, Snapshot, WorkspaceMetadata,
+};
 use clawos_api::fs_engine::{
-    self, AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups, IdentityRecordTask,
-    IdentityRestore, MemoryCount, MemoryCounted, MemoryEntries, MemoryHygiene as MemoryHygieneParams, MemoryId, MemoryIndex, MemoryList,
-    MemoryRecall, MemoryRemove, MemoryRemoved, MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore,
-    SnapshotsPruned, WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
+    self, AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten,
+    IdentityBackups, IdentityRecordTask, IdentityRestore, MemoryCount, MemoryCounted, MemoryEntries,
+    MemoryHygiene as MemoryHygieneParams, MemoryId, MemoryIndex, MemoryList, MemoryRecall, MemoryRemove, MemoryRemoved,
+    MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore, SnapshotsPruned,
+    WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
 };
 use clawos_api::{Call, Done, NoParams, MAX_IDEMPOTENCY_KEY};
 use clawos_ipc::server::MethodError;
@@ -125,7 +128,8 @@ impl State {
     fn search(&mut self, workspace: &str, request: &SearchRequest) -> Result<clawfs::SearchResponse, MethodError> {
         let mut response = self.index(workspace)?.search(request).map_err(method_error)?;
         if let (Err(reason), clawfs::LegReport::NotRun { .. }) = (&self.embedder, &response.vector) {
-            response.vector = clawfs::LegReport::NotRun { reason: format!("the embedder could not be set up: {reason}") };
+            response.vector =
+                clawfs::LegReport::NotRun { reason: format!("the embedder could not be set up: {reason}") };
         }
         Ok(response)
     }
@@ -133,12 +137,21 @@ impl State {
     /// Agent `agent`'s memory and its open index. The first open brings
     /// the index in step with the files, which may have changed while
     /// fs-engine was not running (`AgentMemory::sync_all`).
-    fn agent_memory<'a>(&'a mut self, agent: &'a str) -> Result<(AgentMemory<'a>, &'a mut clawfs::MemoryIndex), MethodError> {
+    fn agent_memory<'a>(
+        &'a mut self,
+        agent: &'a str,
+    ) -> Result<(AgentMemory<'a>, &'a mut clawfs::MemoryIndex), MethodError> {
         let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
         if !self.agent_indexes.contains_key(agent) {
             let mut index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
             let report = memory.sync_all(&mut index).map_err(method_error)?;
-            tracing::info!(agent, added = report.added, removed = report.removed, unchanged = report.unchanged, "agent memory index opened");
+            tracing::info!(
+                agent,
+                added = report.added,
+                removed = report.removed,
+                unchanged = report.unchanged,
+                "agent memory index opened"
+            );
             self.agent_indexes.insert(agent.to_owned(), index);
         }
         Ok((memory, self.agent_indexes.get_mut(agent).expect("inserted above")))
@@ -175,7 +188,8 @@ fn record_task(identity: &mut clawfs::Identity, task: &IdentityRecordTask) {
         history.failed_tasks.push(task.task.clone());
     }
     let performance = &mut identity.performance;
-    performance.avg_execution_time_ms = (performance.avg_execution_time_ms * before + task.duration_ms) / history.total_executions;
+    performance.avg_execution_time_ms =
+        (performance.avg_execution_time_ms * before + task.duration_ms) / history.total_executions;
 }
 
 /// The category a request names, if it names one (EPROTO when it is no category).
@@ -205,22 +219,35 @@ impl Daemon {
     fn start(runtime: &Runtime) -> Result<Daemon, String> {
         let config: DaemonConfig =
             runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
-        let clawfs = Clawfs::new(Config { vector_dimension: config.vector_dimension, ..Config::new(&config.clawfs_root) })
-            .map_err(|e| e.to_string())?;
+        let clawfs =
+            Clawfs::new(Config { vector_dimension: config.vector_dimension, ..Config::new(&config.clawfs_root) })
+                .map_err(|e| e.to_string())?;
         let handle = tokio::runtime::Handle::current();
-        let secrets: embedder::SecretSource =
-            Arc::new(move |secret: &str| clawos_runtime::peers::vault_secret(&handle, ComponentId::FsEngine, secret, VAULT_TIMEOUT));
+        let secrets: embedder::SecretSource = Arc::new(move |secret: &str| {
+            clawos_runtime::peers::vault_secret(&handle, ComponentId::FsEngine, secret, VAULT_TIMEOUT)
+        });
         let embedder = embedder::build(&config.embedder, config.vector_dimension, secrets);
         match &embedder {
-            Ok(embedder) => tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder"),
-            Err(reason) => tracing::error!("memory search has no vector leg: the embedder could not be set up: {reason}"),
+            Ok(embedder) => {
+                tracing::info!(model = embedder.model_id(), dimension = embedder.dimension(), "memory search embedder")
+            }
+            Err(reason) => {
+                tracing::error!("memory search has no vector leg: the embedder could not be set up: {reason}")
+            }
         }
-        let audit = clawfs::audit::AuditLog::open(&config.audit_log).map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));
+        let audit = clawfs::audit::AuditLog::open(&config.audit_log)
+            .map_err(|e| format!("cannot open the audit log {}: {e}", config.audit_log.display()));
         if let Err(reason) = &audit {
             tracing::error!("{reason}; file and memory requests will be refused");
         }
         let root_exists = config.clawfs_root.is_dir();
-        let mut state = State { clawfs, embedder, indexes: HashMap::new(), agent_indexes: HashMap::new(), namespace: Namespace::NotTried };
+        let mut state = State {
+            clawfs,
+            embedder,
+            indexes: HashMap::new(),
+            agent_indexes: HashMap::new(),
+            namespace: Namespace::NotTried,
+        };
         if root_exists {
             // A failure here makes the component degraded, not dead: the
             // runtime's own methods still answer and the next request retries.
@@ -230,11 +257,17 @@ impl Daemon {
         } else {
             // On the appliance /clawfs is always mounted (RequiresMountsFor);
             // without it there is nothing to serve yet, which is not a fault.
-            tracing::warn!("ClawFS root {} does not exist; ClawFS methods will fail until it does", config.clawfs_root.display());
+            tracing::warn!(
+                "ClawFS root {} does not exist; ClawFS methods will fail until it does",
+                config.clawfs_root.display()
+            );
         }
         let files = Arc::new(files::FileService::new(config.clawfs_root.clone(), audit));
         let state = Arc::new(Mutex::new(state));
-        let hygiene = watch::Hygiene { archive_after_days: config.memory_archive_after_days, purge_after_days: config.memory_purge_after_days };
+        let hygiene = watch::Hygiene {
+            archive_after_days: config.memory_archive_after_days,
+            purge_after_days: config.memory_purge_after_days,
+        };
         if let Err(error) = watch::start(&config.clawfs_root, state.clone(), hygiene) {
             tracing::error!("agents' memory files will not be re-indexed when they change: {error}");
         }
@@ -258,12 +291,25 @@ impl Daemon {
 
     /// Audits a memory operation of `caller` on workspace `workspace`
     /// (`path` inside it, if any) before it runs.
-    fn audit_memory(&self, caller: Principal, operation: &str, workspace: &str, path: Option<&str>) -> Result<(), MethodError> {
+    fn audit_memory(
+        &self,
+        caller: Principal,
+        operation: &str,
+        workspace: &str,
+        path: Option<&str>,
+    ) -> Result<(), MethodError> {
         let target = match path {
             Some(path) => format!("/clawfs/workspaces/{workspace}/{path}"),
             None => format!("/clawfs/workspaces/{workspace}"),
         };
-        let entry = clawfs::audit::Entry { agent: caller.as_str(), operation, path: &target, bytes: None, denied: None, caller: caller.as_str() };
+        let entry = clawfs::audit::Entry {
+            agent: caller.as_str(),
+            operation,
+            path: &target,
+            bytes: None,
+            denied: None,
+            caller: caller.as_str(),
+        };
         self.files.record(&entry)
     }
 
@@ -280,7 +326,14 @@ impl Daemon {
     ) -> Result<T, MethodError> {
         let target = format!("/clawfs/agents/{agent}{}", path.map(|p| format!("/{p}")).unwrap_or_default());
         let caller = call.peer();
-        self.files.record(&clawfs::audit::Entry { agent: &agent, operation, path: &target, bytes: None, denied: None, caller: caller.as_str() })?;
+        self.files.record(&clawfs::audit::Entry {
+            agent: &agent,
+            operation,
+            path: &target,
+            bytes: None,
+            denied: None,
+            caller: caller.as_str(),
+        })?;
         self.blocking(move |s| {
             let (memory, index) = s.agent_memory(&agent)?;
             work(memory, index).map_err(method_error)
@@ -347,7 +400,8 @@ impl fs_engine::Service for Daemon {
 
     async fn memory_remove(&self, call: &Call, p: MemoryRemove) -> Result<MemoryRemoved, MethodError> {
         self.audit_memory(call.peer(), "delete", &p.workspace, Some(&p.path))?;
-        let removed = self.blocking(move |s| s.index(&p.workspace)?.remove_document(&p.path).map_err(method_error)).await?;
+        let removed =
+            self.blocking(move |s| s.index(&p.workspace)?.remove_document(&p.path).map_err(method_error)).await?;
         Ok(MemoryRemoved { removed })
     }
 
@@ -364,7 +418,10 @@ impl fs_engine::Service for Daemon {
         let at = fsutil::now_rfc3339();
         let path = category.file(&at[..10]);
         if p.idempotency_key.as_ref().is_some_and(|key| key.len() > MAX_IDEMPOTENCY_KEY) {
-            return Err(MethodError::new(ErrorCode::Eproto, format!("idempotency_key: more than {MAX_IDEMPOTENCY_KEY} bytes")));
+            return Err(MethodError::new(
+                ErrorCode::Eproto,
+                format!("idempotency_key: more than {MAX_IDEMPOTENCY_KEY} bytes"),
+            ));
         }
         self.agent_memory(call, "memory_store", p.agent, Some(&path), move |memory, index| match &p.idempotency_key {
             Some(key) => memory.store_once(index, &category, &p.content, &at, key),
@@ -376,7 +433,11 @@ impl fs_engine::Service for Daemon {
     async fn memory_recall(&self, call: &Call, p: MemoryRecall) -> Result<Recall, MethodError> {
         let category = category(p.category.as_deref())?;
         let limit = p.limit.unwrap_or(5).clamp(1, 50);
-        let recall = self.agent_memory(call, "memory_recall", p.agent, None, move |memory, index| memory.recall(index, &p.query, category.as_ref(), limit)).await?;
+        let recall = self
+            .agent_memory(call, "memory_recall", p.agent, None, move |memory, index| {
+                memory.recall(index, &p.query, category.as_ref(), limit)
+            })
+            .await?;
         Ok(recall)
     }
 
@@ -387,7 +448,9 @@ impl fs_engine::Service for Daemon {
     async fn memory_list(&self, call: &Call, p: MemoryList) -> Result<MemoryEntries, MethodError> {
         let category = category(p.category.as_deref())?;
         let limit = p.limit.unwrap_or(20);
-        let entries = self.agent_memory(call, "memory_list", p.agent, None, move |memory, _| memory.list(category.as_ref(), limit)).await?;
+        let entries = self
+            .agent_memory(call, "memory_list", p.agent, None, move |memory, _| memory.list(category.as_ref(), limit))
+            .await?;
         Ok(MemoryEntries { entries })
     }
 
@@ -397,7 +460,9 @@ impl fs_engine::Service for Daemon {
 
     async fn memory_count(&self, call: &Call, p: MemoryCount) -> Result<MemoryCounted, MethodError> {
         let category = category(p.category.as_deref())?;
-        let count = self.agent_memory(call, "memory_count", p.agent, None, move |memory, _| memory.count(category.as_ref())).await?;
+        let count = self
+            .agent_memory(call, "memory_count", p.agent, None, move |memory, _| memory.count(category.as_ref()))
+            .await?;
         Ok(MemoryCounted { count })
     }
 
@@ -407,7 +472,10 @@ impl fs_engine::Service for Daemon {
 
     async fn memory_hygiene(&self, call: &Call, p: MemoryHygieneParams) -> Result<Hygiene, MethodError> {
         let today = watch::today();
-        self.agent_memory(call, "memory_hygiene", p.agent, None, move |memory, index| memory.hygiene(index, p.archive_after_days, p.purge_after_days, today)).await
+        self.agent_memory(call, "memory_hygiene", p.agent, None, move |memory, index| {
+            memory.hygiene(index, p.archive_after_days, p.purge_after_days, today)
+        })
+        .await
     }
 
     async fn snapshot_create(&self, _call: &Call, p: WorkspaceRef) -> Result<Snapshot, MethodError> {
@@ -431,7 +499,8 @@ impl fs_engine::Service for Daemon {
     }
 
     async fn snapshot_prune(&self, _call: &Call, p: SnapshotPrune) -> Result<SnapshotsPruned, MethodError> {
-        let removed = self.blocking(move |s| s.clawfs.prune_snapshots(&p.workspace, p.keep).map_err(method_error)).await?;
+        let removed =
+            self.blocking(move |s| s.clawfs.prune_snapshots(&p.workspace, p.keep).map_err(method_error)).await?;
         Ok(SnapshotsPruned { removed })
     }
 
@@ -440,7 +509,10 @@ impl fs_engine::Service for Daemon {
     }
 
     async fn identity_record_task(&self, _call: &Call, p: IdentityRecordTask) -> Result<clawfs::Identity, MethodError> {
-        self.blocking(move |s| s.clawfs.update_identity(&p.agent, |identity| record_task(identity, &p)).map_err(method_error)).await
+        self.blocking(move |s| {
+            s.clawfs.update_identity(&p.agent, |identity| record_task(identity, &p)).map_err(method_error)
+        })
+        .await
     }
 
     async fn identity_backups(&self, _call: &Call, p: AgentRef) -> Result<IdentityBackups, MethodError> {

@@ -77,7 +77,11 @@ fn run(events: &Receiver<notify::Result<Event>>, agents: &Path, state: &Mutex<St
     let mut pending = Pending::default();
     let mut hygiene_due = Instant::now() + IDLE_WAKE;
     loop {
-        let wait = if pending.since.is_some() { QUIET } else { hygiene_due.saturating_duration_since(Instant::now()).max(QUIET) };
+        let wait = if pending.since.is_some() {
+            QUIET
+        } else {
+            hygiene_due.saturating_duration_since(Instant::now()).max(QUIET)
+        };
         match events.recv_timeout(wait) {
             Ok(Ok(event)) => {
                 note(&event, agents, &mut pending);
@@ -133,7 +137,9 @@ fn reindex(state: &Mutex<State>, pending: Pending) {
     let root = state.clawfs.config().root.clone();
     for agent in &pending.agents {
         if clawfs::namespace::agent_exists(&root, agent) {
-            let outcome = state.agent_memory(agent).and_then(|(memory, index)| memory.sync_all(index).map_err(crate::method_error));
+            let outcome = state
+                .agent_memory(agent)
+                .and_then(|(memory, index)| memory.sync_all(index).map_err(crate::method_error));
             if let Err(error) = outcome {
                 tracing::warn!(agent, "memory rescan failed: {}", error.message);
             }
@@ -143,7 +149,10 @@ fn reindex(state: &Mutex<State>, pending: Pending) {
         if !clawfs::namespace::agent_exists(&root, agent) {
             continue;
         }
-        match state.agent_memory(agent).and_then(|(memory, index)| memory.sync(index, file).map_err(crate::method_error)) {
+        match state
+            .agent_memory(agent)
+            .and_then(|(memory, index)| memory.sync(index, file).map_err(crate::method_error))
+        {
             Ok(report) if report.added + report.removed > 0 => {
                 tracing::info!(agent, file, added = report.added, removed = report.removed, "memory file re-indexed");
             }
@@ -162,7 +171,9 @@ fn run_hygiene(state: &Mutex<State>, hygiene: Hygiene) {
     };
     for agent in agents {
         let outcome = state.agent_memory(&agent).and_then(|(memory, index)| {
-            memory.hygiene(index, hygiene.archive_after_days, hygiene.purge_after_days, today()).map_err(crate::method_error)
+            memory
+                .hygiene(index, hygiene.archive_after_days, hygiene.purge_after_days, today())
+                .map_err(crate::method_error)
         });
         match outcome {
             Ok(report) if !report.archived.is_empty() || !report.purged.is_empty() => {
@@ -181,10 +192,14 @@ mod tests {
     #[test]
     fn events_name_the_agent_and_its_memory_file() {
         let agents = Path::new("/clawfs/agents");
-        assert_eq!(memory_file(agents, Path::new("/clawfs/agents/default/logs/2026-11-25.md")), Some(("default".into(), "logs/2026-11-25.md".into())));
+        assert_eq!(
+            memory_file(agents, Path::new("/clawfs/agents/default/logs/2026-11-25.md")),
+            Some(("default".into(), "logs/2026-11-25.md".into()))
+        );
         assert_eq!(memory_file(agents, Path::new("/clawfs/workspaces/x.md")), None);
         let mut pending = Pending::default();
-        let event = |path: &str| Event::new(EventKind::Modify(notify::event::ModifyKind::Any)).add_path(PathBuf::from(path));
+        let event =
+            |path: &str| Event::new(EventKind::Modify(notify::event::ModifyKind::Any)).add_path(PathBuf::from(path));
         note(&event("/clawfs/agents/default/workspace.db"), agents, &mut pending);
         note(&event("/clawfs/agents/default/cache/x.md"), agents, &mut pending);
         assert!(pending.since.is_none());
@@ -193,7 +208,8 @@ mod tests {
         // A new directory rescans its agent: what was made in it before its
         // watch existed is found.
         let mut pending = Pending::default();
-        let made = Event::new(EventKind::Create(notify::event::CreateKind::Folder)).add_path(PathBuf::from("/clawfs/agents/default/memory"));
+        let made = Event::new(EventKind::Create(notify::event::CreateKind::Folder))
+            .add_path(PathBuf::from("/clawfs/agents/default/memory"));
         note(&made, agents, &mut pending);
         assert_eq!(pending.agents.into_iter().collect::<Vec<_>>(), ["default".to_owned()]);
     }

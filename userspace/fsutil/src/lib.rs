@@ -72,14 +72,17 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
         Some(_) => Path::new("."),
         None => return Err(io::Error::new(io::ErrorKind::InvalidInput, "the path has no parent directory")),
     };
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"))?;
+    let name =
+        path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"))?;
     let mut attempt = 0;
     let (temporary, mut file) = loop {
         let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
         let temporary = dir.join(format!(".{}.tmp-{}-{sequence}", name.to_string_lossy(), std::process::id()));
         match OpenOptions::new().write(true).create_new(true).mode(mode).open(&temporary) {
             Ok(file) => break (temporary, file),
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempt < TEMPORARY_NAME_ATTEMPTS => attempt += 1,
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempt < TEMPORARY_NAME_ATTEMPTS => {
+                attempt += 1
+            }
             Err(error) => return Err(error),
         }
     };

@@ -33,10 +33,15 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
 /// [`civil_from_days`]); `None` when it is not such a date.
 pub fn days_from_date(date: &str) -> Option<i64> {
     let bytes = date.as_bytes();
-    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' || !date.bytes().enumerate().all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit()) {
+    if bytes.len() != 10
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !date.bytes().enumerate().all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit())
+    {
         return None;
     }
-    let (year, month, day): (i64, i64, i64) = (date[..4].parse().ok()?, date[5..7].parse().ok()?, date[8..].parse().ok()?);
+    let (year, month, day): (i64, i64, i64) =
+        (date[..4].parse().ok()?, date[5..7].parse().ok()?, date[8..].parse().ok()?);
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawos_ipc::server::{Connection, Handler, MethodError, ServerSettings, ServerStats};
-use clawos_ipc::{AccessPolicy, ClientOptions, ComponentId, IpcClient, IpcServer, Object, Principal, ProtocolVersion, RateLimit, Request};
+use clawos_ipc::{
+    AccessPolicy, ClientOptions, ComponentId, IpcClient, IpcServer, Object, Principal, ProtocolVersion, RateLimit,
+    Request,
+};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 struct Echo;

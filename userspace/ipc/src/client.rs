@@ -12,11 +12,11 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::codec::decode;
-use crate::outbox::{write_loop, Outbound, OUTBOX_CAPACITY};
 use crate::component::{ComponentId, Principal};
 use crate::error_code::ErrorCode;
 use crate::framing::{Frame, FrameReader};
 use crate::message::{Body, Message, Object, Response, GOODBYE, HELLO};
+use crate::outbox::{write_loop, Outbound, OUTBOX_CAPACITY};
 use crate::socket::{connect_abstract, socket_name};
 use crate::timeouts::{effective_timeout, DEFAULT_REQUEST_TIMEOUT, MAX_CONSECUTIVE_TIMEOUTS};
 use crate::version::{ProtocolVersion, SUPPORTED_VERSIONS};
@@ -129,7 +129,10 @@ pub struct IpcClient {
 impl IpcClient {
     /// Connects to `peer`'s socket (see [`socket_name`]) and says hello.
     /// Returns the client and the stream of events the peer sends.
-    pub async fn connect(peer: ComponentId, options: ClientOptions) -> Result<(Self, mpsc::Receiver<Message>), ConnectError> {
+    pub async fn connect(
+        peer: ComponentId,
+        options: ClientOptions,
+    ) -> Result<(Self, mpsc::Receiver<Message>), ConnectError> {
         let socket = socket_name(peer);
         let stream = connect_abstract(&socket).map_err(|error| ConnectError::Connect { peer, socket, error })?;
         IpcClient::handshake(stream, peer, options).await
@@ -187,13 +190,16 @@ impl IpcClient {
             };
             ConnectError::Handshake { peer, error }
         })?;
-        client.version = info
-            .get("version")
-            .and_then(Value::as_str)
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| ConnectError::Handshake {
-                peer,
-                error: CallError::Remote { peer, code: ErrorCode::Eproto, message: "hello result has no valid version".into() },
+        client.version =
+            info.get("version").and_then(Value::as_str).and_then(|text| text.parse().ok()).ok_or_else(|| {
+                ConnectError::Handshake {
+                    peer,
+                    error: CallError::Remote {
+                        peer,
+                        code: ErrorCode::Eproto,
+                        message: "hello result has no valid version".into(),
+                    },
+                }
             })?;
         client.server_info = info;
         Ok((client, events))
@@ -267,7 +273,12 @@ impl IpcClient {
 
     /// [`IpcClient::call`], retried as the error code's policy says
     /// (EAGAIN: backoff; EIO: 3 times; ETIMEOUT: 2 times).
-    pub async fn call_with_retry(&self, method: &str, params: Object, timeout: Option<Duration>) -> Result<Object, CallError> {
+    pub async fn call_with_retry(
+        &self,
+        method: &str,
+        params: Object,
+        timeout: Option<Duration>,
+    ) -> Result<Object, CallError> {
         let mut attempt = 0;
         loop {
             match self.call(method, params.clone(), timeout).await {
@@ -367,7 +378,9 @@ async fn read_loop(
                 let last = (error.error_code, error.error_message.clone());
                 *uncorrelated.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(last);
             }
-            _ => tracing::debug!(message_id = %message.message_id, "ignoring unexpected {}", message.body.message_type()),
+            _ => {
+                tracing::debug!(message_id = %message.message_id, "ignoring unexpected {}", message.body.message_type())
+            }
         }
     }
     closed.store(true, Ordering::Relaxed);

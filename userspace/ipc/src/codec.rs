@@ -55,7 +55,8 @@ pub fn decode(frame: &[u8]) -> Result<Message, DecodeError> {
         return Err(DecodeError::Schema { violation, message_id: message_id() });
     }
     let id = message_id();
-    serde_json::from_value(value).map_err(|error| DecodeError::Unsupported { reason: error.to_string(), message_id: id })
+    serde_json::from_value(value)
+        .map_err(|error| DecodeError::Unsupported { reason: error.to_string(), message_id: id })
 }
 
 /// Appends `message` as one compact JSON line (with its `\n`) to `out`.

@@ -110,10 +110,9 @@ impl ErrorCode {
     /// How a caller retries after this code.
     pub fn retry_policy(self) -> RetryPolicy {
         match self {
-            ErrorCode::Eagain => RetryPolicy::Backoff {
-                initial: Duration::from_millis(100),
-                max: Duration::from_secs(5),
-            },
+            ErrorCode::Eagain => {
+                RetryPolicy::Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(5) }
+            }
             ErrorCode::Eio => RetryPolicy::Times(3),
             ErrorCode::Etimeout => RetryPolicy::Times(2),
             _ => RetryPolicy::Never,
@@ -167,7 +166,9 @@ mod tests {
         assert_eq!(ErrorCode::Eio.errno(), Some(5));
         assert_eq!(ErrorCode::Enoent.errno(), Some(2));
         assert_eq!(ErrorCode::Eperm.errno(), Some(1));
-        for code in [ErrorCode::Success, ErrorCode::Eproto, ErrorCode::Etimeout, ErrorCode::Einternal, ErrorCode::Epanic] {
+        for code in
+            [ErrorCode::Success, ErrorCode::Eproto, ErrorCode::Etimeout, ErrorCode::Einternal, ErrorCode::Epanic]
+        {
             assert_eq!(code.errno(), None, "{code}");
         }
         assert_eq!(ErrorCode::from_errno(11), Some(ErrorCode::Eagain));

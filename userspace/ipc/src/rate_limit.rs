@@ -45,7 +45,8 @@ impl TokenBucket {
             return true;
         }
         let elapsed = now.saturating_duration_since(self.refilled_at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * f64::from(self.limit.messages_per_second)).min(f64::from(self.limit.burst));
+        self.tokens =
+            (self.tokens + elapsed * f64::from(self.limit.messages_per_second)).min(f64::from(self.limit.burst));
         self.refilled_at = now;
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;

@@ -22,11 +22,11 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::codec::{decode, encode};
-use crate::outbox::{write_loop, Outbound, OUTBOX_CAPACITY};
 use crate::component::{ComponentId, Principal};
 use crate::error_code::ErrorCode;
 use crate::framing::{Frame, FrameReader, MAX_MESSAGE_BYTES};
 use crate::message::{Body, ErrorPayload, Event, Message, Object, Request, Response, Severity, GOODBYE, HELLO};
+use crate::outbox::{write_loop, Outbound, OUTBOX_CAPACITY};
 use crate::policy::AccessPolicy;
 use crate::rate_limit::{RateLimit, TokenBucket};
 use crate::timeouts::{effective_timeout, DEFAULT_REQUEST_TIMEOUT, MAX_CONSECUTIVE_TIMEOUTS};
@@ -349,7 +349,10 @@ impl<H: Handler> Session<'_, H> {
         if message.sender != peer {
             return Err((
                 ErrorCode::Eperm,
-                format!("sender `{}` does not match the authenticated peer `{peer}` (uid {})", message.sender, self.uid),
+                format!(
+                    "sender `{}` does not match the authenticated peer `{peer}` (uid {})",
+                    message.sender, self.uid
+                ),
             ));
         }
         if message.recipient != Principal::Component(self.local()) {
@@ -368,7 +371,10 @@ impl<H: Handler> Session<'_, H> {
     /// Runs the handshake on a reader limited to [`HANDSHAKE_MAX_BYTES`];
     /// returns the negotiated version or `None` (the rejection has been
     /// queued and the connection must close).
-    async fn handshake(&mut self, frames: &mut FrameReader<tokio::net::unix::OwnedReadHalf>) -> Option<ProtocolVersion> {
+    async fn handshake(
+        &mut self,
+        frames: &mut FrameReader<tokio::net::unix::OwnedReadHalf>,
+    ) -> Option<ProtocolVersion> {
         let hello = match tokio::time::timeout(HANDSHAKE_TIMEOUT, frames.next_frame()).await {
             Ok(Ok(Some(Frame::Line(line)))) => match decode(line) {
                 Ok(message) => message,
@@ -397,7 +403,8 @@ impl<H: Handler> Session<'_, H> {
             return None;
         }
         let Body::Request(request) = &hello.body else {
-            self.reject(Some(&hello), None, ErrorCode::Eproto, "the first message must be a hello request".into()).await;
+            self.reject(Some(&hello), None, ErrorCode::Eproto, "the first message must be a hello request".into())
+                .await;
             return None;
         };
         if request.method != HELLO {
@@ -414,8 +421,13 @@ impl<H: Handler> Session<'_, H> {
         };
         let supported = &self.shared.settings.protocol_versions;
         let Some(version) = negotiate(&offered, supported) else {
-            let list = |versions: &[ProtocolVersion]| versions.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-            let reason = format!("no common protocol version: client offers [{}], server speaks [{}]", list(&offered), list(supported));
+            let list =
+                |versions: &[ProtocolVersion]| versions.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            let reason = format!(
+                "no common protocol version: client offers [{}], server speaks [{}]",
+                list(&offered),
+                list(supported)
+            );
             self.reject(Some(&hello), None, ErrorCode::Eproto, reason).await;
             return None;
         };
@@ -484,7 +496,8 @@ async fn serve_connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream
     };
     let Some(_slot) = shared.open_by_uid.take(uid) else {
         tracing::warn!(uid, %peer, "connection refused: the UID has {MAX_CONNECTIONS_PER_UID} connections open");
-        let reason = format!("peer uid {uid} already has {MAX_CONNECTIONS_PER_UID} connections open; retry after closing one");
+        let reason =
+            format!("peer uid {uid} already has {MAX_CONNECTIONS_PER_UID} connections open; retry after closing one");
         refuse(&shared, &stream, peer, ErrorCode::Eagain, reason);
         return;
     };
@@ -499,7 +512,8 @@ async fn serve_connection<H: Handler>(shared: Arc<Shared<H>>, stream: UnixStream
 
     if let Some(version) = session.handshake(&mut frames).await {
         frames.set_limit(MAX_MESSAGE_BYTES);
-        let connection = Connection { id, peer, uid, local: shared.settings.component, version, outbox: outbox.clone() };
+        let connection =
+            Connection { id, peer, uid, local: shared.settings.component, version, outbox: outbox.clone() };
         shared.stats.active_connections.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(connection = id, %peer, uid, %version, "connection established");
         session_loop(&session, &connection, &mut frames, &mut bucket).await;
@@ -555,7 +569,9 @@ async fn session_loop<H: Handler>(
             }
         };
         if !bucket.try_take(Instant::now()) {
-            session.reject(Some(&message), None, ErrorCode::Eagain, "rate limit exceeded; retry with backoff".into()).await;
+            session
+                .reject(Some(&message), None, ErrorCode::Eagain, "rate limit exceeded; retry with backoff".into())
+                .await;
             continue;
         }
         if let Err((code, reason)) = session.check_envelope(&message, connection.peer) {
@@ -563,7 +579,10 @@ async fn session_loop<H: Handler>(
             continue;
         }
         if message.version.major != connection.version.major {
-            let reason = format!("message version {} is incompatible with the negotiated {}", message.version, connection.version);
+            let reason = format!(
+                "message version {} is incompatible with the negotiated {}",
+                message.version, connection.version
+            );
             session.reject(Some(&message), None, ErrorCode::Eproto, reason).await;
             continue;
         }
@@ -592,18 +611,25 @@ async fn session_loop<H: Handler>(
         }
         let timeout = effective_timeout(request.timeout_ms, (shared.settings.method_timeout)(&request.method));
         let method = request.method.clone();
-        let reply_body = match tokio::time::timeout(timeout, shared.handler.handle_request(connection.clone(), request)).await {
+        let reply_body = match tokio::time::timeout(timeout, shared.handler.handle_request(connection.clone(), request))
+            .await
+        {
             Ok(Ok(result)) => Body::Response(Response::Success { result }),
             Ok(Err(error)) => {
                 session.count_failure();
-                Body::Response(Response::Error { error_code: error.code, error_message: error.message, traceback: None })
+                Body::Response(Response::Error {
+                    error_code: error.code,
+                    error_message: error.message,
+                    traceback: None,
+                })
             }
             Err(_) => {
                 consecutive_timeouts += 1;
                 tracing::warn!(connection = connection.id, %method, ?timeout, consecutive_timeouts, "request timed out");
                 let mut context = Object::new();
                 context.insert("method".into(), Value::String(method.clone()));
-                context.insert("timeout_ms".into(), Value::from(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)));
+                context
+                    .insert("timeout_ms".into(), Value::from(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)));
                 session.count_failure();
                 let error = Body::Error(ErrorPayload {
                     error_code: ErrorCode::Etimeout,
@@ -615,7 +641,10 @@ async fn session_loop<H: Handler>(
                 });
                 session.send(message.reply(session.local().into(), error)).await;
                 if consecutive_timeouts >= MAX_CONSECUTIVE_TIMEOUTS {
-                    tracing::warn!(connection = connection.id, "closing after {consecutive_timeouts} consecutive timeouts");
+                    tracing::warn!(
+                        connection = connection.id,
+                        "closing after {consecutive_timeouts} consecutive timeouts"
+                    );
                     return;
                 }
                 continue;

@@ -58,10 +58,7 @@ impl FromStr for ProtocolVersion {
         if !all_digits(major) || !all_digits(minor) {
             return Err(invalid());
         }
-        Ok(ProtocolVersion::new(
-            major.parse().map_err(|_| invalid())?,
-            minor.parse().map_err(|_| invalid())?,
-        ))
+        Ok(ProtocolVersion::new(major.parse().map_err(|_| invalid())?, minor.parse().map_err(|_| invalid())?))
     }
 }
 

@@ -100,8 +100,13 @@ fn rejecting_an_oversized_line_never_buffers_the_whole_message() {
     let _turn = measuring();
     let (peak_small, discard_small) = measure(MAX_MESSAGE_BYTES + 1);
     let (peak_huge, discard_huge) = measure(64 * MAX_MESSAGE_BYTES);
-    eprintln!("4 MiB + 1: peak {} KiB, after the limit {} B; 256 MiB: peak {} KiB, after the limit {} B",
-        peak_small / KIB, discard_small, peak_huge / KIB, discard_huge);
+    eprintln!(
+        "4 MiB + 1: peak {} KiB, after the limit {} B; 256 MiB: peak {} KiB, after the limit {} B",
+        peak_small / KIB,
+        discard_small,
+        peak_huge / KIB,
+        discard_huge
+    );
     // At most the limit plus the 64 KiB read buffer and growth slack, never the message.
     assert!(peak_small <= MAX_MESSAGE_BYTES * 3 / 2 + 64 * KIB, "peak {peak_small}");
     // Bytes past the limit are discarded without allocating: a 256 MiB line

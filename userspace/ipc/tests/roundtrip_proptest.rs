@@ -2,7 +2,9 @@
 
 use clawos_ipc::codec::{decode, encode};
 use clawos_ipc::message::Severity;
-use clawos_ipc::{Body, ComponentId, ErrorCode, ErrorPayload, Event, Message, Object, Principal, ProtocolVersion, Request, Response};
+use clawos_ipc::{
+    Body, ComponentId, ErrorCode, ErrorPayload, Event, Message, Object, Principal, ProtocolVersion, Request, Response,
+};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -41,7 +43,11 @@ fn body() -> impl Strategy<Value = Body> {
             .prop_map(|(method, params, timeout_ms)| Body::Request(Request { method, params, timeout_ms })),
         object().prop_map(|result| Body::Response(Response::Success { result })),
         (prop::sample::select(ErrorCode::ALL.to_vec()), ".*", prop::option::of(".*")).prop_map(
-            |(error_code, error_message, traceback)| Body::Response(Response::Error { error_code, error_message, traceback })
+            |(error_code, error_message, traceback)| Body::Response(Response::Error {
+                error_code,
+                error_message,
+                traceback
+            })
         ),
         // "heartbeat" has its own schema; arbitrary data would not satisfy it.
         ("[a-z_]{1,16}".prop_filter("not heartbeat", |n| n != "heartbeat"), object())

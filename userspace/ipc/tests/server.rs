@@ -4,9 +4,9 @@ mod common;
 
 use std::time::Duration;
 
-use clawos_ipc::{ClientOptions, ComponentId, ErrorCode, IpcClient, Principal, ProtocolVersion, RateLimit};
 use clawos_ipc::server::{HANDSHAKE_MAX_BYTES, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS_PER_UID};
 use clawos_ipc::version::negotiate;
+use clawos_ipc::{ClientOptions, ComponentId, ErrorCode, IpcClient, Principal, ProtocolVersion, RateLimit};
 use common::{connect_as, request, start_server, RawPeer, AGENT_LOOP_POLICY};
 use serde_json::{json, Value};
 
@@ -16,7 +16,11 @@ fn v(text: &str) -> ProtocolVersion {
     text.parse().unwrap()
 }
 
-async fn client(name: &str, identity: Principal, versions: Vec<ProtocolVersion>) -> Result<IpcClient, clawos_ipc::ConnectError> {
+async fn client(
+    name: &str,
+    identity: Principal,
+    versions: Vec<ProtocolVersion>,
+) -> Result<IpcClient, clawos_ipc::ConnectError> {
     let stream = clawos_ipc::socket::connect_abstract(name).unwrap();
     let options = ClientOptions { protocol_versions: versions, ..ClientOptions::new(identity) };
     IpcClient::handshake(stream, ComponentId::Scheduler, options).await.map(|(client, _)| client)
@@ -42,7 +46,10 @@ async fn version_matrix_over_the_wire() {
                 let text = error.to_string();
                 assert!(text.contains("EPROTO") && text.contains("no common protocol version"), "{text}");
             }
-            (outcome, expected) => panic!("client {client_version} / server {server_version}: {:?} vs {expected:?}", outcome.map(|c| c.version())),
+            (outcome, expected) => panic!(
+                "client {client_version} / server {server_version}: {:?} vs {expected:?}",
+                outcome.map(|c| c.version())
+            ),
         }
     }
 }

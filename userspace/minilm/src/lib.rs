@@ -56,15 +56,18 @@ impl MiniLmEmbedder {
     pub fn load(dir: &Path) -> Result<Self, LoadError> {
         let fail = |reason: String| LoadError { dir: dir.to_owned(), reason };
         let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| fail(format!("{name}: {e}")));
-        let config: Config = serde_json::from_slice(&read("config.json")?).map_err(|e| fail(format!("config.json: {e}")))?;
+        let config: Config =
+            serde_json::from_slice(&read("config.json")?).map_err(|e| fail(format!("config.json: {e}")))?;
         let device = Device::Cpu;
         // Read into memory rather than mmap: no unsafe, and 90 MB is small.
         let weights = read("model.safetensors")?;
-        let variables =
-            VarBuilder::from_buffered_safetensors(weights, DTYPE, &device).map_err(|e| fail(format!("model.safetensors: {e}")))?;
+        let variables = VarBuilder::from_buffered_safetensors(weights, DTYPE, &device)
+            .map_err(|e| fail(format!("model.safetensors: {e}")))?;
         let model = BertModel::load(variables, &config).map_err(|e| fail(format!("model.safetensors: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| fail(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..PaddingParams::default() }));
+        let mut tokenizer =
+            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| fail(format!("tokenizer.json: {e}")))?;
+        tokenizer
+            .with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..PaddingParams::default() }));
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..TruncationParams::default() }))
             .map_err(|e| fail(format!("tokenizer.json: {e}")))?;
@@ -75,8 +78,11 @@ impl MiniLmEmbedder {
         let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| format!("tokenizing: {e}"))?;
         let rows = encodings.len();
         let columns = encodings.first().map_or(0, |e| e.get_ids().len());
-        let flat = |field: fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> { encodings.iter().flat_map(|e| field(e).to_vec()).collect() };
-        let tensor = |values: Vec<u32>| Tensor::from_vec(values, (rows, columns), &self.device).map_err(|e| e.to_string());
+        let flat = |field: fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {
+            encodings.iter().flat_map(|e| field(e).to_vec()).collect()
+        };
+        let tensor =
+            |values: Vec<u32>| Tensor::from_vec(values, (rows, columns), &self.device).map_err(|e| e.to_string());
         let ids = tensor(flat(tokenizers::Encoding::get_ids))?;
         let type_ids = tensor(flat(tokenizers::Encoding::get_type_ids))?;
         let mask = tensor(flat(tokenizers::Encoding::get_attention_mask))?;
@@ -107,7 +113,9 @@ impl Embedder for MiniLmEmbedder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
-            vectors.extend(self.embed_batch(batch).map_err(|reason| EmbedError::Model { model: MODEL_ID.into(), reason })?);
+            vectors.extend(
+                self.embed_batch(batch).map_err(|reason| EmbedError::Model { model: MODEL_ID.into(), reason })?,
+            );
         }
         Ok(vectors)
     }

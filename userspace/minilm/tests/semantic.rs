@@ -38,7 +38,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn vectors_are_unit_length_and_similar_meanings_are_close() {
     let Some(model) = model() else { return };
-    let texts = ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby.", "A man is riding a horse."];
+    let texts = [
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "The girl is carrying a baby.",
+        "A man is riding a horse.",
+    ];
     let vectors = model.embed(&texts).unwrap();
     assert_eq!(vectors.len(), 4);
     for vector in &vectors {
@@ -83,8 +88,11 @@ const NOTES: [(&str, &str); 4] = [
 ];
 
 /// Queries that share no word (nor stem) with the note they mean.
-const QUERIES: [(&str, &str); 3] =
-    [("puppy fetching outdoors", "pets.md"), ("storm forecast", "weather.md"), ("how much money did we spend", "finance.md")];
+const QUERIES: [(&str, &str); 3] = [
+    ("puppy fetching outdoors", "pets.md"),
+    ("storm forecast", "weather.md"),
+    ("how much money did we spend", "finance.md"),
+];
 
 /// How many of [`QUERIES`] put their note first, searching with `embedder`.
 fn semantic_hits(embedder: Arc<dyn Embedder>) -> usize {
@@ -96,7 +104,9 @@ fn semantic_hits(embedder: Arc<dyn Embedder>) -> usize {
     QUERIES
         .iter()
         .filter(|(query, expected)| {
-            let response = index.search(&SearchRequest { limit: 1, fusion: Fusion::default(), ..SearchRequest::new(*query) }).unwrap();
+            let response = index
+                .search(&SearchRequest { limit: 1, fusion: Fusion::default(), ..SearchRequest::new(*query) })
+                .unwrap();
             assert!(matches!(response.vector, LegReport::Ran { .. }), "{:?}", response.vector);
             response.results.first().is_some_and(|hit| hit.path == *expected)
         })

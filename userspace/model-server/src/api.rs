@@ -113,7 +113,13 @@ pub struct ApiError {
 impl ApiError {
     /// 400: the request is wrong.
     pub fn invalid(param: Option<&str>, message: impl Into<String>) -> Self {
-        ApiError { status: 400, kind: "invalid_request_error", code: None, param: param.map(Into::into), message: message.into() }
+        ApiError {
+            status: 400,
+            kind: "invalid_request_error",
+            code: None,
+            param: param.map(Into::into),
+            message: message.into(),
+        }
     }
 
     /// The JSON body.
@@ -135,8 +141,8 @@ pub struct Checked {
 /// length, `logit_bias` ids in the vocabulary) the server checks once it
 /// is loaded.
 pub fn parse_chat(body: &[u8], seed: u64) -> Result<Checked, ApiError> {
-    let request: ChatRequest =
-        serde_json::from_slice(body).map_err(|e| ApiError::invalid(None, format!("the body is not a valid chat completion request: {e}")))?;
+    let request: ChatRequest = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(None, format!("the body is not a valid chat completion request: {e}")))?;
     if request.model != MODEL_ID {
         return Err(ApiError {
             status: 404,
@@ -156,7 +162,12 @@ pub fn parse_chat(body: &[u8], seed: u64) -> Result<Checked, ApiError> {
             "user" => "user",
             "assistant" => "assistant",
             "tool" => "tool",
-            other => return Err(ApiError::invalid(Some(&format!("messages[{index}].role")), format!("unknown role `{other}`"))),
+            other => {
+                return Err(ApiError::invalid(
+                    Some(&format!("messages[{index}].role")),
+                    format!("unknown role `{other}`"),
+                ))
+            }
         };
         let content = match message.content {
             None => String::new(),
@@ -180,7 +191,10 @@ pub fn parse_chat(body: &[u8], seed: u64) -> Result<Checked, ApiError> {
         messages.push(Message { role: role.into(), content });
     }
     if request.tools.as_ref().is_some_and(|tools| !tools.is_empty()) {
-        return Err(ApiError::invalid(Some("tools"), format!("`{MODEL_ID}` does not call tools (native_tools = false): describe them in the prompt")));
+        return Err(ApiError::invalid(
+            Some("tools"),
+            format!("`{MODEL_ID}` does not call tools (native_tools = false): describe them in the prompt"),
+        ));
     }
     if let Some(choice) = &request.tool_choice {
         if !matches!(choice.as_str(), Some("none" | "auto")) {
@@ -216,9 +230,13 @@ pub fn parse_chat(body: &[u8], seed: u64) -> Result<Checked, ApiError> {
     }
     let mut logit_bias = HashMap::new();
     for (token, bias) in request.logit_bias.unwrap_or_default() {
-        let id: u32 = token.parse().map_err(|_| ApiError::invalid(Some("logit_bias"), format!("`{token}` is not a token id")))?;
+        let id: u32 =
+            token.parse().map_err(|_| ApiError::invalid(Some("logit_bias"), format!("`{token}` is not a token id")))?;
         if !(-100.0..=100.0).contains(&bias) {
-            return Err(ApiError::invalid(Some("logit_bias"), format!("the bias of token {id} is not between -100 and 100")));
+            return Err(ApiError::invalid(
+                Some("logit_bias"),
+                format!("the bias of token {id} is not between -100 and 100"),
+            ));
         }
         logit_bias.insert(id, bias as f32);
     }
@@ -310,7 +328,10 @@ mod tests {
         assert_eq!(checked.messages, vec![Message { role: "user".into(), content: "hi".into() }]);
         let generation = checked.generation;
         assert_eq!(generation.max_tokens, DEFAULT_MAX_TOKENS);
-        assert_eq!((generation.temperature, generation.top_p, generation.seed), (DEFAULT_TEMPERATURE, Some(DEFAULT_TOP_P), 7));
+        assert_eq!(
+            (generation.temperature, generation.top_p, generation.seed),
+            (DEFAULT_TEMPERATURE, Some(DEFAULT_TOP_P), 7)
+        );
     }
 
     #[test]
@@ -350,7 +371,11 @@ mod tests {
         refused(json!({"model": "gpt-4o", "messages": user}), "model", 404);
         refused(json!({"model": MODEL_ID, "messages": []}), "messages", 400);
         refused(json!({"model": MODEL_ID, "messages": [{"role": "wizard", "content": "hi"}]}), "messages[0].role", 400);
-        refused(json!({"model": MODEL_ID, "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}), "messages[0].content", 400);
+        refused(
+            json!({"model": MODEL_ID, "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
+            "messages[0].content",
+            400,
+        );
         refused(json!({"model": MODEL_ID, "messages": user, "tools": [{"type": "function"}]}), "tools", 400);
         refused(json!({"model": MODEL_ID, "messages": user, "max_tokens": 0}), "max_tokens", 400);
         refused(json!({"model": MODEL_ID, "messages": user, "temperature": 3}), "temperature", 400);

@@ -148,7 +148,11 @@ pub struct Model {
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Model").field("vocab_size", &self.vocab_size).field("context", &self.context).finish_non_exhaustive()
+        formatter
+            .debug_struct("Model")
+            .field("vocab_size", &self.vocab_size)
+            .field("context", &self.context)
+            .finish_non_exhaustive()
     }
 }
 
@@ -250,7 +254,9 @@ impl Model {
             return Err(fail_file("its chat template is not ChatML".into()));
         }
         let (tokenizer, vocab_size) = tokenizer_from_gguf(metadata).map_err(fail_file)?;
-        let id = |token: &str| tokenizer.token_to_id(token).ok_or_else(|| fail_file(format!("no {token} in its vocabulary")));
+        let id = |token: &str| {
+            tokenizer.token_to_id(token).ok_or_else(|| fail_file(format!("no {token} in its vocabulary")))
+        };
         let im_start = id("<|im_start|>")?;
         let im_end = id("<|im_end|>")?;
         let mut stop_tokens = vec![im_end, im_start];
@@ -377,7 +383,8 @@ impl Model {
     ) -> Result<Outcome, GenerateError> {
         let cached_tokens = state.fed.len();
         let max_tokens = params.max_tokens.min(self.context - prompt.len());
-        let mut sampler = LogitsProcessor::new(params.seed, Some(params.temperature), params.top_p.filter(|p| *p < 1.0));
+        let mut sampler =
+            LogitsProcessor::new(params.seed, Some(params.temperature), params.top_p.filter(|p| *p < 1.0));
         let mut text = TextStream::new(&params.stop);
         let mut answer: Vec<u32> = Vec::new();
         let mut counts: HashMap<u32, u32> = HashMap::new();
@@ -486,7 +493,12 @@ fn tokenizer_from_gguf(metadata: &HashMap<String, gguf_file::Value>) -> Result<(
     let tokens = strings("tokenizer.ggml.tokens")?;
     let merges = strings("tokenizer.ggml.merges")?
         .into_iter()
-        .map(|merge| merge.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())).ok_or_else(|| format!("merge {merge:?} is not two tokens")))
+        .map(|merge| {
+            merge
+                .split_once(' ')
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                .ok_or_else(|| format!("merge {merge:?} is not two tokens"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let types = match metadata.get("tokenizer.ggml.token_type") {
         Some(value) => value.to_vec().map_err(|e| e.to_string())?.iter().map(|v| v.to_i32().unwrap_or(1)).collect(),

@@ -66,7 +66,10 @@ struct Options {
 /// time itself.
 fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         builder.without_time().init();
     } else {
@@ -85,7 +88,8 @@ fn bind(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
         std::fs::remove_file(path).map_err(|e| format!("removing the old socket {}: {e}", path.display()))?;
     }
     let listener = tokio::net::UnixListener::bind(path).map_err(|e| format!("binding {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE)).map_err(|e| format!("chmod {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))?;
     Ok(listener)
 }
 
@@ -107,7 +111,10 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async {
         let (listener, socket) = match activated {
-            Ok(Some(passed)) => (tokio::net::UnixListener::from_std(passed).map_err(|e| format!("the socket systemd passed: {e}")), "passed by systemd".into()),
+            Ok(Some(passed)) => (
+                tokio::net::UnixListener::from_std(passed).map_err(|e| format!("the socket systemd passed: {e}")),
+                "passed by systemd".into(),
+            ),
             Ok(None) => (bind(&options.socket), options.socket.display().to_string()),
             Err(e) => (Err(format!("the socket systemd passed: {e}")), String::new()),
         };

@@ -87,7 +87,9 @@ impl Server {
                     let server = server.clone();
                     async move { Ok::<_, Infallible>(server.route(request).await) }
                 });
-                if let Err(error) = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+                if let Err(error) =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await
+                {
                     debug!(%error, "connection ended");
                 }
             });
@@ -99,10 +101,24 @@ impl Server {
         let allowed = match path.as_str() {
             "/health" | "/v1/models" => (Method::GET, "GET"),
             "/v1/chat/completions" => (Method::POST, "POST"),
-            _ => return error(&ApiError { status: 404, kind: "invalid_request_error", code: Some("unknown_url"), param: None, message: format!("no route {path}") }),
+            _ => {
+                return error(&ApiError {
+                    status: 404,
+                    kind: "invalid_request_error",
+                    code: Some("unknown_url"),
+                    param: None,
+                    message: format!("no route {path}"),
+                })
+            }
         };
         if method != allowed.0 {
-            let mut response = error(&ApiError { status: 405, kind: "invalid_request_error", code: None, param: None, message: format!("{path} takes {}", allowed.1) });
+            let mut response = error(&ApiError {
+                status: 405,
+                kind: "invalid_request_error",
+                code: None,
+                param: None,
+                message: format!("{path} takes {}", allowed.1),
+            });
             response.headers_mut().insert(ALLOW, HeaderValue::from_static(allowed.1));
             return response;
         }
@@ -155,10 +171,21 @@ impl Server {
         info!(dir = %dir.display(), "loading the model");
         let started = Instant::now();
         let loaded = tokio::task::spawn_blocking(move || Model::load(&dir)).await;
-        let failure = |message: String| ApiError { status: 503, kind: "server_error", code: Some("model_unavailable"), param: None, message };
+        let failure = |message: String| ApiError {
+            status: 503,
+            kind: "server_error",
+            code: Some("model_unavailable"),
+            param: None,
+            message,
+        };
         match loaded {
             Ok(Ok(model)) => {
-                info!(seconds = started.elapsed().as_secs_f64(), context = model.context(), weights = model.weights().name(), "model loaded");
+                info!(
+                    seconds = started.elapsed().as_secs_f64(),
+                    context = model.context(),
+                    weights = model.weights().name(),
+                    "model loaded"
+                );
                 let model = Arc::new(model);
                 **slot = Some(model.clone());
                 self.loaded.store(true, Ordering::Relaxed);
@@ -181,7 +208,13 @@ impl Server {
     async fn chat(self: Arc<Self>, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
         let body = Limited::new(request.into_body(), MAX_BODY).collect().await.map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
-                ApiError { status: 413, kind: "invalid_request_error", code: None, param: None, message: format!("the body is over {MAX_BODY} bytes") }
+                ApiError {
+                    status: 413,
+                    kind: "invalid_request_error",
+                    code: None,
+                    param: None,
+                    message: format!("the body is over {MAX_BODY} bytes"),
+                }
             } else {
                 ApiError::invalid(None, format!("reading the body: {e}"))
             }
@@ -205,11 +238,18 @@ impl Server {
                 kind: "invalid_request_error",
                 code: Some("context_length_exceeded"),
                 param: Some("messages".into()),
-                message: format!("the prompt is {} tokens; the context window is {} tokens, answer included", prompt.len(), model.context()),
+                message: format!(
+                    "the prompt is {} tokens; the context window is {} tokens, answer included",
+                    prompt.len(),
+                    model.context()
+                ),
             });
         }
         if let Some(token) = checked.generation.logit_bias.keys().find(|&&t| t as usize >= model.vocab_size()) {
-            return Err(ApiError::invalid(Some("logit_bias"), format!("token {token} is not in the vocabulary ({} tokens)", model.vocab_size())));
+            return Err(ApiError::invalid(
+                Some("logit_bias"),
+                format!("token {token} is not in the vocabulary ({} tokens)", model.vocab_size()),
+            ));
         }
 
         // The answer runs on a blocking thread, which holds the lock until it
@@ -248,11 +288,19 @@ impl Server {
             match event {
                 Event::Prompt { .. } => {}
                 Event::Text(piece) => text.push_str(&piece),
-                Event::Done(Ok(outcome)) => return Ok(json_response(StatusCode::OK, &api::completion(&id, created, &text, &outcome))),
+                Event::Done(Ok(outcome)) => {
+                    return Ok(json_response(StatusCode::OK, &api::completion(&id, created, &text, &outcome)))
+                }
                 Event::Done(Err(failure)) => return Err(generation_failed(&failure)),
             }
         }
-        Err(ApiError { status: 500, kind: "server_error", code: None, param: None, message: "the generation ended without an outcome".into() })
+        Err(ApiError {
+            status: 500,
+            kind: "server_error",
+            code: None,
+            param: None,
+            message: "the generation ended without an outcome".into(),
+        })
     }
 
     fn record(&self, result: &Result<Outcome, GenerateError>) {
@@ -265,7 +313,8 @@ impl Server {
                 }
                 let seconds = outcome.elapsed.as_secs_f64();
                 let decode = (outcome.elapsed - outcome.time_to_first_token).as_secs_f64();
-                let per_second = if decode > 0.0 { outcome.completion_tokens.saturating_sub(1) as f64 / decode } else { 0.0 };
+                let per_second =
+                    if decode > 0.0 { outcome.completion_tokens.saturating_sub(1) as f64 / decode } else { 0.0 };
                 info!(
                     finish = ?outcome.finish,
                     prompt_tokens = outcome.prompt_tokens,
@@ -341,7 +390,10 @@ impl http_body::Body for EventStream {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
         if this.ended {
             return Poll::Ready(None);
@@ -354,10 +406,13 @@ impl http_body::Body for EventStream {
         let text = match this.receiver.poll_recv(context) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Some(Event::Prompt { done, total })) => format!(": prompt {done}/{total}\n\n"),
-            Poll::Ready(Some(Event::Text(piece))) => sse(&api::chunk(&this.id, this.created, json!({"content": piece}), None, None)),
+            Poll::Ready(Some(Event::Text(piece))) => {
+                sse(&api::chunk(&this.id, this.created, json!({"content": piece}), None, None))
+            }
             Poll::Ready(Some(Event::Done(Ok(outcome)))) => {
                 this.ended = true;
-                let last = api::chunk(&this.id, this.created, json!({}), Some(outcome.finish), Some(api::usage(&outcome)));
+                let last =
+                    api::chunk(&this.id, this.created, json!({}), Some(outcome.finish), Some(api::usage(&outcome)));
                 format!("{}data: [DONE]\n\n", sse(&last))
             }
             Poll::Ready(Some(Event::Done(Err(failure)))) => {

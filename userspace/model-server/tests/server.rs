@@ -123,7 +123,8 @@ async fn events(body: &mut Incoming, limit: usize) -> Vec<String> {
             if event.starts_with(':') {
                 continue; // a comment: progress through a long prompt
             }
-            let data = event.trim_end().strip_prefix("data: ").unwrap_or_else(|| panic!("not an SSE data line: {event:?}"));
+            let data =
+                event.trim_end().strip_prefix("data: ").unwrap_or_else(|| panic!("not an SSE data line: {event:?}"));
             events.push(data.to_owned());
         }
     }
@@ -145,7 +146,13 @@ async fn a_chat_gets_an_answer_and_the_model_loads_at_the_first_request() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(models["data"][0]["id"], MODEL_ID);
 
-    let (status, answer) = call(&server.socket, Method::POST, "/v1/chat/completions", &chat_body("What is the capital of France?", json!({"max_tokens": 48}))).await;
+    let (status, answer) = call(
+        &server.socket,
+        Method::POST,
+        "/v1/chat/completions",
+        &chat_body("What is the capital of France?", json!({"max_tokens": 48})),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     eprintln!("answer: {answer}");
     assert_eq!(answer["object"], "chat.completion");
@@ -170,7 +177,10 @@ async fn health_of(server: &TestServer) -> Value {
 #[tokio::test]
 async fn a_stream_comes_in_chunks_and_ends_with_usage_and_done() {
     let server = TestServer::start(model_dir());
-    let body = chat_body("Tell me about the sea.", json!({"stream": true, "max_tokens": 12, "logit_bias": serde_json::from_str::<Value>(NO_STOP).unwrap()}));
+    let body = chat_body(
+        "Tell me about the sea.",
+        json!({"stream": true, "max_tokens": 12, "logit_bias": serde_json::from_str::<Value>(NO_STOP).unwrap()}),
+    );
     let (response, _) = request(&server.socket, Method::POST, "/v1/chat/completions", &body).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
@@ -182,7 +192,8 @@ async fn a_stream_comes_in_chunks_and_ends_with_usage_and_done() {
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
     assert!(!text.trim().is_empty(), "{events:?}");
-    let pieces = chunks.iter().filter(|c| c["choices"][0]["delta"]["content"].as_str().is_some_and(|t| !t.is_empty())).count();
+    let pieces =
+        chunks.iter().filter(|c| c["choices"][0]["delta"]["content"].as_str().is_some_and(|t| !t.is_empty())).count();
     assert!(pieces >= 2, "the text came in one piece: {events:?}");
     for chunk in &chunks[..chunks.len() - 1] {
         assert!(chunk["choices"][0]["finish_reason"].is_null(), "{chunk}");
@@ -213,16 +224,28 @@ async fn a_long_prompt_reports_its_progress_in_the_stream() {
 #[tokio::test]
 async fn max_tokens_ends_the_answer_with_length() {
     let server = TestServer::start(model_dir());
-    let body = chat_body("Write a long story about a dragon.", json!({"max_tokens": 7, "logit_bias": serde_json::from_str::<Value>(NO_STOP).unwrap()}));
+    let body = chat_body(
+        "Write a long story about a dragon.",
+        json!({"max_tokens": 7, "logit_bias": serde_json::from_str::<Value>(NO_STOP).unwrap()}),
+    );
     let (status, answer) = call(&server.socket, Method::POST, "/v1/chat/completions", &body).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["choices"][0]["finish_reason"], "length", "{answer}");
     assert_eq!(answer["usage"]["completion_tokens"], 7, "{answer}");
     // Asking for more than the cap is served, up to the cap.
-    let (status, answer) = call(&server.socket, Method::POST, "/v1/chat/completions", &chat_body("Hi", json!({"max_tokens": 100000, "stop": "."}))).await;
+    let (status, answer) = call(
+        &server.socket,
+        Method::POST,
+        "/v1/chat/completions",
+        &chat_body("Hi", json!({"max_tokens": 100000, "stop": "."})),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["choices"][0]["finish_reason"], "stop", "{answer}");
-    assert!(!answer["choices"][0]["message"]["content"].as_str().unwrap().contains('.'), "the stop string is not in the answer: {answer}");
+    assert!(
+        !answer["choices"][0]["message"]["content"].as_str().unwrap().contains('.'),
+        "the stop string is not in the answer: {answer}"
+    );
 }
 
 #[tokio::test]
@@ -233,17 +256,29 @@ async fn bad_requests_get_openai_errors() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
     assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
     assert!(error["error"]["message"].as_str().unwrap().contains("not a valid chat completion request"), "{error}");
-    let (status, error) = call(socket, Method::POST, "/v1/chat/completions", &chat_body("hi", json!({"response_format": {"type": "json_object"}}))).await;
+    let (status, error) = call(
+        socket,
+        Method::POST,
+        "/v1/chat/completions",
+        &chat_body("hi", json!({"response_format": {"type": "json_object"}})),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert!(error["error"]["message"].as_str().unwrap().contains("response_format"), "the unknown field is named: {error}");
-    let (status, error) = call(socket, Method::POST, "/v1/chat/completions", &chat_body("hi", json!({"model": "gpt-4o"}))).await;
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("response_format"),
+        "the unknown field is named: {error}"
+    );
+    let (status, error) =
+        call(socket, Method::POST, "/v1/chat/completions", &chat_body("hi", json!({"model": "gpt-4o"}))).await;
     assert_eq!((status, error["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("model_not_found")), "{error}");
     let (status, error) = call(socket, Method::GET, "/v1/chat/completions", "").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{error}");
     let (status, error) = call(socket, Method::GET, "/v1/completions", "").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
     // Checked once the model is there: a bias on a token it does not have.
-    let (status, error) = call(socket, Method::POST, "/v1/chat/completions", &chat_body("hi", json!({"logit_bias": {"999999": 1}}))).await;
+    let (status, error) =
+        call(socket, Method::POST, "/v1/chat/completions", &chat_body("hi", json!({"logit_bias": {"999999": 1}})))
+            .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
     assert_eq!(error["error"]["param"], "logit_bias", "{error}");
     // None of it made an answer.
@@ -266,7 +301,10 @@ async fn a_missing_model_is_503_and_the_server_stays_up() {
 async fn a_client_that_goes_away_stops_its_answer() {
     let server = TestServer::start(model_dir());
     // As long an answer as the server gives, which cannot end early.
-    let body = chat_body("Count from one to one thousand.", json!({"stream": true, "max_tokens": 1024, "temperature": 0.8, "logit_bias": serde_json::from_str::<Value>(NO_STOP).unwrap()}));
+    let body = chat_body(
+        "Count from one to one thousand.",
+        json!({"stream": true, "max_tokens": 1024, "temperature": 0.8, "logit_bias": serde_json::from_str::<Value>(NO_STOP).unwrap()}),
+    );
     let (response, connection) = request(&server.socket, Method::POST, "/v1/chat/completions", &body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut body = response.into_body();
@@ -291,7 +329,8 @@ async fn a_client_that_goes_away_stops_its_answer() {
     assert!(generated < 100, "the answer went on after its client left: {generated} tokens of 1024");
     // The next request is served at once.
     let asked = Instant::now();
-    let (status, answer) = call(&server.socket, Method::POST, "/v1/chat/completions", &chat_body("Hello", json!({"max_tokens": 4}))).await;
+    let (status, answer) =
+        call(&server.socket, Method::POST, "/v1/chat/completions", &chat_body("Hello", json!({"max_tokens": 4}))).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert!(asked.elapsed() < Duration::from_secs(10), "the next answer took {:?}", asked.elapsed());
 }
@@ -318,12 +357,16 @@ async fn a_conversation_that_goes_on_reuses_the_state_of_its_last_answer() {
     assert!(cached > first_prompt, "the first prompt and the answer were reused: {continued}");
     // Another conversation in between: the follow-up is computed whole, and
     // answered the same (greedy).
-    let (status, other) = call(socket, Method::POST, "/v1/chat/completions", &ask(&json!([{"role": "user", "content": "Hello"}]))).await;
+    let (status, other) =
+        call(socket, Method::POST, "/v1/chat/completions", &ask(&json!([{"role": "user", "content": "Hello"}]))).await;
     assert_eq!(status, StatusCode::OK, "{other}");
     let (status, whole) = call(socket, Method::POST, "/v1/chat/completions", &ask(&follow_up)).await;
     assert_eq!(status, StatusCode::OK, "{whole}");
     assert_eq!(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{whole}");
-    assert_eq!(whole["choices"][0]["message"]["content"], continued["choices"][0]["message"]["content"], "{whole} {continued}");
+    assert_eq!(
+        whole["choices"][0]["message"]["content"], continued["choices"][0]["message"]["content"],
+        "{whole} {continued}"
+    );
 }
 
 #[test]
@@ -350,6 +393,10 @@ fn the_tokenizer_and_prompt_follow_the_model_file() {
     let im_end = tokenizer.token_to_id("<|im_end|>").unwrap();
     assert_eq!(prompt.iter().filter(|&&id| id == im_end).count(), 2);
     // A system message of the caller replaces the default one.
-    let own = model.prompt(&[Message { role: "system".into(), content: "Be brief.".into() }, messages[0].clone()]).unwrap();
-    assert!(tokenizer.decode(&own, false).unwrap().starts_with("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"));
+    let own =
+        model.prompt(&[Message { role: "system".into(), content: "Be brief.".into() }, messages[0].clone()]).unwrap();
+    assert!(tokenizer
+        .decode(&own, false)
+        .unwrap()
+        .starts_with("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"));
 }

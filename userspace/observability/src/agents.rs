@@ -58,7 +58,8 @@ impl AgentMetrics {
             "provider.response" => {
                 let provider = text(data, "provider").to_owned();
                 for (key, direction) in [("input_tokens", "input"), ("output_tokens", "output")] {
-                    *self.tokens.entry((agent.clone(), provider.clone(), direction)).or_default() += number(data, key) as u64;
+                    *self.tokens.entry((agent.clone(), provider.clone(), direction)).or_default() +=
+                        number(data, key) as u64;
                 }
                 *self.cost_usd.entry((agent, provider)).or_default() += number(data, "cost_usd");
             }
@@ -84,29 +85,72 @@ impl AgentMetrics {
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         };
-        head(out, "clawos_agent_tokens_total", "counter", "Tokens of model requests, by agent, provider and direction.");
+        head(
+            out,
+            "clawos_agent_tokens_total",
+            "counter",
+            "Tokens of model requests, by agent, provider and direction.",
+        );
         for ((agent, provider, direction), n) in &self.tokens {
-            let _ = writeln!(out, "clawos_agent_tokens_total{{agent=\"{}\",provider=\"{}\",direction=\"{direction}\"}} {n}", label(agent), label(provider));
+            let _ = writeln!(
+                out,
+                "clawos_agent_tokens_total{{agent=\"{}\",provider=\"{}\",direction=\"{direction}\"}} {n}",
+                label(agent),
+                label(provider)
+            );
         }
-        head(out, "clawos_agent_cost_usd_total", "counter", "What model requests cost, US dollars, by agent and provider.");
+        head(
+            out,
+            "clawos_agent_cost_usd_total",
+            "counter",
+            "What model requests cost, US dollars, by agent and provider.",
+        );
         for ((agent, provider), usd) in &self.cost_usd {
-            let _ = writeln!(out, "clawos_agent_cost_usd_total{{agent=\"{}\",provider=\"{}\"}} {usd}", label(agent), label(provider));
+            let _ = writeln!(
+                out,
+                "clawos_agent_cost_usd_total{{agent=\"{}\",provider=\"{}\"}} {usd}",
+                label(agent),
+                label(provider)
+            );
         }
-        head(out, "clawos_agent_provider_errors_total", "counter", "Model requests that failed after retries and fallback, by agent.");
+        head(
+            out,
+            "clawos_agent_provider_errors_total",
+            "counter",
+            "Model requests that failed after retries and fallback, by agent.",
+        );
         for (agent, n) in &self.provider_errors {
             let _ = writeln!(out, "clawos_agent_provider_errors_total{{agent=\"{}\"}} {n}", label(agent));
         }
         head(out, "clawos_agent_steps_total", "counter", "Finished steps of turns, by agent and kind (think, tool).");
         for ((agent, kind), timed) in &self.steps {
-            let _ = writeln!(out, "clawos_agent_steps_total{{agent=\"{}\",kind=\"{}\"}} {}", label(agent), label(kind), timed.count);
+            let _ = writeln!(
+                out,
+                "clawos_agent_steps_total{{agent=\"{}\",kind=\"{}\"}} {}",
+                label(agent),
+                label(kind),
+                timed.count
+            );
         }
         head(out, "clawos_agent_step_seconds_total", "counter", "Time spent in finished steps, by agent and kind.");
         for ((agent, kind), timed) in &self.steps {
-            let _ = writeln!(out, "clawos_agent_step_seconds_total{{agent=\"{}\",kind=\"{}\"}} {}", label(agent), label(kind), timed.seconds);
+            let _ = writeln!(
+                out,
+                "clawos_agent_step_seconds_total{{agent=\"{}\",kind=\"{}\"}} {}",
+                label(agent),
+                label(kind),
+                timed.seconds
+            );
         }
         head(out, "clawos_agent_tool_calls_total", "counter", "Tool calls made by agents, by agent, tool and outcome.");
         for ((agent, tool, ok), timed) in &self.tool_calls {
-            let _ = writeln!(out, "clawos_agent_tool_calls_total{{agent=\"{}\",tool=\"{}\",ok=\"{ok}\"}} {}", label(agent), label(tool), timed.count);
+            let _ = writeln!(
+                out,
+                "clawos_agent_tool_calls_total{{agent=\"{}\",tool=\"{}\",ok=\"{ok}\"}} {}",
+                label(agent),
+                label(tool),
+                timed.count
+            );
         }
         head(out, "clawos_agent_tool_seconds_total", "counter", "Time spent in tool calls, by agent and tool.");
         let mut by_tool: BTreeMap<(&str, &str), f64> = BTreeMap::new();
@@ -114,7 +158,12 @@ impl AgentMetrics {
             *by_tool.entry((agent, tool)).or_default() += timed.seconds;
         }
         for ((agent, tool), seconds) in by_tool {
-            let _ = writeln!(out, "clawos_agent_tool_seconds_total{{agent=\"{}\",tool=\"{}\"}} {seconds}", label(agent), label(tool));
+            let _ = writeln!(
+                out,
+                "clawos_agent_tool_seconds_total{{agent=\"{}\",tool=\"{}\"}} {seconds}",
+                label(agent),
+                label(tool)
+            );
         }
     }
 }
@@ -134,19 +183,34 @@ mod tests {
     #[test]
     fn agent_loop_events_are_summed_and_others_ignored() {
         let mut metrics = AgentMetrics::default();
-        let response = json!({"agent": "default", "provider": "local", "input_tokens": 10, "output_tokens": 4, "cost_usd": 0.5});
+        let response =
+            json!({"agent": "default", "provider": "local", "input_tokens": 10, "output_tokens": 4, "cost_usd": 0.5});
         metrics.record(&event(ComponentId::AgentLoop, "provider.response", response.clone()));
         metrics.record(&event(ComponentId::AgentLoop, "provider.response", response.clone()));
         metrics.record(&event(ComponentId::WasmDaemon, "provider.response", response));
-        metrics.record(&event(ComponentId::AgentLoop, "tool.completed", json!({"agent": "default", "tool_name": "text-stats", "ok": true, "duration_ms": 1500})));
+        metrics.record(&event(
+            ComponentId::AgentLoop,
+            "tool.completed",
+            json!({"agent": "default", "tool_name": "text-stats", "ok": true, "duration_ms": 1500}),
+        ));
         metrics.record(&event(ComponentId::AgentLoop, "provider.error", json!({"agent": "a\"b"})));
-        metrics.record(&event(ComponentId::AgentLoop, "agent.step", json!({"agent": "default", "kind": "think", "duration_ms": 250})));
+        metrics.record(&event(
+            ComponentId::AgentLoop,
+            "agent.step",
+            json!({"agent": "default", "kind": "think", "duration_ms": 250}),
+        ));
         metrics.record(&event(ComponentId::AgentLoop, "agent.step", json!({"agent": "default", "kind": "think"})));
         let mut out = String::new();
         metrics.render(&mut out);
-        assert!(out.contains("clawos_agent_tokens_total{agent=\"default\",provider=\"local\",direction=\"input\"} 20\n"), "{out}");
+        assert!(
+            out.contains("clawos_agent_tokens_total{agent=\"default\",provider=\"local\",direction=\"input\"} 20\n"),
+            "{out}"
+        );
         assert!(out.contains("clawos_agent_cost_usd_total{agent=\"default\",provider=\"local\"} 1\n"), "{out}");
-        assert!(out.contains("clawos_agent_tool_calls_total{agent=\"default\",tool=\"text-stats\",ok=\"true\"} 1\n"), "{out}");
+        assert!(
+            out.contains("clawos_agent_tool_calls_total{agent=\"default\",tool=\"text-stats\",ok=\"true\"} 1\n"),
+            "{out}"
+        );
         assert!(out.contains("clawos_agent_tool_seconds_total{agent=\"default\",tool=\"text-stats\"} 1.5\n"), "{out}");
         assert!(out.contains("clawos_agent_steps_total{agent=\"default\",kind=\"think\"} 1\n"), "{out}");
         assert!(out.contains("clawos_agent_step_seconds_total{agent=\"default\",kind=\"think\"} 0.25\n"), "{out}");

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clawos_ipc::health::HealthTracker;
-use clawos_ipc::message::HEARTBEAT;
 use clawos_api::observability::{AllMetrics, ComponentMetrics, ComponentStatus, ComponentStatuses};
 use clawos_api::router::{self, SubscribeEvents};
+use clawos_ipc::health::HealthTracker;
+use clawos_ipc::message::HEARTBEAT;
 use clawos_ipc::{Body, ClientOptions, ComponentId, Heartbeat, IpcClient, Message, Principal};
 use clawos_runtime::{COMPONENT_READY, COMPONENT_SHUTDOWN};
 use serde_json::Value;
@@ -83,8 +83,9 @@ impl Collector {
                     component,
                     health: tracker.liveness(component, now),
                     component_version: extra.versions.get(&component).cloned(),
-                    last_heartbeat_age_ms: last
-                        .map(|last| u64::try_from(now.duration_since(last.received_at).as_millis()).unwrap_or(u64::MAX)),
+                    last_heartbeat_age_ms: last.map(|last| {
+                        u64::try_from(now.duration_since(last.received_at).as_millis()).unwrap_or(u64::MAX)
+                    }),
                     uptime_ns: last.map(|last| last.heartbeat.metrics.uptime_ns),
                     heartbeats: extra.heartbeats.get(&component).copied().unwrap_or(0),
                 };
@@ -105,7 +106,8 @@ impl Collector {
             .into_iter()
             .filter(|(status, _)| only.is_none_or(|only| only == status.component))
             .map(|(status, heartbeat)| {
-                let (status_reported, metrics) = heartbeat.map_or((None, None), |heartbeat| (Some(heartbeat.status), Some(heartbeat.metrics)));
+                let (status_reported, metrics) =
+                    heartbeat.map_or((None, None), |heartbeat| (Some(heartbeat.status), Some(heartbeat.metrics)));
                 (status.component, ComponentMetrics { health: status.health, status: status_reported, metrics })
             })
             .collect();
@@ -117,7 +119,11 @@ impl Collector {
 /// when the router goes away.
 pub async fn follow_router(collector: Arc<Collector>) {
     let names = SubscribeEvents {
-        events: [HEARTBEAT, COMPONENT_READY, COMPONENT_SHUTDOWN].into_iter().chain(crate::agents::EVENTS).map(str::to_owned).collect(),
+        events: [HEARTBEAT, COMPONENT_READY, COMPONENT_SHUTDOWN]
+            .into_iter()
+            .chain(crate::agents::EVENTS)
+            .map(str::to_owned)
+            .collect(),
     };
     loop {
         match IpcClient::connect(ComponentId::Router, ClientOptions::new(ComponentId::Observability.into())).await {

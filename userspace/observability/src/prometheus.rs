@@ -64,7 +64,13 @@ async fn answer(mut stream: TcpStream, collector: &Collector) -> std::io::Result
 pub fn render(collector: &Collector) -> String {
     let rows = collector.rows();
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, value: &dyn Fn(&clawos_api::observability::ComponentStatus, Option<&clawos_ipc::Heartbeat>) -> Option<f64>| {
+    let mut family = |name: &str,
+                      kind: &str,
+                      help: &str,
+                      value: &dyn Fn(
+        &clawos_api::observability::ComponentStatus,
+        Option<&clawos_ipc::Heartbeat>,
+    ) -> Option<f64>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (status, heartbeat) in &rows {
             if let Some(value) = value(status, heartbeat.as_ref()) {
@@ -72,22 +78,39 @@ pub fn render(collector: &Collector) -> String {
             }
         }
     };
-    family("clawos_component_up", "gauge", "1 if the component's last heartbeat is within the unhealthy threshold.", &|s, _| {
-        Some(f64::from(u8::from(matches!(s.health, Liveness::Healthy | Liveness::Degraded))))
-    });
+    family(
+        "clawos_component_up",
+        "gauge",
+        "1 if the component's last heartbeat is within the unhealthy threshold.",
+        &|s, _| Some(f64::from(u8::from(matches!(s.health, Liveness::Healthy | Liveness::Degraded)))),
+    );
     family("clawos_component_last_heartbeat_age_seconds", "gauge", "Seconds since the last heartbeat.", &|s, _| {
         s.last_heartbeat_age_ms.map(|ms| ms as f64 / 1000.0)
     });
-    family("clawos_component_heartbeats_total", "counter", "Heartbeats received from the component.", &|s, _| Some(s.heartbeats as f64));
+    family("clawos_component_heartbeats_total", "counter", "Heartbeats received from the component.", &|s, _| {
+        Some(s.heartbeats as f64)
+    });
     family("clawos_component_uptime_seconds", "gauge", "Component uptime at its last heartbeat.", &|_, h| {
         h.map(|h| h.metrics.uptime_ns as f64 / 1e9)
     });
-    family("clawos_component_messages_processed_total", "counter", "IPC messages processed.", &|_, h| h.map(|h| h.metrics.messages_processed as f64));
-    family("clawos_component_messages_failed_total", "counter", "IPC messages that failed.", &|_, h| h.map(|h| h.metrics.messages_failed as f64));
-    family("clawos_component_memory_bytes", "gauge", "Resident memory.", &|_, h| h.map(|h| h.metrics.memory_usage_bytes as f64));
-    family("clawos_component_cpu_percent", "gauge", "CPU use, percent of the machine.", &|_, h| h.map(|h| h.metrics.cpu_usage_percent));
-    family("clawos_component_ipc_connections", "gauge", "Open IPC connections.", &|_, h| h.map(|h| h.metrics.active_connections as f64));
-    family("clawos_component_open_fds", "gauge", "Open file descriptors.", &|_, h| h.and_then(|h| h.metrics.open_fds).map(|n| n as f64));
+    family("clawos_component_messages_processed_total", "counter", "IPC messages processed.", &|_, h| {
+        h.map(|h| h.metrics.messages_processed as f64)
+    });
+    family("clawos_component_messages_failed_total", "counter", "IPC messages that failed.", &|_, h| {
+        h.map(|h| h.metrics.messages_failed as f64)
+    });
+    family("clawos_component_memory_bytes", "gauge", "Resident memory.", &|_, h| {
+        h.map(|h| h.metrics.memory_usage_bytes as f64)
+    });
+    family("clawos_component_cpu_percent", "gauge", "CPU use, percent of the machine.", &|_, h| {
+        h.map(|h| h.metrics.cpu_usage_percent)
+    });
+    family("clawos_component_ipc_connections", "gauge", "Open IPC connections.", &|_, h| {
+        h.map(|h| h.metrics.active_connections as f64)
+    });
+    family("clawos_component_open_fds", "gauge", "Open file descriptors.", &|_, h| {
+        h.and_then(|h| h.metrics.open_fds).map(|n| n as f64)
+    });
     collector.render_agents(&mut out);
     out
 }

@@ -110,11 +110,16 @@ pub fn migrate(options: &Options) -> Result<Report, Error> {
     }
     let started = Instant::now();
     let mut client = postgres::Client::connect(&options.pg_url, NoTls)?;
-    let mut source = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start()?;
+    let mut source =
+        client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start()?;
     let workspace_id = options.source_workspace_id.as_str();
-    let documents: i64 = source.query_one("SELECT count(*) FROM documents WHERE workspace_id::text = $1", &[&workspace_id])?.get(0);
+    let documents: i64 =
+        source.query_one("SELECT count(*) FROM documents WHERE workspace_id::text = $1", &[&workspace_id])?.get(0);
     let all_vectors: i64 = source
-        .query_one("SELECT count(*) FROM vectors v JOIN documents d ON d.id = v.document_id WHERE d.workspace_id::text = $1", &[&workspace_id])?
+        .query_one(
+            "SELECT count(*) FROM vectors v JOIN documents d ON d.id = v.document_id WHERE d.workspace_id::text = $1",
+            &[&workspace_id],
+        )?
         .get(0);
     let dimension: Option<i32> = source
         .query_opt(
@@ -152,10 +157,18 @@ pub fn migrate(options: &Options) -> Result<Report, Error> {
 }
 
 /// Streams the documents into the workspace; returns (vectors, batches, digest).
-fn copy(source: &mut postgres::Transaction<'_>, clawfs: &Clawfs, options: &Options, documents: u64, dimension: usize) -> Result<(u64, u64, String), Error> {
+fn copy(
+    source: &mut postgres::Transaction<'_>,
+    clawfs: &Clawfs,
+    options: &Options,
+    documents: u64,
+    dimension: usize,
+) -> Result<(u64, u64, String), Error> {
     let mut index = clawfs.open_memory(&options.workspace, None)?;
     let bar = if options.progress { ProgressBar::new(documents) } else { ProgressBar::hidden() };
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} documents ({per_sec}, {eta} left)").expect("valid template"));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} documents ({per_sec}, {eta} left)").expect("valid template"),
+    );
     let portal = source.bind(DOCUMENTS, &[&options.source_workspace_id])?;
     let (mut hasher, mut copied, mut vectors, mut batches) = (Sha256::new(), 0u64, 0u64, 0u64);
     loop {
@@ -170,7 +183,9 @@ fn copy(source: &mut postgres::Transaction<'_>, clawfs: &Clawfs, options: &Optio
             let heading: Option<String> = row.try_get::<_, Option<String>>(2)?.or(row.try_get(3)?);
             let embedding: Option<Vec<f32>> = row.try_get::<_, Option<Vector>>(4)?.map(Vec::from);
             if let Some(found) = embedding.as_ref().map(Vec::len).filter(|found| *found != dimension) {
-                return Err(Error::Invalid(format!("document {id} has a {found}-dimension vector; the others have {dimension}")));
+                return Err(Error::Invalid(format!(
+                    "document {id} has a {found}-dimension vector; the others have {dimension}"
+                )));
             }
             let path = format!("pg/{}/{id}", options.source_workspace_id);
             let heading = heading.unwrap_or_default();
@@ -190,13 +205,20 @@ fn copy(source: &mut postgres::Transaction<'_>, clawfs: &Clawfs, options: &Optio
     let (count, digest) = index.digest()?;
     let digest: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     if count != documents || copied != documents {
-        return Err(Error::Verification(format!("PostgreSQL has {documents} documents, {copied} were read and the workspace holds {count}")));
+        return Err(Error::Verification(format!(
+            "PostgreSQL has {documents} documents, {copied} were read and the workspace holds {count}"
+        )));
     }
     if digest != expected {
-        return Err(Error::Verification(format!("the workspace's SHA-256 {digest} differs from the source's {expected}")));
+        return Err(Error::Verification(format!(
+            "the workspace's SHA-256 {digest} differs from the source's {expected}"
+        )));
     }
     if index.vector_count() != vectors {
-        return Err(Error::Verification(format!("{vectors} vectors were read and the workspace holds {}", index.vector_count())));
+        return Err(Error::Verification(format!(
+            "{vectors} vectors were read and the workspace holds {}",
+            index.vector_count()
+        )));
     }
     Ok((vectors, batches, digest))
 }

@@ -6,7 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "migrate-pg-to-sqlite", version, about = "Copy IronClaw's PostgreSQL + pgvector documents into a new ClawFS workspace")]
+#[command(
+    name = "migrate-pg-to-sqlite",
+    version,
+    about = "Copy IronClaw's PostgreSQL + pgvector documents into a new ClawFS workspace"
+)]
 struct Cli {
     /// The source: a libpq connection string or postgresql:// URL.
     #[arg(long)]

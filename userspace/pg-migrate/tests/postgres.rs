@@ -12,7 +12,8 @@ const DIMENSION: usize = 384;
 const MODEL: &str = "openai-compatible:test-model:384";
 
 fn server() -> String {
-    std::env::var("CLAWOS_TEST_PG_URL").expect("CLAWOS_TEST_PG_URL: run these tests through tests/pg/run.sh (make test)")
+    std::env::var("CLAWOS_TEST_PG_URL")
+        .expect("CLAWOS_TEST_PG_URL: run these tests through tests/pg/run.sh (make test)")
 }
 
 /// A schema `name` holding the source tables of specs/clawfs/README.md
@@ -90,7 +91,11 @@ fn documents_and_vectors_arrive_verified_in_batches() {
     let index = clawfs.open_memory("memory", Some(Arc::new(KnownVectors))).unwrap();
     assert_eq!((index.chunk_count().unwrap(), index.vector_count()), (2500, 2400));
     let top = |query: &str, vector: f32| {
-        let request = SearchRequest { limit: 1, fusion: Fusion::Weighted { vector, keyword: 1.0 - vector }, ..SearchRequest::new(query) };
+        let request = SearchRequest {
+            limit: 1,
+            fusion: Fusion::Weighted { vector, keyword: 1.0 - vector },
+            ..SearchRequest::new(query)
+        };
         index.search(&request).unwrap().results.remove(0)
     };
     let vector_only = |query: &str| top(query, 1.0);
@@ -121,16 +126,26 @@ fn a_failure_in_a_later_batch_rolls_everything_back() {
     let url = source("migrate_bad", "vector", &fill);
     let root = tempfile::tempdir().unwrap();
     let error = migrate(&options(url, root.path(), "memory")).unwrap_err();
-    assert!(matches!(&error, Error::Invalid(message) if message.contains("document 1200 has a 3-dimension vector")), "{error}");
+    assert!(
+        matches!(&error, Error::Invalid(message) if message.contains("document 1200 has a 3-dimension vector")),
+        "{error}"
+    );
     let clawfs = Clawfs::new(Config { vector_dimension: DIMENSION, ..Config::new(root.path()) }).unwrap();
-    assert!(clawfs.list_workspaces().unwrap().iter().all(|w| w.workspace_id != "memory"), "the partial workspace was removed");
+    assert!(
+        clawfs.list_workspaces().unwrap().iter().all(|w| w.workspace_id != "memory"),
+        "the partial workspace was removed"
+    );
     assert!(!root.path().join("workspaces/memory").exists());
 }
 
 #[test]
 #[ignore = "needs PostgreSQL with pgvector: tests/pg/run.sh"]
 fn an_existing_workspace_is_never_merged_into() {
-    let url = source("migrate_existing", &format!("vector({DIMENSION})"), "INSERT INTO documents VALUES (1, 'ironclaw', 'hello', NULL);");
+    let url = source(
+        "migrate_existing",
+        &format!("vector({DIMENSION})"),
+        "INSERT INTO documents VALUES (1, 'ironclaw', 'hello', NULL);",
+    );
     let root = tempfile::tempdir().unwrap();
     let clawfs = Clawfs::new(Config { vector_dimension: DIMENSION, ..Config::new(root.path()) }).unwrap();
     clawfs.create_workspace("memory", "user").unwrap();

@@ -6,9 +6,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use clawos_api::router::{RouterStats, Subscribed, SubscriberStats};
 use clawos_ipc::message::now_ns;
 use clawos_ipc::server::{Connection, MethodError};
-use clawos_api::router::{RouterStats, SubscriberStats, Subscribed};
 use clawos_ipc::{Body, Event, Message, Principal, ProtocolVersion};
 use tokio::sync::mpsc;
 
@@ -50,7 +50,9 @@ impl FanOut {
     /// connection subscribing again replaces its subscription.
     pub fn subscribe(&self, connection: Connection, events: Vec<String>) -> Result<Subscribed, MethodError> {
         if events.is_empty() || events.iter().any(String::is_empty) {
-            return Err(MethodError::bad_params("expected {\"events\": [\"<event_name>\" | \"*\", ...]} with no empty name"));
+            return Err(MethodError::bad_params(
+                "expected {\"events\": [\"<event_name>\" | \"*\", ...]} with no empty name",
+            ));
         }
         let names: BTreeSet<String> = events.into_iter().collect();
         let (queue, mut pending) = mpsc::channel::<Message>(self.queue_capacity);

@@ -69,7 +69,8 @@ impl Component for Router {
 }
 
 fn build(runtime: &Runtime) -> Result<Router, String> {
-    let config: RouterConfig = runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
+    let config: RouterConfig =
+        runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
     if config.subscriber_queue == 0 {
         return Err("component.subscriber_queue must be a positive integer".into());
     }

@@ -52,7 +52,11 @@ pub trait Component: Send + Sync + 'static {
     /// (the runtime then tries the common methods, else answers ENOENT).
     /// A component implements its `clawos_api::<component>::Service` and
     /// answers here with that module's `dispatch`.
-    fn handle_request(&self, call: &Call, request: Request) -> impl Future<Output = Option<Result<Object, MethodError>>> + Send {
+    fn handle_request(
+        &self,
+        call: &Call,
+        request: Request,
+    ) -> impl Future<Output = Option<Result<Object, MethodError>>> + Send {
         let _ = (call, request);
         async { None }
     }
@@ -160,7 +164,10 @@ struct RuntimeHandler<C> {
 impl<C: Component> Handler for RuntimeHandler<C> {
     async fn handle_request(&self, connection: Connection, request: Request) -> Result<Object, MethodError> {
         let component = self.runtime.inner.component;
-        let timeout = clawos_ipc::timeouts::effective_timeout(request.timeout_ms, clawos_api::timeout(component, &request.method));
+        let timeout = clawos_ipc::timeouts::effective_timeout(
+            request.timeout_ms,
+            clawos_api::timeout(component, &request.method),
+        );
         let call = Call { connection, timeout };
         let method = request.method.clone();
         let answer = if clawos_api::own_methods(component).iter().any(|own| own.name == method) {
@@ -254,7 +261,8 @@ fn start<C: Component>(
         };
         let component_impl = Arc::new(build(&runtime)?);
         let delivery = Arc::clone(&component_impl);
-        let publisher_task = tokio::spawn(publisher::run(component, outgoing, move |event| delivery.deliver_own_event(event)));
+        let publisher_task =
+            tokio::spawn(publisher::run(component, outgoing, move |event| delivery.deliver_own_event(event)));
         let settings = ServerSettings {
             component,
             software_version: software_version.to_owned(),
@@ -311,7 +319,8 @@ async fn heartbeat_loop(runtime: &Runtime, component: &impl Component) {
         last_heartbeat = Some(Instant::now());
         let heartbeat = match runtime.metrics() {
             Ok(metrics) => {
-                let status = if component.degraded_reason().is_some() { HealthStatus::Degraded } else { HealthStatus::Ok };
+                let status =
+                    if component.degraded_reason().is_some() { HealthStatus::Degraded } else { HealthStatus::Ok };
                 Heartbeat { status, metrics }
             }
             Err(error) => {
@@ -328,7 +337,8 @@ async fn heartbeat_loop(runtime: &Runtime, component: &impl Component) {
 
 async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
         tracing::error!("cannot install signal handlers; SIGTERM will kill without a shutdown event");
         return std::future::pending().await;
     };

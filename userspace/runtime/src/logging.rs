@@ -13,8 +13,7 @@ const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 /// fields; otherwise they go to stderr. Calling it twice is harmless.
 pub fn init(component: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    let under_journal =
-        std::env::var_os("JOURNAL_STREAM").is_some() && std::path::Path::new(JOURNAL_SOCKET).exists();
+    let under_journal = std::env::var_os("JOURNAL_STREAM").is_some() && std::path::Path::new(JOURNAL_SOCKET).exists();
     if under_journal {
         match tracing_journald::layer() {
             Ok(journald) => {

@@ -18,8 +18,9 @@ pub fn call<T>(
     work: impl AsyncFnOnce(&IpcClient) -> Result<T, clawos_api::CallError>,
 ) -> Result<T, String> {
     runtime.block_on(async {
-        let (client, _events) =
-            IpcClient::connect(peer, ClientOptions::new(me.into())).await.map_err(|e| format!("connecting to {peer}: {e}"))?;
+        let (client, _events) = IpcClient::connect(peer, ClientOptions::new(me.into()))
+            .await
+            .map_err(|e| format!("connecting to {peer}: {e}"))?;
         let result = work(&client).await;
         client.goodbye().await;
         result.map_err(|e| format!("{peer}: {e}"))
@@ -28,7 +29,12 @@ pub fn call<T>(
 
 /// The UTF-8 value of vault secret `secret_id` (security-agent
 /// `secret_get`; the vault policy decides whether `me` may read it).
-pub fn vault_secret(runtime: &tokio::runtime::Handle, me: ComponentId, secret_id: &str, timeout: Duration) -> Result<String, String> {
+pub fn vault_secret(
+    runtime: &tokio::runtime::Handle,
+    me: ComponentId,
+    secret_id: &str,
+    timeout: Duration,
+) -> Result<String, String> {
     let params = SecretGet { secret_id: secret_id.to_owned(), version: None };
     let answer = call(runtime, me, ComponentId::SecurityAgent, async |client| {
         security_agent::Client::new(client).with_timeout(timeout).secret_get(&params).await

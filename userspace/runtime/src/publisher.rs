@@ -30,7 +30,13 @@ impl EventPublisher {
 
     /// Queues an event for the router.
     pub fn publish(&self, event_name: &str, event_data: Object) {
-        let event = Message::event(ProtocolVersion::V1_0, self.component.into(), ComponentId::Router.into(), event_name, event_data);
+        let event = Message::event(
+            ProtocolVersion::V1_0,
+            self.component.into(),
+            ComponentId::Router.into(),
+            event_name,
+            event_data,
+        );
         if self.queue.try_send(Some(event)).is_err() {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             tracing::warn!(event_name, dropped, "event queue full; event dropped");

@@ -38,8 +38,9 @@ mod vault_service;
 use std::sync::{Arc, Mutex};
 
 use clawos_api::security_agent::{
-    self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, CheckPolicy, Decision, PolicyDecision, SecretGet, SecretHistory, SecretList,
-    SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultCheck, VaultInit, VaultInitialized, VaultPrepareUpdate, VaultRecover, VaultStatus, VaultUnlock,
+    self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, CheckPolicy, Decision, PolicyDecision, SecretGet,
+    SecretHistory, SecretList, SecretName, SecretRemoved, SecretSet, SecretValue, SecretVersion, VaultCheck, VaultInit,
+    VaultInitialized, VaultPrepareUpdate, VaultRecover, VaultStatus, VaultUnlock,
 };
 use clawos_api::{Call, NoParams};
 use clawos_ipc::server::MethodError;
@@ -62,7 +63,10 @@ struct Daemon {
 impl Daemon {
     /// Runs `work` on the policy database on the blocking pool (SQLite
     /// calls block).
-    async fn policy<T: Send + 'static>(&self, work: impl FnOnce(&mut policy::Policy) -> Result<T, MethodError> + Send + 'static) -> Result<T, MethodError> {
+    async fn policy<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut policy::Policy) -> Result<T, MethodError> + Send + 'static,
+    ) -> Result<T, MethodError> {
         let policy = self.policy.clone();
         tokio::task::spawn_blocking(move || {
             let mut guard = policy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -95,7 +99,9 @@ impl security_agent::Service for Daemon {
 
     async fn vault_recover(&self, call: &Call, params: VaultRecover) -> Result<VaultStatus, MethodError> {
         let peer = call.peer();
-        self.vault.run(peer, "vault_recover", move |host, caller| host.recover(peer, caller, &params.recovery_key)).await
+        self.vault
+            .run(peer, "vault_recover", move |host, caller| host.recover(peer, caller, &params.recovery_key))
+            .await
     }
 
     async fn vault_reseal(&self, call: &Call, _params: NoParams) -> Result<VaultStatus, MethodError> {
@@ -104,7 +110,9 @@ impl security_agent::Service for Daemon {
 
     async fn vault_prepare_update(&self, call: &Call, params: VaultPrepareUpdate) -> Result<VaultStatus, MethodError> {
         let peer = call.peer();
-        self.vault.run(peer, "vault_prepare_update", move |host, caller| host.prepare_update(peer, caller, &params.pcr4)).await
+        self.vault
+            .run(peer, "vault_prepare_update", move |host, caller| host.prepare_update(peer, caller, &params.pcr4))
+            .await
     }
 
     async fn vault_rotate(&self, call: &Call, _params: NoParams) -> Result<VaultStatus, MethodError> {
@@ -193,6 +201,10 @@ fn main() -> std::process::ExitCode {
         if let Err(reason) = &policy {
             tracing::error!("agents' actions will be refused: {reason}");
         }
-        Ok(Daemon { vault: VaultService::start(settings)?, policy: Arc::new(Mutex::new(policy)), runtime: runtime.clone() })
+        Ok(Daemon {
+            vault: VaultService::start(settings)?,
+            policy: Arc::new(Mutex::new(policy)),
+            runtime: runtime.clone(),
+        })
     })
 }

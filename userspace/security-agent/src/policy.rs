@@ -20,7 +20,9 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use clawos_api::security_agent::{AgentPolicy, Approval, ApprovalState, Autonomy, CheckPolicy, Decision, Mode, Permission, PolicyDecision};
+use clawos_api::security_agent::{
+    AgentPolicy, Approval, ApprovalState, Autonomy, CheckPolicy, Decision, Mode, Permission, PolicyDecision,
+};
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 
@@ -108,7 +110,8 @@ pub fn name(value: impl serde::Serialize) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
-const APPROVAL_COLUMNS: &str = "id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at";
+const APPROVAL_COLUMNS: &str =
+    "id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at";
 
 fn approval(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
     Ok(Approval {
@@ -143,9 +146,11 @@ impl Policy {
         expire(&transaction, now)?;
         let (mode, strictest) = mode(&check.policy, &check.tool_name, &check.permissions);
         let existing: Option<(String, String, String)> = transaction
-            .query_row("SELECT id, state, reason FROM approvals WHERE agent = ?1 AND action_id = ?2", params![check.agent, check.action_id], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-            })
+            .query_row(
+                "SELECT id, state, reason FROM approvals WHERE agent = ?1 AND action_id = ?2",
+                params![check.agent, check.action_id],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
             .optional()
             .map_err(sql)?;
         let permission = name(strictest);
@@ -153,11 +158,27 @@ impl Policy {
             (Mode::Deny, _) => deny(format!("the agent's policy denies {permission}")),
             (_, Some((id, state, _))) if state == "approved" => {
                 transaction.execute("UPDATE approvals SET state = 'used' WHERE id = ?1", [&id]).map_err(sql)?;
-                within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision { decision: Decision::Allow, reason: format!("approved by the operator ({id})"), approval_id: Some(id) })
+                within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision {
+                    decision: Decision::Allow,
+                    reason: format!("approved by the operator ({id})"),
+                    approval_id: Some(id),
+                })
             }
-            (_, Some((id, state, _))) if state == "denied" => PolicyDecision { decision: Decision::Deny, reason: format!("the operator denied it ({id})"), approval_id: Some(id) },
-            (_, Some((id, state, _))) if state == "expired" => PolicyDecision { decision: Decision::Deny, reason: format!("its approval expired unanswered ({id})"), approval_id: Some(id) },
-            (_, Some((id, state, _))) if state == "used" => PolicyDecision { decision: Decision::Deny, reason: format!("its approval was already used ({id})"), approval_id: Some(id) },
+            (_, Some((id, state, _))) if state == "denied" => PolicyDecision {
+                decision: Decision::Deny,
+                reason: format!("the operator denied it ({id})"),
+                approval_id: Some(id),
+            },
+            (_, Some((id, state, _))) if state == "expired" => PolicyDecision {
+                decision: Decision::Deny,
+                reason: format!("its approval expired unanswered ({id})"),
+                approval_id: Some(id),
+            },
+            (_, Some((id, state, _))) if state == "used" => PolicyDecision {
+                decision: Decision::Deny,
+                reason: format!("its approval was already used ({id})"),
+                approval_id: Some(id),
+            },
             (_, Some((id, _, reason))) => PolicyDecision { decision: Decision::Pending, reason, approval_id: Some(id) },
             (Mode::RequireApproval, None) => {
                 let reason = format!("{permission} needs the operator's approval");
@@ -183,7 +204,11 @@ impl Policy {
                     .map_err(sql)?;
                 PolicyDecision { decision: Decision::Pending, reason, approval_id: Some(id) }
             }
-            (Mode::AutoGrant, None) => within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision { decision: Decision::Allow, reason: format!("{permission} is granted"), approval_id: None }),
+            (Mode::AutoGrant, None) => within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision {
+                decision: Decision::Allow,
+                reason: format!("{permission} is granted"),
+                approval_id: None,
+            }),
         };
         transaction
             .execute(
@@ -216,14 +241,20 @@ impl Policy {
     pub fn decide(&mut self, id: &str, approve: bool, now: i64) -> Result<Option<Result<Approval, String>>, String> {
         let transaction = self.connection.transaction().map_err(sql)?;
         expire(&transaction, now)?;
-        let Some(current) = transaction.query_row(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"), [id], approval).optional().map_err(sql)? else {
+        let Some(current) = transaction
+            .query_row(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"), [id], approval)
+            .optional()
+            .map_err(sql)?
+        else {
             return Ok(None);
         };
         if current.state != ApprovalState::Pending {
             return Ok(Some(Err(format!("approval {id} is {} already", name(current.state)))));
         }
         let state = if approve { ApprovalState::Approved } else { ApprovalState::Denied };
-        transaction.execute("UPDATE approvals SET state = ?1, decided_at = ?2 WHERE id = ?3", params![name(state), now, id]).map_err(sql)?;
+        transaction
+            .execute("UPDATE approvals SET state = ?1, decided_at = ?2 WHERE id = ?3", params![name(state), now, id])
+            .map_err(sql)?;
         transaction.commit().map_err(sql)?;
         Ok(Some(Ok(Approval { state, ..current })))
     }
@@ -231,15 +262,24 @@ impl Policy {
 
 /// Pending approvals past their time become `expired`.
 fn expire(transaction: &rusqlite::Transaction<'_>, now: i64) -> Result<(), String> {
-    transaction.execute("UPDATE approvals SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?1", [now]).map(drop).map_err(sql)
+    transaction
+        .execute("UPDATE approvals SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?1", [now])
+        .map(drop)
+        .map_err(sql)
 }
 
 /// Counts an allowed action against the hourly cap: `Some(deny)` when the
 /// agent already took `max_actions_per_hour` in the last hour, else the
 /// action is recorded and `None` returned.
-fn within_cap(transaction: &rusqlite::Transaction<'_>, check: &CheckPolicy, now: i64) -> Result<Option<PolicyDecision>, String> {
+fn within_cap(
+    transaction: &rusqlite::Transaction<'_>,
+    check: &CheckPolicy,
+    now: i64,
+) -> Result<Option<PolicyDecision>, String> {
     transaction.execute("DELETE FROM actions WHERE at <= ?1", [now - 3600]).map_err(sql)?;
-    let taken: u32 = transaction.query_row("SELECT count(*) FROM actions WHERE agent = ?1", [&check.agent], |row| row.get(0)).map_err(sql)?;
+    let taken: u32 = transaction
+        .query_row("SELECT count(*) FROM actions WHERE agent = ?1", [&check.agent], |row| row.get(0))
+        .map_err(sql)?;
     if taken >= check.policy.max_actions_per_hour {
         return Ok(Some(deny(format!("limit reached: actions per hour ({})", check.policy.max_actions_per_hour))));
     }
@@ -251,10 +291,14 @@ fn deny(reason: String) -> PolicyDecision {
     PolicyDecision { decision: Decision::Deny, reason, approval_id: None }
 }
 
-
 /// `a` and 10 hex digits of a hash of the agent, the action and the time.
 fn approval_id(agent: &str, action_id: &str, now: i64) -> String {
-    let digest = Sha256::new().chain_update(agent).chain_update([0]).chain_update(action_id).chain_update(now.to_le_bytes()).finalize();
+    let digest = Sha256::new()
+        .chain_update(agent)
+        .chain_update([0])
+        .chain_update(action_id)
+        .chain_update(now.to_le_bytes())
+        .finalize();
     format!("a{}", &fsutil::hex(&digest)[..10])
 }
 
@@ -264,7 +308,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn policy(autonomy: Autonomy) -> AgentPolicy {
-        AgentPolicy { autonomy, permissions: BTreeMap::new(), tools: BTreeMap::new(), max_actions_per_hour: 3, approval_expires_minutes: 10 }
+        AgentPolicy {
+            autonomy,
+            permissions: BTreeMap::new(),
+            tools: BTreeMap::new(),
+            max_actions_per_hour: 3,
+            approval_expires_minutes: 10,
+        }
     }
 
     fn check(action: &str, needs: &[Permission], autonomy: Autonomy) -> CheckPolicy {
@@ -290,7 +340,10 @@ mod tests {
         supervised.tools.insert("t".into(), Mode::AutoGrant);
         assert_eq!(mode(&supervised, "t", &[Permission::Tool]).0, Mode::AutoGrant);
         // The tool is trusted, its network use is not.
-        assert_eq!(mode(&supervised, "t", &[Permission::Tool, Permission::Network]), (Mode::RequireApproval, Permission::Network));
+        assert_eq!(
+            mode(&supervised, "t", &[Permission::Tool, Permission::Network]),
+            (Mode::RequireApproval, Permission::Network)
+        );
         supervised.permissions.insert(Permission::Network, Mode::Deny);
         assert_eq!(mode(&supervised, "t", &[Permission::Tool, Permission::Network]).0, Mode::Deny);
     }
@@ -329,7 +382,10 @@ mod tests {
         let id = db.check(&late, 100).unwrap().approval_id.unwrap();
         let decision = db.check(&late, 100 + 10 * 60).unwrap();
         assert_eq!((decision.decision, decision.reason.contains("expired")), (Decision::Deny, true));
-        assert!(db.decide(&id, true, 100 + 11 * 60).unwrap().unwrap().is_err(), "an expired approval cannot be approved");
+        assert!(
+            db.decide(&id, true, 100 + 11 * 60).unwrap().unwrap().is_err(),
+            "an expired approval cannot be approved"
+        );
     }
 
     #[test]
@@ -337,13 +393,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut db = Policy::open(dir.path()).unwrap();
         for n in 0..3 {
-            assert_eq!(db.check(&check(&format!("s/{n}"), &[Permission::FileWrite], Autonomy::Full), 1000 + n).unwrap().decision, Decision::Allow);
+            assert_eq!(
+                db.check(&check(&format!("s/{n}"), &[Permission::FileWrite], Autonomy::Full), 1000 + n)
+                    .unwrap()
+                    .decision,
+                Decision::Allow
+            );
         }
         let capped = db.check(&check("s/4", &[Permission::FileWrite], Autonomy::Full), 1010).unwrap();
         assert!(capped.reason.contains("actions per hour (3)"), "{capped:?}");
-        assert_eq!(db.check(&check("s/5", &[Permission::FileWrite], Autonomy::Full), 1000 + 3601).unwrap().decision, Decision::Allow);
+        assert_eq!(
+            db.check(&check("s/5", &[Permission::FileWrite], Autonomy::Full), 1000 + 3601).unwrap().decision,
+            Decision::Allow
+        );
         let read_only = db.check(&check("s/6", &[Permission::FileWrite], Autonomy::ReadOnly), 5000).unwrap();
-        assert_eq!((read_only.decision, read_only.reason.as_str()), (Decision::Deny, "the agent's policy denies file_write"));
+        assert_eq!(
+            (read_only.decision, read_only.reason.as_str()),
+            (Decision::Deny, "the agent's policy denies file_write")
+        );
         let decisions: i64 = db.connection.query_row("SELECT count(*) FROM decisions", [], |row| row.get(0)).unwrap();
         assert_eq!(decisions, 6);
     }

@@ -117,12 +117,7 @@ impl VaultSettings {
             KeyringChoice::Process => KeyringScope::Process,
         };
         let grants = vault.grants.unwrap_or_else(default_component_grants);
-        Ok(VaultSettings {
-            config,
-            policy: AccessPolicy {
-                grants: operator_grants().chain(grants).collect(),
-            },
-        })
+        Ok(VaultSettings { config, policy: AccessPolicy { grants: operator_grants().chain(grants).collect() } })
     }
 }
 
@@ -155,7 +150,10 @@ mod tests {
         assert!(policy.allows(&wasm, Capability::SecretRead, Some("tool-github")));
         // Components read current versions only.
         for component in ["agent-loop", "wasm-daemon", "fs-engine"] {
-            assert!(!policy.allows(&Caller::new(component), Capability::SecretReadHistory, Some("tool-github")), "{component}");
+            assert!(
+                !policy.allows(&Caller::new(component), Capability::SecretReadHistory, Some("tool-github")),
+                "{component}"
+            );
         }
         assert!(!policy.allows(&wasm, Capability::SecretList, None));
         let fs_engine = Caller::new("fs-engine");

@@ -26,7 +26,9 @@ use clawos_api::security_agent::{
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ErrorCode, Principal};
 use tokio::sync::oneshot;
-use vault::{Caller, InitProtection, Passphrase, ProtectionKind, RecoveryKey, SealState, SecretInfo, Vault, VaultError};
+use vault::{
+    Caller, InitProtection, Passphrase, ProtectionKind, RecoveryKey, SealState, SecretInfo, Vault, VaultError,
+};
 use zeroize::Zeroizing;
 
 use crate::settings::VaultSettings;
@@ -85,10 +87,9 @@ impl ClosedReason {
                 MethodError::new(ErrorCode::Enoent, "the vault is not initialized (`clawctl vault init`)")
             }
             ClosedReason::Failed(error) => MethodError::new(ErrorCode::Eio, format!("vault unavailable: {error}")),
-            sealed_or_locked => MethodError::new(
-                ErrorCode::Eperm,
-                sealed_or_locked.degraded_reason().unwrap_or_default(),
-            ),
+            sealed_or_locked => {
+                MethodError::new(ErrorCode::Eperm, sealed_or_locked.degraded_reason().unwrap_or_default())
+            }
         }
     }
 }
@@ -180,7 +181,9 @@ impl VaultService {
         if self.jobs.send(job).is_err() {
             return Err(MethodError::new(ErrorCode::Einternal, "the vault thread has stopped"));
         }
-        answer.await.unwrap_or_else(|_| Err(MethodError::new(ErrorCode::Einternal, "the vault thread stopped during the request")))
+        answer.await.unwrap_or_else(|_| {
+            Err(MethodError::new(ErrorCode::Einternal, "the vault thread stopped during the request"))
+        })
     }
 }
 
@@ -231,11 +234,18 @@ impl VaultHost {
     }
 
     /// `vault_init`: the operator's only.
-    pub fn init(&mut self, peer: Principal, caller: &Caller, params: VaultInit) -> Result<VaultInitialized, MethodError> {
+    pub fn init(
+        &mut self,
+        peer: Principal,
+        caller: &Caller,
+        params: VaultInit,
+    ) -> Result<VaultInitialized, MethodError> {
         require_operator(peer, "vault_init")?;
         let protection = match (params.protection, params.passphrase) {
             (Protection::Tpm, None) => InitProtection::Tpm,
-            (Protection::Tpm, Some(_)) => return Err(MethodError::bad_params("a passphrase is only for `passphrase` protection")),
+            (Protection::Tpm, Some(_)) => {
+                return Err(MethodError::bad_params("a passphrase is only for `passphrase` protection"))
+            }
             (Protection::Passphrase, None) => return Err(MethodError::bad_params("passphrase is required")),
             (Protection::Passphrase, Some(passphrase)) => {
                 if passphrase.chars().count() < MIN_PASSPHRASE_CHARS {
@@ -262,7 +272,12 @@ impl VaultHost {
     }
 
     /// `vault_recover`: the operator's only.
-    pub fn recover(&mut self, peer: Principal, caller: &Caller, recovery_key: &str) -> Result<api::VaultStatus, MethodError> {
+    pub fn recover(
+        &mut self,
+        peer: Principal,
+        caller: &Caller,
+        recovery_key: &str,
+    ) -> Result<api::VaultStatus, MethodError> {
         require_operator(peer, "vault_recover")?;
         let recovery_key = RecoveryKey::parse(recovery_key).map_err(vault_error)?;
         let vault = Vault::recover(self.settings.config.clone(), &recovery_key, caller).map_err(vault_error)?;
@@ -277,7 +292,12 @@ impl VaultHost {
     }
 
     /// `vault_prepare_update`: operator only, like an update itself.
-    pub fn prepare_update(&mut self, peer: Principal, caller: &Caller, pcr4: &str) -> Result<api::VaultStatus, MethodError> {
+    pub fn prepare_update(
+        &mut self,
+        peer: Principal,
+        caller: &Caller,
+        pcr4: &str,
+    ) -> Result<api::VaultStatus, MethodError> {
         require_operator(peer, "vault_prepare_update")?;
         let value = fsutil::unhex(pcr4)
             .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
@@ -295,13 +315,20 @@ impl VaultHost {
     /// `vault_check`.
     pub fn check(&mut self, caller: &Caller) -> Result<api::VaultCheck, MethodError> {
         let report = self.vault()?.check(caller).map_err(vault_error)?;
-        Ok(api::VaultCheck { secrets: report.secrets, versions: report.versions, audit_entries: report.audit_entries, problems: report.problems })
+        Ok(api::VaultCheck {
+            secrets: report.secrets,
+            versions: report.versions,
+            audit_entries: report.audit_entries,
+            problems: report.problems,
+        })
     }
 
     /// `secret_set`.
     pub fn set(&mut self, caller: &Caller, params: SecretSet) -> Result<SecretVersion, MethodError> {
         let value = Zeroizing::new(
-            BASE64.decode(params.value_base64.as_bytes()).map_err(|_| MethodError::bad_params("value_base64 is not base64"))?,
+            BASE64
+                .decode(params.value_base64.as_bytes())
+                .map_err(|_| MethodError::bad_params("value_base64 is not base64"))?,
         );
         if value.len() > MAX_SECRET_VALUE_BYTES {
             return Err(MethodError::bad_params(format!("a secret value is at most {MAX_SECRET_VALUE_BYTES} bytes")));
@@ -349,7 +376,9 @@ impl VaultHost {
         .map_err(vault_error)?;
         let (protection, pcrs) = match &status.protection {
             None => (None, None),
-            Some(ProtectionKind::Tpm2 { pcrs }) => (Some("tpm2"), Some(pcrs.iter().map(|&pcr| u32::from(pcr)).collect())),
+            Some(ProtectionKind::Tpm2 { pcrs }) => {
+                (Some("tpm2"), Some(pcrs.iter().map(|&pcr| u32::from(pcr)).collect()))
+            }
             Some(ProtectionKind::Passphrase) => (Some("passphrase"), None),
         };
         let state = match status.state {
@@ -415,7 +444,9 @@ fn vault_error(error: VaultError) -> MethodError {
         | VaultError::MalformedRecoveryKey
         | VaultError::NotPassphraseProtected
         | VaultError::NotTpmProtected => ErrorCode::Eproto,
-        VaultError::Io { .. } | VaultError::Tpm(_) | VaultError::Keyring(_) | VaultError::Audit { .. } => ErrorCode::Eio,
+        VaultError::Io { .. } | VaultError::Tpm(_) | VaultError::Keyring(_) | VaultError::Audit { .. } => {
+            ErrorCode::Eio
+        }
         _ => ErrorCode::Einternal,
     };
     MethodError::new(code, error.to_string())

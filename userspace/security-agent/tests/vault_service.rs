@@ -188,7 +188,9 @@ methods = ["secret_get"]
             .unwrap_or_else(|| panic!("peer client failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
         match answer.get("error_code") {
             None => Ok(answer["result"].clone()),
-            Some(code) => Err((serde_json::from_value(code.clone()).unwrap(), answer["message"].as_str().unwrap().to_owned())),
+            Some(code) => {
+                Err((serde_json::from_value(code.clone()).unwrap(), answer["message"].as_str().unwrap().to_owned()))
+            }
         }
     }
 }
@@ -198,9 +200,11 @@ methods = ["secret_get"]
 #[tokio::test]
 #[ignore = "a client process started by the vault service test under a component UID"]
 async fn peer_client() {
-    let request: Value = serde_json::from_str(&std::env::var(PEER_REQUEST_ENV).expect("run by the service test only")).unwrap();
+    let request: Value =
+        serde_json::from_str(&std::env::var(PEER_REQUEST_ENV).expect("run by the service test only")).unwrap();
     let principal: Principal = request["component"].as_str().unwrap().parse().unwrap();
-    let (client, _events) = IpcClient::connect(ComponentId::SecurityAgent, ClientOptions::new(principal)).await.unwrap();
+    let (client, _events) =
+        IpcClient::connect(ComponentId::SecurityAgent, ClientOptions::new(principal)).await.unwrap();
     let params = request["params"].as_object().cloned().unwrap_or_default();
     let answer = match client.call(request["method"].as_str().unwrap(), params, Some(CALL_TIMEOUT)).await {
         Ok(result) => json!({ "result": result }),
@@ -312,7 +316,8 @@ async fn vault_service_end_to_end() {
     let denied = setup.call_as(AGENT_LOOP_UID, "agent-loop", "secret_get", json!({ "secret_id": "tool-github" }));
     let (code, message) = denied.unwrap_err();
     assert_eq!(code, ErrorCode::Eperm, "the vault policy refuses tool credentials to the agent loop: {message}");
-    let (code, _) = setup.call_as(AGENT_LOOP_UID, "agent-loop", "vault_init", json!({ "protection": "tpm" })).unwrap_err();
+    let (code, _) =
+        setup.call_as(AGENT_LOOP_UID, "agent-loop", "vault_init", json!({ "protection": "tpm" })).unwrap_err();
     assert_eq!(code, ErrorCode::Eperm, "administration is the operator's");
     let (code, message) =
         setup.call_as(FS_ENGINE_UID, "fs-engine", "secret_get", json!({ "secret_id": "provider-openai" })).unwrap_err();
@@ -320,10 +325,12 @@ async fn vault_service_end_to_end() {
 
     let audit = std::fs::read_to_string(setup.dir.path().join("log/audit.log")).unwrap();
     let entries: Vec<Value> = audit.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
-    assert!(entries.iter().any(|e| e["caller"] == "agent-loop"
-        && e["secret_id"] == "provider-openai"
-        && e["outcome"] == "allowed"));
-    assert!(entries.iter().any(|e| e["caller"] == "agent-loop" && e["secret_id"] == "tool-github" && e["outcome"] == "denied"));
+    assert!(entries
+        .iter()
+        .any(|e| e["caller"] == "agent-loop" && e["secret_id"] == "provider-openai" && e["outcome"] == "allowed"));
+    assert!(entries
+        .iter()
+        .any(|e| e["caller"] == "agent-loop" && e["secret_id"] == "tool-github" && e["outcome"] == "denied"));
     assert!(entries.iter().any(|e| e["caller"] == "operator" && e["operation"] == "init"));
 
     call(&op, "secret_remove", json!({ "secret_id": "tool-github" })).await.unwrap();
@@ -372,14 +379,11 @@ async fn vault_service_end_to_end() {
     assert!(files.iter().any(|(path, _)| path.starts_with(setup.dir.path().join("vault/secrets"))));
     let key_digits = recovery_key.replace('-', "");
     for (path, bytes) in &files {
-        for secret in [canary_v1.as_str(), canary_v2.as_str(), tool_canary.as_str(), recovery_key.as_str(), key_digits.as_str()]
+        for secret in
+            [canary_v1.as_str(), canary_v2.as_str(), tool_canary.as_str(), recovery_key.as_str(), key_digits.as_str()]
         {
             assert!(!contains(bytes, secret.as_bytes()), "{} holds a secret in plaintext", path.display());
-            assert!(
-                !contains(bytes, BASE64.encode(secret).as_bytes()),
-                "{} holds a secret in base64",
-                path.display()
-            );
+            assert!(!contains(bytes, BASE64.encode(secret).as_bytes()), "{} holds a secret in base64", path.display());
         }
     }
 }
@@ -397,7 +401,8 @@ async fn earlier_versions_are_the_operators_unless_the_policy_grants_them() {
     let agent = setup.start_agent(1);
     let operator = |method: &str, params: Value| setup.call_as(0, "operator", method, params);
     let as_wasm_daemon = |params: Value| setup.call_as(WASM_DAEMON_UID, "wasm-daemon", "secret_get", params);
-    let value = |result: Value| String::from_utf8(BASE64.decode(result["value_base64"].as_str().unwrap()).unwrap()).unwrap();
+    let value =
+        |result: Value| String::from_utf8(BASE64.decode(result["value_base64"].as_str().unwrap()).unwrap()).unwrap();
 
     operator("vault_init", json!({ "protection": "tpm" })).unwrap();
     // Version 1 was compromised and rotated away: version 2 is current.
@@ -415,11 +420,15 @@ async fn earlier_versions_are_the_operators_unless_the_policy_grants_them() {
         Ok(result) => panic!("wasm-daemon read the rotated-away version: {:?}", value(result)),
     };
     assert_eq!(code, ErrorCode::Eperm, "{message}");
-    for needed in ["wasm-daemon", "version 1", "tool-github", "current version is 2", "secret-read-history", "operator"] {
+    for needed in ["wasm-daemon", "version 1", "tool-github", "current version is 2", "secret-read-history", "operator"]
+    {
         assert!(message.contains(needed), "the refusal says why ({needed:?}): {message}");
     }
     // The operator reads every version.
-    assert_eq!(value(operator("secret_get", json!({ "secret_id": "tool-github", "version": 1 })).unwrap()), "leaked-v1");
+    assert_eq!(
+        value(operator("secret_get", json!({ "secret_id": "tool-github", "version": 1 })).unwrap()),
+        "leaked-v1"
+    );
     assert_eq!(value(operator("secret_get", json!({ "secret_id": "tool-github" })).unwrap()), "rotated-v2");
 
     // The refusal is in the vault's audit log, with the version asked for.

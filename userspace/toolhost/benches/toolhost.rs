@@ -22,13 +22,20 @@ fn bench(c: &mut Criterion) {
     // One key for every host, as the daemon keeps one per boot: a restart
     // finds its entries valid.
     let key = CacheKey::random().unwrap();
-    let config = |cache_dir| HostConfig { cache_dir, cache_key: Some(key.clone()), clawfs_root: dir.path().into(), ..HostConfig::default() };
+    let config = |cache_dir| HostConfig {
+        cache_dir,
+        cache_key: Some(key.clone()),
+        clawfs_root: dir.path().into(),
+        ..HostConfig::default()
+    };
 
     let mut group = c.benchmark_group("load");
     group.sample_size(20).measurement_time(Duration::from_secs(5));
     group.bench_function("cold compile", |b| b.iter(|| ToolHost::new(config(None)).unwrap().load(&echo).unwrap()));
     ToolHost::new(config(Some(cache.clone()))).unwrap().load(&echo).unwrap();
-    group.bench_function("from precompiled cache", |b| b.iter(|| ToolHost::new(config(Some(cache.clone()))).unwrap().load(&echo).unwrap()));
+    group.bench_function("from precompiled cache", |b| {
+        b.iter(|| ToolHost::new(config(Some(cache.clone()))).unwrap().load(&echo).unwrap())
+    });
     group.finish();
     real_tool_load(c);
 
@@ -40,7 +47,9 @@ fn bench(c: &mut Criterion) {
     c.bench_function("call trivial tool (fresh instance)", |b| b.iter(|| host.call(&echo, &request).unwrap()));
 
     let records = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());
-    c.bench_function("call trivial tool + tool-call record", |b| b.iter(|| host.call_recorded(&echo, &request, None, None, &records).unwrap()));
+    c.bench_function("call trivial tool + tool-call record", |b| {
+        b.iter(|| host.call_recorded(&echo, &request, None, None, &records).unwrap())
+    });
 }
 
 /// The same loads, and a miss under another key, for the largest of the image's tools in `out/tools`
@@ -53,19 +62,28 @@ fn real_tool_load(c: &mut Criterion) {
         eprintln!("SKIPPED load of an image tool: no {} (make tools)", registry.display());
         return;
     };
-    let size = |tool: &&clawos_toolhost::definition::ValidTool| std::fs::metadata(&tool.wasm_path).map_or(0, |m| m.len());
+    let size =
+        |tool: &&clawos_toolhost::definition::ValidTool| std::fs::metadata(&tool.wasm_path).map_or(0, |m| m.len());
     let tool = registry.tools().max_by_key(size).expect("the image has tools").clone();
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let key = CacheKey::random().unwrap();
-    let config = |cache_dir, cache_key| HostConfig { cache_dir, cache_key, clawfs_root: dir.path().into(), ..HostConfig::default() };
+    let config = |cache_dir, cache_key| HostConfig {
+        cache_dir,
+        cache_key,
+        clawfs_root: dir.path().into(),
+        ..HostConfig::default()
+    };
     let mut group = c.benchmark_group(format!("load {} ({} bytes of wasm)", tool.tool_id(), size(&&tool)));
     group.sample_size(10).measurement_time(Duration::from_secs(10));
-    group.bench_function("cold compile", |b| b.iter(|| ToolHost::new(config(None, None)).unwrap().load(&tool).unwrap()));
+    group
+        .bench_function("cold compile", |b| b.iter(|| ToolHost::new(config(None, None)).unwrap().load(&tool).unwrap()));
     // A miss after a reboot: the entry is under the last boot's key, so it
     // is read, refused, recompiled and rewritten.
     group.bench_function("cache entry under another key", |b| {
-        b.iter(|| ToolHost::new(config(Some(cache.clone()), Some(CacheKey::random().unwrap()))).unwrap().load(&tool).unwrap())
+        b.iter(|| {
+            ToolHost::new(config(Some(cache.clone()), Some(CacheKey::random().unwrap()))).unwrap().load(&tool).unwrap()
+        })
     });
     ToolHost::new(config(Some(cache.clone()), Some(key.clone()))).unwrap().load(&tool).unwrap();
     group.bench_function("from precompiled cache", |b| {

@@ -301,7 +301,10 @@ mod tests {
             wasm_path: "binaries/text-stats-v0.1.0.wasm".into(),
             wasm_hash: format_hash(&[0xab; 32]),
             wit_interface: TOOL_WIT_INTERFACE.into(),
-            capabilities: vec!["filesystem:read:/clawfs/workspaces".into(), "network:outbound:api.example.com:8080".into()],
+            capabilities: vec![
+                "filesystem:read:/clawfs/workspaces".into(),
+                "network:outbound:api.example.com:8080".into(),
+            ],
             memory_limit_mb: 64,
             cpu_quota_percent: 10,
             timeout_seconds: 30,

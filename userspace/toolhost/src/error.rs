@@ -25,7 +25,9 @@ pub enum CallError {
     #[error("tool {tool_id}: timed out after {timeout:?}")]
     Timeout { tool_id: String, timeout: Duration },
     /// Memories and tables together would have grown past the tool's limit.
-    #[error("tool {tool_id}: out of memory: growing to {requested_bytes} bytes exceeds the limit of {limit_bytes} bytes")]
+    #[error(
+        "tool {tool_id}: out of memory: growing to {requested_bytes} bytes exceeds the limit of {limit_bytes} bytes"
+    )]
     OutOfMemory { tool_id: String, requested_bytes: usize, limit_bytes: usize },
     /// The guest trapped (unreachable, out-of-bounds access, stack overflow, ...).
     #[error("tool {tool_id}: trapped: {message}")]

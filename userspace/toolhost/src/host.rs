@@ -20,8 +20,8 @@ use crate::bindings::{clawos::tool as wit, ToolHostPre as HostPre};
 use crate::definition::{format_hash, ValidTool, MAX_MEMORY_LIMIT_MB};
 use crate::error::{Abort, CallError};
 use crate::imports::{Grants, Services};
-use crate::providers::{CredentialProvider, KvBackend, MemoryKv, MemorySearch, NoCredentials, NoMemory};
 use crate::limits::CallLimiter;
+use crate::providers::{CredentialProvider, KvBackend, MemoryKv, MemorySearch, NoCredentials, NoMemory};
 
 /// How often the ticker thread advances the epoch: the granularity of every
 /// deadline.
@@ -187,7 +187,10 @@ fn read_cache_entry(path: &Path) -> std::io::Result<Vec<u8>> {
         return Err(std::io::Error::other("not a regular file"));
     }
     if metadata.len() > MAX_CACHE_ENTRY_BYTES {
-        return Err(std::io::Error::other(format!("{} bytes, more than any artifact ({MAX_CACHE_ENTRY_BYTES})", metadata.len())));
+        return Err(std::io::Error::other(format!(
+            "{} bytes, more than any artifact ({MAX_CACHE_ENTRY_BYTES})",
+            metadata.len()
+        )));
     }
     let mut entry = Vec::with_capacity(metadata.len() as usize);
     file.take(MAX_CACHE_ENTRY_BYTES).read_to_end(&mut entry)?;
@@ -284,10 +287,12 @@ impl ToolHost {
         let cache = match config.cache_dir {
             None => None,
             Some(dir) => {
-                create_private_dir(&dir).map_err(|e| wasmtime::Error::msg(format!("cache directory {}: {e}", dir.display())))?;
+                create_private_dir(&dir)
+                    .map_err(|e| wasmtime::Error::msg(format!("cache directory {}: {e}", dir.display())))?;
                 let key = match config.cache_key {
                     Some(key) => key,
-                    None => CacheKey::random().map_err(|e| wasmtime::Error::msg(format!("a key for the precompiled cache: {e}")))?,
+                    None => CacheKey::random()
+                        .map_err(|e| wasmtime::Error::msg(format!("a key for the precompiled cache: {e}")))?,
                 };
                 Some(PrecompiledCache { dir, key })
             }
@@ -354,7 +359,8 @@ impl ToolHost {
     fn load_from_disk(&self, tool: &ValidTool) -> Result<LoadedTool, CallError> {
         let tool_id = tool.tool_id().to_owned();
         let load_error = |what, message: String| CallError::Load { tool_id: tool_id.clone(), what, message };
-        let bytes = std::fs::read(&tool.wasm_path).map_err(|e| load_error("wasm file", format!("{}: {e}", tool.wasm_path.display())))?;
+        let bytes = std::fs::read(&tool.wasm_path)
+            .map_err(|e| load_error("wasm file", format!("{}: {e}", tool.wasm_path.display())))?;
         let digest: [u8; 32] = Sha256::digest(&bytes).into();
         if digest != tool.wasm_sha256 {
             return Err(CallError::HashMismatch {
@@ -421,7 +427,12 @@ impl ToolHost {
     /// A linker with WASI (deny-by-default context) and only the
     /// `clawos:tool` interfaces `grants` allows. A component importing
     /// anything else is refused here, before it can run.
-    fn linker_for(&self, component: &Component, grants: &Grants, tool_id: &str) -> Result<Linker<CallState>, CallError> {
+    fn linker_for(
+        &self,
+        component: &Component,
+        grants: &Grants,
+        tool_id: &str,
+    ) -> Result<Linker<CallState>, CallError> {
         let denied = |reason: String| CallError::CapabilityDenied { tool_id: tool_id.to_owned(), reason };
         let mut linker = Linker::<CallState>::new(&self.engine);
         // Rust's wasip2 std imports wasi:cli, io, clocks, random, filesystem
@@ -429,8 +440,10 @@ impl ToolHost {
         // the per-call WasiCtx grants nothing (no preopens, no env, no args,
         // no socket address) which is what keeps them closed.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| self.link_error(tool_id, e))?;
-        wit::types::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
-        wit::logging::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+        wit::types::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
+            .map_err(|e| self.link_error(tool_id, e))?;
+        wit::logging::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
+            .map_err(|e| self.link_error(tool_id, e))?;
         for (name, _) in component.component_type().imports(&self.engine) {
             let interface = name.split('@').next().unwrap_or(name);
             let granted = match interface {
@@ -446,16 +459,20 @@ impl ToolHost {
             }
         }
         if grants.filesystem() {
-            wit::filesystem::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+            wit::filesystem::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
+                .map_err(|e| self.link_error(tool_id, e))?;
         }
         if grants.network() {
-            wit::http::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+            wit::http::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
+                .map_err(|e| self.link_error(tool_id, e))?;
         }
         if grants.memory() {
-            wit::memory::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+            wit::memory::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
+                .map_err(|e| self.link_error(tool_id, e))?;
         }
         if grants.kv {
-            wit::kv::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s).map_err(|e| self.link_error(tool_id, e))?;
+            wit::kv::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
+                .map_err(|e| self.link_error(tool_id, e))?;
         }
         Ok(linker)
     }
@@ -494,7 +511,12 @@ impl ToolHost {
         Ok(descriptor.params_schema)
     }
 
-    fn new_store(&self, loaded: &LoadedTool, agent_id: &str, requested: Option<Duration>) -> (Store<CallState>, Duration) {
+    fn new_store(
+        &self,
+        loaded: &LoadedTool,
+        agent_id: &str,
+        requested: Option<Duration>,
+    ) -> (Store<CallState>, Duration) {
         let definition = &loaded.tool.definition;
         let tool_limit = Duration::from_secs(definition.timeout_seconds.into());
         let timeout = requested.map_or(tool_limit, |r| r.min(tool_limit));
@@ -531,7 +553,9 @@ impl ToolHost {
         let loaded = self.loaded_tool(tool)?;
         let tool_id = tool.tool_id();
         let _placement = match &self.cgroups {
-            Some(cgroups) => Some(cgroups.enter(tool).map_err(|e| CallError::Host { tool_id: tool_id.into(), message: e.to_string() })?),
+            Some(cgroups) => Some(
+                cgroups.enter(tool).map_err(|e| CallError::Host { tool_id: tool_id.into(), message: e.to_string() })?,
+            ),
             None => None,
         };
         let (mut store, timeout) = self.new_store(&loaded, request.agent_id, request.timeout);
@@ -542,8 +566,12 @@ impl ToolHost {
             .and_then(|bindings| bindings.call_run(&mut store, &params))
             .map_err(|e| classify(tool_id, timeout, e))?;
         let output = outcome.map_err(|e| match e {
-            wit::types::ToolError::InvalidParams(message) => CallError::Tool { tool_id: tool_id.into(), kind: "invalid_params", message },
-            wit::types::ToolError::Failed(message) => CallError::Tool { tool_id: tool_id.into(), kind: "failed", message },
+            wit::types::ToolError::InvalidParams(message) => {
+                CallError::Tool { tool_id: tool_id.into(), kind: "invalid_params", message }
+            }
+            wit::types::ToolError::Failed(message) => {
+                CallError::Tool { tool_id: tool_id.into(), kind: "failed", message }
+            }
         })?;
         if output.len() > MAX_OUTPUT_BYTES {
             return Err(CallError::InvalidOutput {
@@ -551,7 +579,8 @@ impl ToolHost {
                 reason: format!("{} bytes exceeds the {MAX_OUTPUT_BYTES}-byte limit", output.len()),
             });
         }
-        serde_json::from_str(&output).map_err(|e| CallError::InvalidOutput { tool_id: tool_id.into(), reason: format!("not JSON: {e}") })
+        serde_json::from_str(&output)
+            .map_err(|e| CallError::InvalidOutput { tool_id: tool_id.into(), reason: format!("not JSON: {e}") })
     }
 }
 

@@ -86,7 +86,8 @@ impl Origin {
 /// covers `authority` (`host:port`): a grant with a port covers exactly
 /// that port, one without covers the web ports, 80 and 443.
 pub(crate) fn authority_matches(grant: &str, authority: &str) -> bool {
-    grant == authority || (!grant.contains(':') && (authority == format!("{grant}:80") || authority == format!("{grant}:443")))
+    grant == authority
+        || (!grant.contains(':') && (authority == format!("{grant}:80") || authority == format!("{grant}:443")))
 }
 
 /// Request headers the host sets itself and a tool's are dropped:
@@ -102,8 +103,19 @@ pub(crate) fn authority_matches(grant: &str, authority: &str) -> bool {
 ///
 /// The credential headers of the request are dropped too (`imports`), so a
 /// tool cannot replace an injected credential with one of its own choosing.
-const HOST_SET_HEADERS: &[&str] =
-    &["host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade", "proxy-connection", "proxy-authorization", "accept-encoding"];
+const HOST_SET_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "proxy-authorization",
+    "accept-encoding",
+];
 
 /// Whether a tool-set request header is sent.
 pub(crate) fn tool_may_set(header: &str) -> bool {
@@ -159,7 +171,8 @@ fn is_internal_v4(ip: Ipv4Addr) -> bool {
 /// The IPv4 address inside a well-known NAT64 address (64:ff9b::/96).
 fn nat64(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
-    (s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]).then(|| Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8))
+    (s[..6] == [0x64, 0xff9b, 0, 0, 0, 0])
+        .then(|| Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8))
 }
 
 /// Resolves names as the system does, then keeps public addresses only. A
@@ -172,7 +185,12 @@ fn nat64(v6: Ipv6Addr) -> Option<Ipv4Addr> {
 struct PublicOnly(DefaultResolver);
 
 impl Resolver for PublicOnly {
-    fn resolve(&self, uri: &Uri, config: &ureq::config::Config, timeout: NextTimeout) -> Result<ResolvedSocketAddrs, ureq::Error> {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         let resolved = self.0.resolve(uri, config, timeout)?;
         let host = uri.host().unwrap_or_default();
         if host.parse::<IpAddr>().is_ok() {
@@ -289,7 +307,9 @@ fn base64_forms(secret: &[u8]) -> Vec<Vec<u8>> {
         let (first_bit, end_bit) = (8 * offset, 8 * shifted.len());
         let first = first_bit.div_ceil(6);
         let end = end_bit / 6;
-        for engine in [&base64::engine::general_purpose::STANDARD_NO_PAD, &base64::engine::general_purpose::URL_SAFE_NO_PAD] {
+        for engine in
+            [&base64::engine::general_purpose::STANDARD_NO_PAD, &base64::engine::general_purpose::URL_SAFE_NO_PAD]
+        {
             let encoded = engine.encode(&shifted).into_bytes();
             forms.push(encoded[first..end].to_vec());
         }
@@ -328,12 +348,25 @@ mod tests {
     #[test]
     fn origins_and_grants() {
         let origin = |url| Origin::of_url(url).unwrap();
-        assert_eq!(origin("http://example.com:8080/x?y"), Origin { scheme: Scheme::Http, host: "example.com".into(), port: 8080 });
+        assert_eq!(
+            origin("http://example.com:8080/x?y"),
+            Origin { scheme: Scheme::Http, host: "example.com".into(), port: 8080 }
+        );
         assert_eq!(origin("http://Example.com/").authority(), "example.com:80");
-        assert_eq!(origin("https://example.com#x"), Origin { scheme: Scheme::Https, host: "example.com".into(), port: 443 });
+        assert_eq!(
+            origin("https://example.com#x"),
+            Origin { scheme: Scheme::Https, host: "example.com".into(), port: 443 }
+        );
         // The scheme is kept apart from the port: http to 443 is still http.
         assert_eq!(origin("http://api.example.com:443/").scheme, Scheme::Http);
-        for bad in ["ftp://example.com/", "http://user@example.com/", "http:///x", "http://example.com:0/", "http://[::1]/", "file:///etc/shadow"] {
+        for bad in [
+            "ftp://example.com/",
+            "http://user@example.com/",
+            "http:///x",
+            "http://example.com:0/",
+            "http://[::1]/",
+            "file:///etc/shadow",
+        ] {
             assert!(Origin::of_url(bad).is_err(), "{bad}");
         }
         assert!(authority_matches("example.com", "example.com:80"));
@@ -347,8 +380,22 @@ mod tests {
     #[test]
     fn internal_addresses() {
         for internal in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
-            "::1", "::", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
         ] {
             assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }

@@ -113,9 +113,12 @@ impl CallState {
     /// with it.
     fn granted<'p>(&self, guest_path: &'p str, purpose: OpenFor) -> Result<Vec<&'p str>, String> {
         let access = if purpose == OpenFor::Write { "write" } else { "read" };
-        let parts = files::parse(guest_path).map_err(|e| format!("{access} of {guest_path:?}: {}", refusal_reason(e)))?;
+        let parts =
+            files::parse(guest_path).map_err(|e| format!("{access} of {guest_path:?}: {}", refusal_reason(e)))?;
         let prefixes = if purpose == OpenFor::Write { &self.grants.write_prefixes } else { &self.grants.read_prefixes };
-        let granted = |prefix: &Vec<String>| prefix.len() <= parts.len() && prefix.iter().zip(&parts).all(|(granted, part)| granted == part);
+        let granted = |prefix: &Vec<String>| {
+            prefix.len() <= parts.len() && prefix.iter().zip(&parts).all(|(granted, part)| granted == part)
+        };
         if !prefixes.iter().any(granted) {
             return Err(format!("{access} of {guest_path:?} is outside the granted filesystem prefixes"));
         }
@@ -147,7 +150,8 @@ impl CallState {
     fn audit(&self, operation: &str, path: &str, bytes: Option<u64>, denied: Option<&str>) -> Result<(), String> {
         let log = self.services.audit_log.as_ref().map_err(|reason| format!("refused: {reason}"))?;
         let caller = format!("tool:{}", self.tool_id);
-        log.record(&Entry { agent: &self.agent_id, operation, path, bytes, denied, caller: &caller }).map_err(|e| e.to_string())
+        log.record(&Entry { agent: &self.agent_id, operation, path, bytes, denied, caller: &caller })
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -197,7 +201,9 @@ fn io_error(e: std::io::Error) -> filesystem::FsError {
 /// the daemon's memory (shared by every call) never holds more for one call
 /// than the call itself may.
 fn too_large(what: &str, bytes: u64, left: usize) -> filesystem::FsError {
-    filesystem::FsError::Io(format!("{what} is at least {bytes} bytes, more than the {left} bytes of memory the call has left"))
+    filesystem::FsError::Io(format!(
+        "{what} is at least {bytes} bytes, more than the {left} bytes of memory the call has left"
+    ))
 }
 
 impl filesystem::Host for CallState {
@@ -311,7 +317,8 @@ impl http::Host for CallState {
             Ok(response) => response,
             Err(e) => return Ok(Err(http::HttpError::Transport(e.to_string()))),
         };
-        let coding = response.headers().get(ureq::http::header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("(not text)"));
+        let coding =
+            response.headers().get(ureq::http::header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("(not text)"));
         if let Some(refusal) = rules::refused_coding(coding) {
             return Ok(Err(http::HttpError::Transport(refusal)));
         }
@@ -370,22 +377,40 @@ impl kv::Host for CallState {
 const MAX_MEMORY_HITS: u32 = 50;
 
 impl memory::Host for CallState {
-    fn search(&mut self, workspace: String, query: String, limit: u32) -> wasmtime::Result<Result<memory::Results, String>> {
+    fn search(
+        &mut self,
+        workspace: String,
+        query: String,
+        limit: u32,
+    ) -> wasmtime::Result<Result<memory::Results, String>> {
         if !self.grants.memory_workspaces.contains(&workspace) {
-            return Err(deny(format!("memory search in workspace {workspace:?}, which no memory:search capability grants")));
+            return Err(deny(format!(
+                "memory search in workspace {workspace:?}, which no memory:search capability grants"
+            )));
         }
         if !(1..=MAX_MEMORY_HITS).contains(&limit) {
             return Ok(Err(format!("limit {limit} must be 1..={MAX_MEMORY_HITS}")));
         }
-        Ok(self.services.memory.search(&workspace, &query, limit).map(|found| memory::Results {
-            hits: found
-                .hits
-                .into_iter()
-                .map(|hit| memory::Hit { workspace: hit.workspace, path: hit.path, heading: hit.heading, content: hit.content, score: hit.score })
-                .collect(),
-            keyword_leg: found.keyword_leg,
-            vector_leg: found.vector_leg,
-        }).map_err(|e| e.to_string()))
+        Ok(self
+            .services
+            .memory
+            .search(&workspace, &query, limit)
+            .map(|found| memory::Results {
+                hits: found
+                    .hits
+                    .into_iter()
+                    .map(|hit| memory::Hit {
+                        workspace: hit.workspace,
+                        path: hit.path,
+                        heading: hit.heading,
+                        content: hit.content,
+                        score: hit.score,
+                    })
+                    .collect(),
+                keyword_leg: found.keyword_leg,
+                vector_leg: found.vector_leg,
+            })
+            .map_err(|e| e.to_string()))
     }
 }
 

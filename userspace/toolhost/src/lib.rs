@@ -23,7 +23,6 @@
 //!
 //! Design, limits and threat model: `specs/toolhost/README.md`.
 
-pub mod records;
 pub mod cgroup;
 pub mod definition;
 mod error;
@@ -32,14 +31,17 @@ mod http;
 mod imports;
 mod limits;
 mod providers;
+pub mod records;
 pub mod store;
 
 pub use error::CallError;
-pub use host::{CacheKey, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES};
+pub use host::{
+    CacheKey, CallRequest, HostConfig, ToolHost, DEFAULT_MAX_CONCURRENT_CALLS, EPOCH_TICK, MAX_OUTPUT_BYTES,
+};
 pub use http::{Origin, Scheme, REDACTED};
 pub use providers::{
-    Credential, CredentialError, CredentialProvider, KvBackend, KvError, MemoryError, MemoryHit, MemoryKv, MemoryResults, MemorySearch,
-    NoCredentials, NoMemory,
+    Credential, CredentialError, CredentialProvider, KvBackend, KvError, MemoryError, MemoryHit, MemoryKv,
+    MemoryResults, MemorySearch, NoCredentials, NoMemory,
 };
 
 /// Host bindings for the `tool-host` world (every interface a tool may import).

@@ -75,6 +75,9 @@ mod tests {
         // 50 table elements = 400 bytes: 1000 in all, still inside.
         assert!(limiter.table_growing(0, 50, None).unwrap());
         let err = limiter.memory_growing(600, 601, None).unwrap_err();
-        assert!(matches!(err.downcast_ref::<Abort>(), Some(Abort::Memory { requested_bytes: 1001, limit_bytes: 1000 })));
+        assert!(matches!(
+            err.downcast_ref::<Abort>(),
+            Some(Abort::Memory { requested_bytes: 1001, limit_bytes: 1000 })
+        ));
     }
 }

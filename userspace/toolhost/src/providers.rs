@@ -191,7 +191,9 @@ impl KvBackend for MemoryKv {
     }
 
     fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), KvError> {
-        if let Some(map) = self.entries.lock().expect("kv lock poisoned").get_mut(&(agent_id.to_owned(), tool_id.to_owned())) {
+        if let Some(map) =
+            self.entries.lock().expect("kv lock poisoned").get_mut(&(agent_id.to_owned(), tool_id.to_owned()))
+        {
             map.remove(key);
         }
         Ok(())

@@ -67,7 +67,8 @@ impl ToolStore {
     /// listed until [`ToolStore::commit`]; the caller loads it in between, so
     /// a tool the host refuses never enters the registry.
     pub fn stage(&self, mut definition: ToolDefinition, wasm: &[u8]) -> Result<ValidTool, StoreError> {
-        definition.wasm_path = Path::new("binaries").join(names::tool_binary_file(&definition.tool_id, &definition.version));
+        definition.wasm_path =
+            Path::new("binaries").join(names::tool_binary_file(&definition.tool_id, &definition.version));
         let tool = definition.validate(&self.dir)?;
         let digest: [u8; 32] = Sha256::digest(wasm).into();
         if digest != tool.wasm_sha256 {
@@ -157,13 +158,22 @@ mod tests {
         store.commit(tool).unwrap();
         assert!(dir.path().join("definitions/tool-web-fetch.json").exists());
         let reopened = ToolStore::open(dir.path()).unwrap();
-        assert_eq!(reopened.registry().get("web-fetch").unwrap().definition.capabilities, ["network:outbound:api.example.com"]);
+        assert_eq!(
+            reopened.registry().get("web-fetch").unwrap().definition.capabilities,
+            ["network:outbound:api.example.com"]
+        );
 
         // A new version replaces the listing; the old binary is never rewritten.
         let v2 = store.stage(definition("web-fetch", "1.1.0", b"wasm two"), b"wasm two").unwrap();
         store.commit(v2).unwrap();
-        assert_eq!(ToolStore::open(dir.path()).unwrap().registry().get("web-fetch").unwrap().definition.version, "1.1.0");
-        assert!(matches!(store.stage(definition("web-fetch", "1.0.0", b"other"), b"other"), Err(StoreError::Immutable(_))));
+        assert_eq!(
+            ToolStore::open(dir.path()).unwrap().registry().get("web-fetch").unwrap().definition.version,
+            "1.1.0"
+        );
+        assert!(matches!(
+            store.stage(definition("web-fetch", "1.0.0", b"other"), b"other"),
+            Err(StoreError::Immutable(_))
+        ));
 
         store.remove("web-fetch").unwrap();
         assert!(ToolStore::open(dir.path()).unwrap().registry().get("web-fetch").is_none());
@@ -175,7 +185,8 @@ mod tests {
     fn bytes_must_match_the_pinned_hash() {
         let dir = tempfile::tempdir().unwrap();
         let store = ToolStore::open(dir.path()).unwrap();
-        let error = store.stage(definition("web-fetch", "1.0.0", b"what was reviewed"), b"what was uploaded").unwrap_err();
+        let error =
+            store.stage(definition("web-fetch", "1.0.0", b"what was reviewed"), b"what was uploaded").unwrap_err();
         assert!(matches!(error, StoreError::HashMismatch { .. }), "{error}");
         assert!(!dir.path().join("binaries/web-fetch-v1.0.0.wasm").exists(), "nothing written");
     }

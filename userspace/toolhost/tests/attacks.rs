@@ -9,7 +9,9 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawos_toolhost::{CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, Origin, ToolHost};
+use clawos_toolhost::{
+    CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, Origin, ToolHost,
+};
 use common::{echo_server, install, Fixture};
 use serde_json::{json, Value};
 
@@ -25,7 +27,8 @@ impl CredentialProvider for OneToken {
 }
 
 fn host(dir: &std::path::Path) -> ToolHost {
-    ToolHost::new(HostConfig { clawfs_root: dir.into(), credentials: Arc::new(OneToken), ..HostConfig::default() }).unwrap()
+    ToolHost::new(HostConfig { clawfs_root: dir.into(), credentials: Arc::new(OneToken), ..HostConfig::default() })
+        .unwrap()
 }
 
 fn call(host: &ToolHost, tool: &clawos_toolhost::definition::ValidTool, params: Value) -> Result<Value, CallError> {
@@ -40,9 +43,14 @@ fn call(host: &ToolHost, tool: &clawos_toolhost::definition::ValidTool, params: 
 fn tool_set_host_credential_and_coding_headers_are_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, server) = echo_server(1);
-    const HEADERS: &[(&str, &str)] =
-        &[("Host", "attacker-app.example"), ("Authorization", "Bearer tool-chosen"), ("Accept-Encoding", "deflate"), ("X-Kept", "yes")];
-    let getter = install(dir.path(), &Fixture::HttpGetWith(HEADERS), &[&format!("network:outbound:{authority}")], 16, 5);
+    const HEADERS: &[(&str, &str)] = &[
+        ("Host", "attacker-app.example"),
+        ("Authorization", "Bearer tool-chosen"),
+        ("Accept-Encoding", "deflate"),
+        ("X-Kept", "yes"),
+    ];
+    let getter =
+        install(dir.path(), &Fixture::HttpGetWith(HEADERS), &[&format!("network:outbound:{authority}")], 16, 5);
     call(&host(dir.path()), &getter, json!(format!("http://{authority}/"))).unwrap();
     let seen = &server.join().unwrap()[0]["headers"];
     assert_eq!(seen["host"], json!(authority), "{seen}");
@@ -57,8 +65,10 @@ fn tool_set_host_credential_and_coding_headers_are_replaced() {
 fn tool_set_framing_headers_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, server) = echo_server(1);
-    const HEADERS: &[(&str, &str)] = &[("Content-Length", "5"), ("Transfer-Encoding", "chunked"), ("Connection", "upgrade"), ("Upgrade", "h2c")];
-    let getter = install(dir.path(), &Fixture::HttpGetWith(HEADERS), &[&format!("network:outbound:{authority}")], 16, 5);
+    const HEADERS: &[(&str, &str)] =
+        &[("Content-Length", "5"), ("Transfer-Encoding", "chunked"), ("Connection", "upgrade"), ("Upgrade", "h2c")];
+    let getter =
+        install(dir.path(), &Fixture::HttpGetWith(HEADERS), &[&format!("network:outbound:{authority}")], 16, 5);
     call(&host(dir.path()), &getter, json!(format!("http://{authority}/"))).unwrap();
     let seen = &server.join().unwrap()[0]["headers"];
     for dropped in ["transfer-encoding", "upgrade"] {
@@ -91,12 +101,18 @@ fn a_response_in_a_content_coding_is_refused() {
         let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
         encoder.write_all(format!("{{\"error\": \"invalid key Bearer {TOKEN}\"}}").as_bytes()).unwrap();
         let body = encoder.finish().unwrap();
-        write!(stream, "HTTP/1.1 401 Unauthorized\r\ncontent-encoding: deflate\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len()).unwrap();
+        write!(
+            stream,
+            "HTTP/1.1 401 Unauthorized\r\ncontent-encoding: deflate\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
         stream.write_all(&body).unwrap();
         asked
     });
     const HEADERS: &[(&str, &str)] = &[("Accept-Encoding", "deflate")];
-    let getter = install(dir.path(), &Fixture::HttpGetWith(HEADERS), &[&format!("network:outbound:{authority}")], 16, 5);
+    let getter =
+        install(dir.path(), &Fixture::HttpGetWith(HEADERS), &[&format!("network:outbound:{authority}")], 16, 5);
     let outcome = call(&host(dir.path()), &getter, json!(format!("http://{authority}/")));
     assert_eq!(server.join().unwrap().to_ascii_lowercase(), "accept-encoding: identity");
     // The fixture traps on an http-error: the body never reached it.
@@ -156,13 +172,17 @@ fn kib_of(field: &str) -> u64 {
 fn reading_a_fifo_fails_instead_of_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let reader = file_tool(dir.path(), &Fixture::FileRead, 16);
-    let fifo = std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
+    let fifo =
+        std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     let host = host(dir.path());
     let (done, outcome) = std::sync::mpsc::channel();
     std::thread::spawn(move || done.send(call(&host, &reader, json!("/clawfs/workspaces/pipe"))).unwrap());
     match outcome.recv_timeout(Duration::from_secs(20)) {
-        Ok(outcome) => assert!(matches!(&outcome, Err(CallError::CapabilityDenied { reason, .. }) if reason.contains("not a regular file")), "{outcome:?}"),
+        Ok(outcome) => assert!(
+            matches!(&outcome, Err(CallError::CapabilityDenied { reason, .. }) if reason.contains("not a regular file")),
+            "{outcome:?}"
+        ),
         Err(_) => panic!("reading a FIFO blocked the host for 20 s"),
     }
 }

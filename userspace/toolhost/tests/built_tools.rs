@@ -15,8 +15,8 @@ use std::time::Duration;
 use clawfs::audit::AuditLog;
 use clawos_toolhost::definition::{Registry, ToolDefinition, ValidTool, TOOL_WIT_INTERFACE};
 use clawos_toolhost::{
-    CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, MemoryError, MemoryHit, MemoryResults, MemorySearch, ToolHost,
-    REDACTED,
+    CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, MemoryError, MemoryHit,
+    MemoryResults, MemorySearch, ToolHost, REDACTED,
 };
 use common::echo_server;
 use serde_json::{json, Value};
@@ -37,7 +37,10 @@ fn tools() -> Option<Tools> {
     for dir in [out.join("tools"), out.join("test-tools")] {
         let registry_path = dir.join("registry.json");
         if !registry_path.exists() {
-            clawos_test_require::missing("the built tools' tests", &format!("{} is missing (run `make tools`)", registry_path.display()));
+            clawos_test_require::missing(
+                "the built tools' tests",
+                &format!("{} is missing (run `make tools`)", registry_path.display()),
+            );
             return None;
         }
         let registry = Registry::load(&registry_path).expect("registry.json from tools.sh is valid");
@@ -79,8 +82,14 @@ impl Tools {
     /// An install-only tool (its `<tool>.json` has no capabilities) with the
     /// grants an operator would give it.
     fn installed(&self, tool: &str, capabilities: &[String]) -> ValidTool {
-        let dir = self.dirs.iter().map(|(dir, _)| dir).find(|dir| dir.join(format!("{tool}.json")).exists()).expect("an install-only tool");
-        let mut template: Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{tool}.json"))).unwrap()).unwrap();
+        let dir = self
+            .dirs
+            .iter()
+            .map(|(dir, _)| dir)
+            .find(|dir| dir.join(format!("{tool}.json")).exists())
+            .expect("an install-only tool");
+        let mut template: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{tool}.json"))).unwrap()).unwrap();
         let wasm = format!("{tool}-v0.1.0.wasm");
         let digest: [u8; 32] = sha256(&std::fs::read(dir.join(&wasm)).unwrap());
         let fields = template.as_object_mut().unwrap();
@@ -109,32 +118,60 @@ fn text_and_file_tools_work_inside_their_grants() {
     let Some(tools) = tools() else { return };
     let host = tools.host(None);
     let (stats, read, write) = (tools.get("text-stats"), tools.get("file-read"), tools.get("file-write"));
-    assert_eq!(run(&host, &stats, json!({"text": "one two\nthree"})).unwrap(), json!({"lines": 2, "words": 3, "bytes": 13}));
+    assert_eq!(
+        run(&host, &stats, json!({"text": "one two\nthree"})).unwrap(),
+        json!({"lines": 2, "words": 3, "bytes": 13})
+    );
     assert!(matches!(run(&host, &stats, json!({"txt": 1})), Err(CallError::Tool { kind: "invalid_params", .. })));
     let hello = "/clawfs/workspaces/default/hello.txt";
     assert_eq!(run(&host, &read, json!({"path": hello})).unwrap(), json!({"path": hello, "text": "hi there"}));
-    assert!(matches!(run(&host, &read, json!({"path": "/clawfs/outside.txt"})), Err(CallError::CapabilityDenied { .. })));
+    assert!(matches!(
+        run(&host, &read, json!({"path": "/clawfs/outside.txt"})),
+        Err(CallError::CapabilityDenied { .. })
+    ));
 
     let notes = "/clawfs/workspaces/default/notes.md";
-    assert_eq!(run(&host, &write, json!({"path": notes, "text": "one\n"})).unwrap(), json!({"path": notes, "bytes": 4}));
-    assert_eq!(run(&host, &write, json!({"path": notes, "text": "two\n", "append": true})).unwrap(), json!({"path": notes, "bytes": 8}));
+    assert_eq!(
+        run(&host, &write, json!({"path": notes, "text": "one\n"})).unwrap(),
+        json!({"path": notes, "bytes": 4})
+    );
+    assert_eq!(
+        run(&host, &write, json!({"path": notes, "text": "two\n", "append": true})).unwrap(),
+        json!({"path": notes, "bytes": 8})
+    );
     assert_eq!(std::fs::read_to_string(tools.clawfs.path().join("workspaces/default/notes.md")).unwrap(), "one\ntwo\n");
     // Both writes are in the ClawFS audit log, as fs-engine would record them.
     let audited = std::fs::read_to_string(tools.audit_log()).unwrap();
-    let writes: Vec<&str> = audited.lines().filter_map(|line| line.split_once(' ').map(|(_, rest)| rest)).filter(|line| line.contains(" operation=write ")).collect();
-    let write_line = |bytes| format!("[INFO] agent=test-agent operation=write path={notes} bytes={bytes} caller=tool:file-write");
+    let writes: Vec<&str> = audited
+        .lines()
+        .filter_map(|line| line.split_once(' ').map(|(_, rest)| rest))
+        .filter(|line| line.contains(" operation=write "))
+        .collect();
+    let write_line =
+        |bytes| format!("[INFO] agent=test-agent operation=write path={notes} bytes={bytes} caller=tool:file-write");
     assert_eq!(writes, [write_line(4), write_line(8)]);
-    assert!(matches!(run(&host, &write, json!({"path": "/clawfs/outside.txt", "text": "x"})), Err(CallError::CapabilityDenied { .. })));
+    assert!(matches!(
+        run(&host, &write, json!({"path": "/clawfs/outside.txt", "text": "x"})),
+        Err(CallError::CapabilityDenied { .. })
+    ));
     // A symlink planted as the file is refused like any path through a
     // symlink (clawfs::files::open_beneath), not followed out of the workspace.
-    std::os::unix::fs::symlink(tools.clawfs.path().join("outside.txt"), tools.clawfs.path().join("workspaces/default/link")).unwrap();
+    std::os::unix::fs::symlink(
+        tools.clawfs.path().join("outside.txt"),
+        tools.clawfs.path().join("workspaces/default/link"),
+    )
+    .unwrap();
     let planted = run(&host, &write, json!({"path": "/clawfs/workspaces/default/link", "text": "overwritten"}));
     assert!(matches!(planted, Err(CallError::CapabilityDenied { .. })), "{planted:?}");
     assert_eq!(std::fs::read_to_string(tools.clawfs.path().join("outside.txt")).unwrap(), "outside the grant");
     let refused = std::fs::read_to_string(tools.audit_log()).unwrap();
     let refused: Vec<&str> = refused.lines().filter(|line| line.contains(" denied=true ")).collect();
     assert_eq!(refused.len(), 2, "{refused:#?}");
-    assert!(refused[0].contains("path=/clawfs/outside.txt ") && refused[1].contains("path=/clawfs/workspaces/default/link "), "{refused:#?}");
+    assert!(
+        refused[0].contains("path=/clawfs/outside.txt ")
+            && refused[1].contains("path=/clawfs/workspaces/default/link "),
+        "{refused:#?}"
+    );
 }
 
 #[test]
@@ -143,10 +180,19 @@ fn json_query_picks_values_by_path() {
     let host = tools.host(None);
     let query = tools.get("json-query");
     let document = json!({"items": [{"name": "a", "tags": ["x", "y"]}], "count": 1});
-    assert_eq!(run(&host, &query, json!({"document": document, "path": "items[0].tags[1]"})).unwrap(), json!({"found": true, "value": "y"}));
-    assert_eq!(run(&host, &query, json!({"document": document, "path": "count"})).unwrap(), json!({"found": true, "value": 1}));
+    assert_eq!(
+        run(&host, &query, json!({"document": document, "path": "items[0].tags[1]"})).unwrap(),
+        json!({"found": true, "value": "y"})
+    );
+    assert_eq!(
+        run(&host, &query, json!({"document": document, "path": "count"})).unwrap(),
+        json!({"found": true, "value": 1})
+    );
     assert_eq!(run(&host, &query, json!({"document": document, "path": "items[3]"})).unwrap(), json!({"found": false}));
-    assert!(matches!(run(&host, &query, json!({"document": document, "path": "items[x]"})), Err(CallError::Tool { kind: "invalid_params", .. })));
+    assert!(matches!(
+        run(&host, &query, json!({"document": document, "path": "items[x]"})),
+        Err(CallError::Tool { kind: "invalid_params", .. })
+    ));
 }
 
 #[test]
@@ -154,10 +200,18 @@ fn scratchpad_keeps_notes_per_agent_between_calls() {
     let Some(tools) = tools() else { return };
     let host = tools.host(None);
     let pad = tools.get("scratchpad");
-    let call = |agent: &str, params: Value| host.call(&pad, &CallRequest { agent_id: agent, params: &params, timeout: None });
+    let call =
+        |agent: &str, params: Value| host.call(&pad, &CallRequest { agent_id: agent, params: &params, timeout: None });
     call("agent-a", json!({"op": "set", "key": "plan", "value": "ship it"})).unwrap();
-    assert_eq!(call("agent-a", json!({"op": "get", "key": "plan"})).unwrap(), json!({"key": "plan", "value": "ship it"}));
-    assert_eq!(call("agent-b", json!({"op": "get", "key": "plan"})).unwrap()["value"], Value::Null, "agents do not share notes");
+    assert_eq!(
+        call("agent-a", json!({"op": "get", "key": "plan"})).unwrap(),
+        json!({"key": "plan", "value": "ship it"})
+    );
+    assert_eq!(
+        call("agent-b", json!({"op": "get", "key": "plan"})).unwrap()["value"],
+        Value::Null,
+        "agents do not share notes"
+    );
     call("agent-a", json!({"op": "delete", "key": "plan"})).unwrap();
     assert_eq!(call("agent-a", json!({"op": "get", "key": "plan"})).unwrap()["value"], Value::Null);
     let oversized = call("agent-a", json!({"op": "set", "key": "big", "value": "x".repeat(65 << 10)}));
@@ -176,7 +230,10 @@ fn web_fetch_reaches_its_granted_host_only() {
     assert_eq!((body["method"].as_str(), body["path"].as_str()), (Some("GET"), Some("/status?q=1")));
     let posted = run(&host, &fetch, json!({"url": format!("http://{authority}/submit"), "method": "POST", "body": "payload", "headers": {"x-tool": "yes"}})).unwrap();
     let body: Value = serde_json::from_str(posted["body"].as_str().unwrap()).unwrap();
-    assert_eq!((body["method"].as_str(), body["body"].as_str(), body["headers"]["x-tool"].as_str()), (Some("POST"), Some("payload"), Some("yes")));
+    assert_eq!(
+        (body["method"].as_str(), body["body"].as_str(), body["headers"]["x-tool"].as_str()),
+        (Some("POST"), Some("payload"), Some("yes"))
+    );
     server.join().unwrap();
 
     // Another host (a listener nobody granted) is refused before any connection.
@@ -197,7 +254,10 @@ fn hostile_tools_are_contained_and_the_host_keeps_serving() {
     let stats = tools.get("text-stats");
     let still_serving = || assert_eq!(run(&host, &stats, json!({"text": "ok"})).unwrap()["words"], 1);
 
-    let spin = host.call(&tools.get("spin-forever"), &CallRequest { agent_id: "test-agent", params: &json!({}), timeout: Some(Duration::from_millis(300)) });
+    let spin = host.call(
+        &tools.get("spin-forever"),
+        &CallRequest { agent_id: "test-agent", params: &json!({}), timeout: Some(Duration::from_millis(300)) },
+    );
     assert!(matches!(spin, Err(CallError::Timeout { .. })), "{spin:?}");
     still_serving();
 
@@ -222,15 +282,27 @@ fn hostile_tools_are_contained_and_the_host_keeps_serving() {
         assert!(inside[wasi].as_str().unwrap().starts_with("error: "), "{wasi}: {inside}");
     }
     std::os::unix::fs::symlink("/etc", tools.clawfs.path().join("workspaces/default/etc")).unwrap();
-    for attempt in ["/clawfs/workspaces/../../etc/shadow", "/clawfs/workspaces/default/etc/shadow", "/clawfs/workspaces/default/etc/passwd", "/etc/shadow"] {
+    for attempt in [
+        "/clawfs/workspaces/../../etc/shadow",
+        "/clawfs/workspaces/default/etc/shadow",
+        "/clawfs/workspaces/default/etc/passwd",
+        "/etc/shadow",
+    ] {
         let got = run(&host, &escape, json!({"paths": ["/clawfs/workspaces/default/hello.txt", attempt]}));
         assert!(matches!(got, Err(CallError::CapabilityDenied { .. })), "{attempt}: {got:?}");
     }
     still_serving();
 
     let forked = run(&host, &tools.get("fork-bomb"), json!({})).unwrap();
-    assert_eq!((forked["processes_started"].as_u64(), forked["threads_started"].as_u64()), (Some(0), Some(0)), "{forked}");
-    assert!(!forked["process_error"].as_str().unwrap().is_empty() && !forked["thread_error"].as_str().unwrap().is_empty(), "{forked}");
+    assert_eq!(
+        (forked["processes_started"].as_u64(), forked["threads_started"].as_u64()),
+        (Some(0), Some(0)),
+        "{forked}"
+    );
+    assert!(
+        !forked["process_error"].as_str().unwrap().is_empty() && !forked["thread_error"].as_str().unwrap().is_empty(),
+        "{forked}"
+    );
     still_serving();
 }
 
@@ -240,9 +312,17 @@ struct OneSecret {
 }
 
 impl CredentialProvider for OneSecret {
-    fn credentials_for(&self, tool_id: &str, _origin: &clawos_toolhost::Origin) -> Result<Vec<Credential>, CredentialError> {
+    fn credentials_for(
+        &self,
+        tool_id: &str,
+        _origin: &clawos_toolhost::Origin,
+    ) -> Result<Vec<Credential>, CredentialError> {
         assert_eq!(tool_id, "secret-read");
-        Ok(vec![Credential { header: "authorization".into(), value: format!("Bearer {}", self.secret), secret: self.secret.clone() }])
+        Ok(vec![Credential {
+            header: "authorization".into(),
+            value: format!("Bearer {}", self.secret),
+            secret: self.secret.clone(),
+        }])
     }
 }
 
@@ -271,8 +351,18 @@ struct OneHit;
 
 impl MemorySearch for OneHit {
     fn search(&self, workspace: &str, query: &str, limit: u32) -> Result<MemoryResults, MemoryError> {
-        let hit = MemoryHit { workspace: workspace.into(), path: "notes.md".into(), heading: "Notes".into(), content: format!("{query} x{limit}"), score: 0.5 };
-        Ok(MemoryResults { hits: vec![hit], keyword_leg: "ran (1 candidates)".into(), vector_leg: "not run: no embedder".into() })
+        let hit = MemoryHit {
+            workspace: workspace.into(),
+            path: "notes.md".into(),
+            heading: "Notes".into(),
+            content: format!("{query} x{limit}"),
+            score: 0.5,
+        };
+        Ok(MemoryResults {
+            hits: vec![hit],
+            keyword_leg: "ran (1 candidates)".into(),
+            vector_leg: "not run: no embedder".into(),
+        })
     }
 }
 
@@ -282,9 +372,15 @@ fn memory_recall_searches_only_its_granted_workspaces() {
     let host = tools.host_with_memory(Arc::new(OneHit));
     let recall = tools.installed("memory-recall", &["memory:search:notes".to_owned()]);
     let got = run(&host, &recall, json!({"workspace": "notes", "query": "deploy steps", "limit": 3})).unwrap();
-    assert_eq!(got["results"], json!([{"workspace": "notes", "path": "notes.md", "heading": "Notes", "content": "deploy steps x3", "score": 0.5}]));
+    assert_eq!(
+        got["results"],
+        json!([{"workspace": "notes", "path": "notes.md", "heading": "Notes", "content": "deploy steps x3", "score": 0.5}])
+    );
     // The tool passes on which legs ran rather than hiding a missing one.
-    assert_eq!((got["keyword_leg"].as_str(), got["vector_leg"].as_str()), (Some("ran (1 candidates)"), Some("not run: no embedder")));
+    assert_eq!(
+        (got["keyword_leg"].as_str(), got["vector_leg"].as_str()),
+        (Some("ran (1 candidates)"), Some("not run: no embedder"))
+    );
     match run(&host, &recall, json!({"workspace": "secrets", "query": "x"})) {
         Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains("secrets"), "{reason}"),
         other => panic!("expected capability_denied, got {other:?}"),
@@ -307,7 +403,18 @@ fn a_sleeping_tool_answers_after_its_sleep_and_stops_at_its_deadline() {
     assert_eq!(answer, json!({"echo": "late", "slept_ms": 300}));
     assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
     let started = std::time::Instant::now();
-    let cut = host.call(&slow, &CallRequest { agent_id: "test-agent", params: &json!({"ms": 20_000}), timeout: Some(Duration::from_millis(300)) });
+    let cut = host.call(
+        &slow,
+        &CallRequest {
+            agent_id: "test-agent",
+            params: &json!({"ms": 20_000}),
+            timeout: Some(Duration::from_millis(300)),
+        },
+    );
     assert!(matches!(cut, Err(CallError::Timeout { .. })), "{cut:?}");
-    assert!(started.elapsed() < Duration::from_secs(5), "the sleeping tool outlived its deadline: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the sleeping tool outlived its deadline: {:?}",
+        started.elapsed()
+    );
 }

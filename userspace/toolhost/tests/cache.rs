@@ -35,7 +35,12 @@ fn cache_path_of(cache: &Path, tool: &ValidTool, artifact: &Path) -> PathBuf {
 }
 
 fn cached_host(cache: &Path, clawfs_root: &Path, cache_key: Option<CacheKey>) -> ToolHost {
-    let config = HostConfig { cache_dir: Some(cache.into()), cache_key, clawfs_root: clawfs_root.into(), ..HostConfig::default() };
+    let config = HostConfig {
+        cache_dir: Some(cache.into()),
+        cache_key,
+        clawfs_root: clawfs_root.into(),
+        ..HostConfig::default()
+    };
     ToolHost::new(config).unwrap()
 }
 
@@ -66,7 +71,11 @@ fn a_planted_artifact_of_another_component_is_not_run() {
 
     let key = CacheKey::random().unwrap();
     let host = cached_host(&cache, dir.path(), Some(key.clone()));
-    assert_eq!(call(&host, &echo, json!({"x": 1})), json!({"x": 1}), "the planted artifact ran instead of the verified wasm");
+    assert_eq!(
+        call(&host, &echo, json!({"x": 1})),
+        json!({"x": 1}),
+        "the planted artifact ran instead of the verified wasm"
+    );
     // Recompiled and replaced by an entry of the daemon's own, which the
     // next host with the same key (a daemon restart) loads.
     assert_ne!(std::fs::read(&planted).unwrap(), std::fs::read(&forged).unwrap());

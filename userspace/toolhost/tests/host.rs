@@ -8,12 +8,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawfs::audit::{AuditLog, Entry};
-use clawos_toolhost::{CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, ToolHost, REDACTED};
+use clawos_toolhost::{
+    CallError, CallRequest, Credential, CredentialError, CredentialProvider, HostConfig, ToolHost, REDACTED,
+};
 use common::{echo_server, install, tls_echo_server, Fixture};
 use serde_json::{json, Value};
 
 fn host(clawfs_root: &std::path::Path) -> ToolHost {
-    ToolHost::new(HostConfig { clawfs_root: clawfs_root.into(), max_concurrent_calls: 8, ..HostConfig::default() }).expect("engine builds")
+    ToolHost::new(HostConfig { clawfs_root: clawfs_root.into(), max_concurrent_calls: 8, ..HostConfig::default() })
+        .expect("engine builds")
 }
 
 fn call(host: &ToolHost, tool: &clawos_toolhost::definition::ValidTool, params: Value) -> Result<Value, CallError> {
@@ -43,9 +46,13 @@ fn infinite_loop_times_out_and_host_keeps_serving() {
     let host = host(dir.path());
     let spin = install(dir.path(), &Fixture::Spin, &[], 16, 5);
     let started = Instant::now();
-    let result = host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_millis(200)) });
+    let result =
+        host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_millis(200)) });
     let elapsed = started.elapsed();
-    assert!(matches!(result, Err(CallError::Timeout { ref tool_id, timeout }) if tool_id == "spin" && timeout == Duration::from_millis(200)), "{result:?}");
+    assert!(
+        matches!(result, Err(CallError::Timeout { ref tool_id, timeout }) if tool_id == "spin" && timeout == Duration::from_millis(200)),
+        "{result:?}"
+    );
     assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(2), "timed out after {elapsed:?}");
     assert_still_serving(&host, dir.path());
 }
@@ -55,8 +62,12 @@ fn tool_timeout_caps_the_callers_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
     let spin = install(dir.path(), &Fixture::Spin, &[], 16, 1);
-    let result = host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_secs(60)) });
-    assert!(matches!(result, Err(CallError::Timeout { timeout, .. }) if timeout == Duration::from_secs(1)), "{result:?}");
+    let result =
+        host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_secs(60)) });
+    assert!(
+        matches!(result, Err(CallError::Timeout { timeout, .. }) if timeout == Duration::from_secs(1)),
+        "{result:?}"
+    );
 }
 
 #[test]
@@ -119,7 +130,9 @@ fn import_without_capability_is_refused_before_running() {
     let host = host(dir.path());
     let reader = install(dir.path(), &Fixture::FileRead, &[], 16, 5);
     match call(&host, &reader, json!("/clawfs/workspaces/a.json")) {
-        Err(CallError::CapabilityDenied { reason, .. }) => assert!(reason.contains("clawos:tool/filesystem"), "{reason}"),
+        Err(CallError::CapabilityDenied { reason, .. }) => {
+            assert!(reason.contains("clawos:tool/filesystem"), "{reason}")
+        }
         other => panic!("expected CapabilityDenied, got {other:?}"),
     }
 }
@@ -212,7 +225,10 @@ fn a_tools_write_is_in_the_clawfs_audit_log_like_fs_engines() {
         assert!(matches!(call(&host, &writer, json!(escape)), Err(CallError::CapabilityDenied { .. })), "{escape}");
         let (_, line) = audit_lines(&log).pop().unwrap();
         let path = serde_json::Value::String(escape.into());
-        assert!(line.starts_with("[WARN] agent=wasm-agent operation=write path=") && line.contains(" denied=true reason="), "{line}");
+        assert!(
+            line.starts_with("[WARN] agent=wasm-agent operation=write path=") && line.contains(" denied=true reason="),
+            "{line}"
+        );
         assert!(line.contains(&format!("path={escape} ")) || line.contains(&format!("path={path} ")), "{line}");
         assert!(line.ends_with(" caller=tool:file-write"), "{line}");
     }
@@ -237,9 +253,17 @@ fn a_tools_write_that_cannot_be_audited_does_not_happen() {
 struct TestVault;
 
 impl CredentialProvider for TestVault {
-    fn credentials_for(&self, tool_id: &str, _origin: &clawos_toolhost::Origin) -> Result<Vec<Credential>, CredentialError> {
+    fn credentials_for(
+        &self,
+        tool_id: &str,
+        _origin: &clawos_toolhost::Origin,
+    ) -> Result<Vec<Credential>, CredentialError> {
         assert_eq!(tool_id, "http-get");
-        Ok(vec![Credential { header: "authorization".into(), value: "Bearer s3cret-token".into(), secret: "s3cret-token".into() }])
+        Ok(vec![Credential {
+            header: "authorization".into(),
+            value: "Bearer s3cret-token".into(),
+            secret: "s3cret-token".into(),
+        }])
     }
 }
 
@@ -247,7 +271,12 @@ impl CredentialProvider for TestVault {
 fn http_reaches_granted_host_with_injected_redacted_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, server) = echo_server(1);
-    let host = ToolHost::new(HostConfig { clawfs_root: dir.path().into(), credentials: Arc::new(TestVault), ..HostConfig::default() }).unwrap();
+    let host = ToolHost::new(HostConfig {
+        clawfs_root: dir.path().into(),
+        credentials: Arc::new(TestVault),
+        ..HostConfig::default()
+    })
+    .unwrap();
     let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
     let response = call(&host, &getter, json!(format!("http://{authority}/status"))).unwrap();
     // The server saw the credential; the tool only ever saw it redacted.
@@ -279,7 +308,12 @@ fn https_to_a_server_outside_the_trusted_roots_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, _ca_pem, server) = tls_echo_server(1);
     // The web roots (the default) do not include the test's self-signed CA.
-    let host = ToolHost::new(HostConfig { clawfs_root: dir.path().into(), credentials: Arc::new(TestVault), ..HostConfig::default() }).unwrap();
+    let host = ToolHost::new(HostConfig {
+        clawfs_root: dir.path().into(),
+        credentials: Arc::new(TestVault),
+        ..HostConfig::default()
+    })
+    .unwrap();
     let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
     // The fixture traps on a transport error: the handshake was refused.
     assert!(matches!(call(&host, &getter, json!(format!("https://{authority}/"))), Err(CallError::Trap { .. })));
@@ -316,7 +350,8 @@ fn precompiled_cache_is_reused_across_hosts() {
         ..HostConfig::default()
     };
     ToolHost::new(config()).unwrap().load(&echo).unwrap();
-    let artifacts: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let artifacts: Vec<_> =
+        std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(artifacts.len(), 1, "{artifacts:?}");
     assert!(artifacts[0].starts_with(&echo.definition.wasm_hash["sha256:".len()..]), "{artifacts:?}");
     // A second host (a daemon restart) loads the artifact and runs it.

@@ -4,10 +4,7 @@
 //! `CLAWOS_VAULT_BENCH_SECRETS` (default 100).
 
 #[path = "../tests/common/mod.rs"]
-#[allow(
-    dead_code,
-    reason = "the integration tests use the rest of the fixtures"
-)]
+#[allow(dead_code, reason = "the integration tests use the rest of the fixtures")]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -21,40 +18,28 @@ fn percentile(samples: &mut [Duration], fraction: f64) -> Duration {
 }
 
 fn main() {
-    let secrets: usize = std::env::var("CLAWOS_VAULT_BENCH_SECRETS")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(100);
+    let secrets: usize =
+        std::env::var("CLAWOS_VAULT_BENCH_SECRETS").ok().and_then(|text| text.parse().ok()).unwrap_or(100);
     let temp = tempfile::tempdir().unwrap();
     let Some(tpm) = Swtpm::start(&temp.path().join("tpm")) else {
         return;
     };
     let cfg = config(temp.path(), &tpm.tcti());
-    let mut vault = Vault::init(cfg.clone(), InitProtection::Tpm, &operator())
-        .unwrap()
-        .vault;
+    let mut vault = Vault::init(cfg.clone(), InitProtection::Tpm, &operator()).unwrap().vault;
     vault.set_policy(operator_policy());
     for index in 0..secrets {
-        vault
-            .set(&operator(), &format!("secret-{index}"), b"value")
-            .unwrap();
+        vault.set(&operator(), &format!("secret-{index}"), b"value").unwrap();
     }
     vault.lock().unwrap();
 
     let started = Instant::now();
     let mut vault = Vault::open(cfg).unwrap();
-    println!(
-        "unseal (TPM, master key not cached): {:?}",
-        started.elapsed()
-    );
+    println!("unseal (TPM, master key not cached): {:?}", started.elapsed());
     vault.set_policy(operator_policy());
 
     let started = Instant::now();
     vault.get(&operator(), "secret-0").unwrap();
-    println!(
-        "first read (PBKDF2 600k + AES-GCM + audit): {:?}",
-        started.elapsed()
-    );
+    println!("first read (PBKDF2 600k + AES-GCM + audit): {:?}", started.elapsed());
 
     let mut samples: Vec<Duration> = (0..200)
         .map(|_| {

@@ -69,12 +69,7 @@ const TAIL_WINDOW: u64 = 64 * 1024;
 impl AuditLog {
     /// Opens `path`, resuming the chain from its last entry.
     pub(crate) fn open(path: &Path, key: Key256) -> io::Result<Self> {
-        let mut log = AuditLog {
-            path: path.to_owned(),
-            key,
-            last_seq: 0,
-            last_mac: String::new(),
-        };
+        let mut log = AuditLog { path: path.to_owned(), key, last_seq: 0, last_mac: String::new() };
         let mut file = match OpenOptions::new().read(true).open(path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(log),
@@ -85,8 +80,8 @@ impl AuditLog {
         let mut tail = String::new();
         file.read_to_string(&mut tail)?;
         if let Some(last) = tail.lines().rfind(|line| !line.trim().is_empty()) {
-            let entry: AuditEntry = serde_json::from_str(last)
-                .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
+            let entry: AuditEntry =
+                serde_json::from_str(last).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
             log.last_seq = entry.seq;
             log.last_mac = entry.mac;
         }
@@ -121,11 +116,7 @@ impl AuditLog {
         if let Some(dir) = self.path.parent() {
             crate::files::create_private_dir(dir)?;
         }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&self.path)?;
+        let mut file = OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path)?;
         file.write_all(line.as_bytes())?;
         file.sync_data()?;
         self.last_seq = entry.seq;
@@ -138,10 +129,7 @@ impl AuditLog {
         let file = match OpenOptions::new().read(true).open(&self.path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                return Ok(AuditReport {
-                    verified_entries: 0,
-                    first_broken: None,
-                })
+                return Ok(AuditReport { verified_entries: 0, first_broken: None })
             }
             Err(error) => return Err(error),
         };
@@ -168,9 +156,6 @@ impl AuditLog {
             previous_mac = entry.mac;
             verified += 1;
         }
-        Ok(AuditReport {
-            verified_entries: verified,
-            first_broken: None,
-        })
+        Ok(AuditReport { verified_entries: verified, first_broken: None })
     }
 }

@@ -77,8 +77,7 @@ pub(crate) fn pbkdf2_sha256(password: &[u8], salt: &[u8]) -> Key256 {
 /// HMAC-SHA256 of `parts` concatenated, each prefixed by its length so that
 /// no two different part lists produce the same input.
 pub(crate) fn hmac_sha256(key: &Key256, parts: &[&[u8]]) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes())
-        .expect("HMAC accepts keys of any length");
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes()).expect("HMAC accepts keys of any length");
     for part in parts {
         mac.update(&(part.len() as u64).to_be_bytes());
         mac.update(part);
@@ -88,10 +87,7 @@ pub(crate) fn hmac_sha256(key: &Key256, parts: &[&[u8]]) -> [u8; 32] {
 
 /// Derives an independent sub-key for one purpose (`label`) from `key`.
 pub(crate) fn subkey(key: &Key256, label: &str) -> Key256 {
-    Key256(hmac_sha256(
-        key,
-        &[b"clawos-vault-subkey", label.as_bytes()],
-    ))
+    Key256(hmac_sha256(key, &[b"clawos-vault-subkey", label.as_bytes()]))
 }
 
 /// The stored form of one AES-256-GCM encryption, base64 fields named as in
@@ -130,24 +126,12 @@ pub(crate) fn encrypt(key: &Key256, aad: &[u8], plaintext: &[u8]) -> Ciphertext 
     let tag = cipher
         .encrypt_in_place_detached(Nonce::from_slice(&nonce), aad, &mut buffer)
         .expect("AES-GCM encryption only fails past 64 GiB of plaintext");
-    Ciphertext {
-        encrypted_value: BASE64.encode(&buffer),
-        iv: BASE64.encode(nonce),
-        auth_tag: BASE64.encode(tag),
-    }
+    Ciphertext { encrypted_value: BASE64.encode(&buffer), iv: BASE64.encode(nonce), auth_tag: BASE64.encode(tag) }
 }
 
 /// Decrypts and authenticates `ciphertext` under `key` with `aad`.
-pub(crate) fn decrypt(
-    key: &Key256,
-    aad: &[u8],
-    ciphertext: &Ciphertext,
-) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
-    let decode = |field: &'static str, text: &str| {
-        BASE64
-            .decode(text)
-            .map_err(|_| CryptoError::Malformed { field })
-    };
+pub(crate) fn decrypt(key: &Key256, aad: &[u8], ciphertext: &Ciphertext) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
+    let decode = |field: &'static str, text: &str| BASE64.decode(text).map_err(|_| CryptoError::Malformed { field });
     let nonce = decode("iv", &ciphertext.iv)?;
     let tag = decode("auth_tag", &ciphertext.auth_tag)?;
     if nonce.len() != NONCE_LEN {
@@ -158,12 +142,7 @@ pub(crate) fn decrypt(
     }
     let mut buffer = Zeroizing::new(decode("encrypted_value", &ciphertext.encrypted_value)?);
     Aes256Gcm::new(key.as_bytes().into())
-        .decrypt_in_place_detached(
-            Nonce::from_slice(&nonce),
-            aad,
-            &mut buffer,
-            Tag::from_slice(&tag),
-        )
+        .decrypt_in_place_detached(Nonce::from_slice(&nonce), aad, &mut buffer, Tag::from_slice(&tag))
         .map_err(|_| CryptoError::Authentication)?;
     Ok(buffer)
 }
@@ -183,11 +162,7 @@ pub struct KdfParams {
 
 impl KdfParams {
     pub(crate) fn new(salt: &[u8]) -> Self {
-        KdfParams {
-            algorithm: KDF_ALGORITHM.to_owned(),
-            iterations: KDF_ITERATIONS,
-            salt: BASE64.encode(salt),
-        }
+        KdfParams { algorithm: KDF_ALGORITHM.to_owned(), iterations: KDF_ITERATIONS, salt: BASE64.encode(salt) }
     }
 
     /// The salt, if the parameters are exactly the ones this vault writes.
@@ -208,29 +183,17 @@ mod tests {
         let key = Key256::random();
         let sealed = encrypt(&key, b"aad", b"hello");
         assert_eq!(&decrypt(&key, b"aad", &sealed).unwrap()[..], b"hello");
-        assert!(matches!(
-            decrypt(&key, b"aae", &sealed),
-            Err(CryptoError::Authentication)
-        ));
-        assert!(matches!(
-            decrypt(&Key256::random(), b"aad", &sealed),
-            Err(CryptoError::Authentication)
-        ));
+        assert!(matches!(decrypt(&key, b"aae", &sealed), Err(CryptoError::Authentication)));
+        assert!(matches!(decrypt(&Key256::random(), b"aad", &sealed), Err(CryptoError::Authentication)));
         let mut short_tag = sealed.clone();
         short_tag.auth_tag = BASE64.encode([0u8; 8]);
-        assert!(matches!(
-            decrypt(&key, b"aad", &short_tag),
-            Err(CryptoError::Malformed { field: "auth_tag" })
-        ));
+        assert!(matches!(decrypt(&key, b"aad", &short_tag), Err(CryptoError::Malformed { field: "auth_tag" })));
     }
 
     #[test]
     fn subkeys_are_domain_separated() {
         let key = Key256::random();
         assert_ne!(subkey(&key, "audit"), subkey(&key, "manifest"));
-        assert_ne!(
-            hmac_sha256(&key, &[b"ab", b"c"]),
-            hmac_sha256(&key, &[b"a", b"bc"])
-        );
+        assert_ne!(hmac_sha256(&key, &[b"ab", b"c"]), hmac_sha256(&key, &[b"a", b"bc"]));
     }
 }

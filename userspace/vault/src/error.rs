@@ -163,14 +163,7 @@ pub enum VaultError {
 pub type Result<T, E = VaultError> = std::result::Result<T, E>;
 
 /// Maps an I/O error to [`VaultError::Io`] with context.
-pub(crate) fn io(
-    action: &'static str,
-    path: impl Into<PathBuf>,
-) -> impl FnOnce(std::io::Error) -> VaultError {
+pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> VaultError {
     let path = path.into();
-    move |source| VaultError::Io {
-        action,
-        path,
-        source,
-    }
+    move |source| VaultError::Io { action, path, source }
 }

@@ -35,15 +35,8 @@ pub(crate) fn exchange(a: &Path, b: &Path) -> io::Result<()> {
     let (a_c, b_c) = (to_c(a)?, to_c(b)?);
     // SAFETY: both pointers are valid NUL-terminated strings that outlive
     // the call; renameat2 does not retain them.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a_c.as_ptr(),
-            libc::AT_FDCWD,
-            b_c.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
+    let rc =
+        unsafe { libc::renameat2(libc::AT_FDCWD, a_c.as_ptr(), libc::AT_FDCWD, b_c.as_ptr(), libc::RENAME_EXCHANGE) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

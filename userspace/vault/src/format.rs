@@ -95,10 +95,7 @@ pub(crate) struct MasterKeyFile {
 impl MasterKeyFile {
     /// The vault and generation this file's wraps are bound to.
     pub(crate) fn scope(&self) -> WrapScope<'_> {
-        WrapScope {
-            vault_id: &self.vault_id,
-            generation: self.generation,
-        }
+        WrapScope { vault_id: &self.vault_id, generation: self.generation }
     }
 
     /// Associated data for a wrap of generation `generation`'s master key by `purpose`.
@@ -119,10 +116,6 @@ pub(crate) struct WrapScope<'a> {
 impl WrapScope<'_> {
     /// Associated data for a wrap of generation `generation`'s master key by `purpose`.
     pub(crate) fn aad(&self, purpose: &str, generation: u32) -> Vec<u8> {
-        format!(
-            "clawos-vault:{}:{purpose}:g{generation}:under-g{}",
-            self.vault_id, self.generation
-        )
-        .into_bytes()
+        format!("clawos-vault:{}:{purpose}:g{generation}:under-g{}", self.vault_id, self.generation).into_bytes()
     }
 }

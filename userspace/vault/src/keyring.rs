@@ -43,10 +43,7 @@ impl KeyCache {
             KeyringScope::Process => KeyRingIdentifier::Process,
         };
         let ring = KeyRing::from_special_id(id, true).map_err(failed("open keyring"))?;
-        Ok(KeyCache {
-            ring,
-            prefix: format!("clawos-vault:{vault_id}:"),
-        })
+        Ok(KeyCache { ring, prefix: format!("clawos-vault:{vault_id}:") })
     }
 
     fn description(&self, name: &str) -> String {
@@ -65,14 +62,8 @@ impl KeyCache {
 
     /// Caches `key` under `name`, readable only by possessors.
     pub(crate) fn put(&self, name: &str, key: &Key256) -> Result<(), KeyringError> {
-        let entry = self
-            .ring
-            .add_key(&self.description(name), key.as_bytes())
-            .map_err(failed("add_key"))?;
-        let possessor_only = KeyPermissionsBuilder::builder()
-            .posessor(Permission::ALL)
-            .user(Permission::VIEW)
-            .build();
+        let entry = self.ring.add_key(&self.description(name), key.as_bytes()).map_err(failed("add_key"))?;
+        let possessor_only = KeyPermissionsBuilder::builder().posessor(Permission::ALL).user(Permission::VIEW).build();
         entry.set_perms(possessor_only).map_err(failed("setperm"))
     }
 

@@ -18,11 +18,8 @@ impl RecoveryKey {
     /// Parses the form [`RecoveryKey::reveal`] prints: 64 hex digits; dashes,
     /// spaces and case are ignored.
     pub fn parse(text: &str) -> Result<Self, VaultError> {
-        let digits: Zeroizing<Vec<u8>> = Zeroizing::new(
-            text.bytes()
-                .filter(|byte| !matches!(byte, b'-' | b' ' | b'\n' | b'\t'))
-                .collect(),
-        );
+        let digits: Zeroizing<Vec<u8>> =
+            Zeroizing::new(text.bytes().filter(|byte| !matches!(byte, b'-' | b' ' | b'\n' | b'\t')).collect());
         if digits.len() != 2 * KEY_LEN {
             return Err(VaultError::MalformedRecoveryKey);
         }

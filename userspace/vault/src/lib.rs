@@ -25,8 +25,8 @@ mod audit;
 pub mod config;
 mod crypto;
 mod error;
-mod format;
 mod files;
+mod format;
 mod keyring;
 mod keys;
 mod manifest;
@@ -44,6 +44,6 @@ pub use manifest::{ManifestReport, SystemManifest};
 pub use policy::{AccessPolicy, Caller, Capability, Grant, SecretScope};
 pub use tpm::{SealedKey, TpmError};
 pub use vault::{
-    validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo,
-    SecretValue, Vault, VaultCheck, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,
+    validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo, SecretValue, Vault,
+    VaultCheck, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,
 };

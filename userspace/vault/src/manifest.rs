@@ -62,41 +62,25 @@ fn sha256_file(path: &Path) -> io::Result<String> {
 
 /// Refuses absolute paths and `..`, so a manifest never reaches outside its root.
 pub(crate) fn is_contained(relative: &Path) -> bool {
-    relative
-        .components()
-        .all(|component| matches!(component, Component::Normal(_)))
+    relative.components().all(|component| matches!(component, Component::Normal(_)))
         && relative.components().next().is_some()
 }
 
 impl SystemManifest {
     fn compute_mac(&self, key: &Key256) -> String {
         let files = serde_json::to_vec(&self.files).expect("maps of strings serialize");
-        fsutil::hex(&hmac_sha256(
-            key,
-            &[self.format.as_bytes(), self.created_at.as_bytes(), &files],
-        ))
+        fsutil::hex(&hmac_sha256(key, &[self.format.as_bytes(), self.created_at.as_bytes(), &files]))
     }
 
     /// Hashes `relative_paths` under `root`.
-    pub(crate) fn build(
-        root: &Path,
-        relative_paths: &[&Path],
-        key: &Key256,
-    ) -> Result<Self, (String, io::Error)> {
+    pub(crate) fn build(root: &Path, relative_paths: &[&Path], key: &Key256) -> Result<Self, (String, io::Error)> {
         let mut files = BTreeMap::new();
         for relative in relative_paths {
             let name = relative.to_string_lossy().into_owned();
             if !is_contained(relative) {
-                return Err((
-                    name,
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "not a relative path under root",
-                    ),
-                ));
+                return Err((name, io::Error::new(io::ErrorKind::InvalidInput, "not a relative path under root")));
             }
-            let digest =
-                sha256_file(&root.join(relative)).map_err(|error| (name.clone(), error))?;
+            let digest = sha256_file(&root.join(relative)).map_err(|error| (name.clone(), error))?;
             files.insert(name, digest);
         }
         let mut manifest = SystemManifest {

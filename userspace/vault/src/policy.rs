@@ -24,8 +24,13 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability (the operator's grant).
-    pub const ALL: [Capability; 5] =
-        [Capability::SecretRead, Capability::SecretReadHistory, Capability::SecretWrite, Capability::SecretList, Capability::VaultAdmin];
+    pub const ALL: [Capability; 5] = [
+        Capability::SecretRead,
+        Capability::SecretReadHistory,
+        Capability::SecretWrite,
+        Capability::SecretList,
+        Capability::VaultAdmin,
+    ];
 
     /// The name used in policies and the audit log.
     pub fn as_str(self) -> &'static str {
@@ -50,9 +55,7 @@ pub struct Caller {
 impl Caller {
     /// A caller with the given authenticated identity.
     pub fn new(identity: impl Into<String>) -> Self {
-        Caller {
-            identity: identity.into(),
-        }
+        Caller { identity: identity.into() }
     }
 }
 
@@ -108,20 +111,14 @@ impl AccessPolicy {
 
     /// Adds a grant.
     pub fn grant(mut self, identity: &str, capability: Capability, secrets: SecretScope) -> Self {
-        self.grants.push(Grant {
-            identity: identity.to_owned(),
-            capability,
-            secrets,
-        });
+        self.grants.push(Grant { identity: identity.to_owned(), capability, secrets });
         self
     }
 
     /// Whether `caller` may use `capability` on `secret_id` (`None`: the whole vault).
     pub fn allows(&self, caller: &Caller, capability: Capability, secret_id: Option<&str>) -> bool {
         self.grants.iter().any(|grant| {
-            grant.identity == caller.identity
-                && grant.capability == capability
-                && grant.secrets.covers(secret_id)
+            grant.identity == caller.identity && grant.capability == capability && grant.secrets.covers(secret_id)
         })
     }
 }
@@ -134,11 +131,7 @@ mod tests {
     fn deny_by_default_and_scoped_grants() {
         let agent = Caller::new("agent");
         let policy = AccessPolicy::deny_all()
-            .grant(
-                "agent",
-                Capability::SecretRead,
-                SecretScope::Prefix("openai-".into()),
-            )
+            .grant("agent", Capability::SecretRead, SecretScope::Prefix("openai-".into()))
             .grant("clawctl", Capability::VaultAdmin, SecretScope::All);
         assert!(policy.allows(&agent, Capability::SecretRead, Some("openai-key")));
         assert!(!policy.allows(&agent, Capability::SecretRead, Some("github-pat")));

@@ -25,9 +25,9 @@ use tss_esapi::interface_types::ecc::EccCurve;
 use tss_esapi::interface_types::resource_handles::Hierarchy;
 use tss_esapi::interface_types::session_handles::{AuthSession, PolicySession};
 use tss_esapi::structures::{
-    Digest, DigestList, EccPoint, KeyedHashScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private,
-    Public, PublicBuilder, PublicEccParametersBuilder, PublicKeyedHashParameters, SensitiveData,
-    SymmetricDefinition, SymmetricDefinitionObject,
+    Digest, DigestList, EccPoint, KeyedHashScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private, Public,
+    PublicBuilder, PublicEccParametersBuilder, PublicKeyedHashParameters, SensitiveData, SymmetricDefinition,
+    SymmetricDefinitionObject,
 };
 use tss_esapi::tcti_ldr::TctiNameConf;
 use tss_esapi::traits::{Marshall, UnMarshall};
@@ -170,13 +170,8 @@ fn sealed_object_template(policy: Digest) -> Result<Public, tss_esapi::Error> {
 impl Tpm {
     /// Connects through `tcti`.
     pub(crate) fn connect(tcti: &str) -> Result<Self, TpmError> {
-        let conf = TctiNameConf::from_str(tcti).map_err(|_| TpmError::InvalidTcti {
-            tcti: tcti.to_owned(),
-        })?;
-        let context = Context::new(conf).map_err(|source| TpmError::Unavailable {
-            tcti: tcti.to_owned(),
-            source,
-        })?;
+        let conf = TctiNameConf::from_str(tcti).map_err(|_| TpmError::InvalidTcti { tcti: tcti.to_owned() })?;
+        let context = Context::new(conf).map_err(|source| TpmError::Unavailable { tcti: tcti.to_owned(), source })?;
         Ok(Tpm { context })
     }
 
@@ -212,18 +207,14 @@ impl Tpm {
             .map_err(command("StartAuthSession"))?
             .ok_or(TpmError::Command {
                 command: "StartAuthSession",
-                source: tss_esapi::Error::WrapperError(
-                    tss_esapi::WrapperErrorKind::WrongValueFromTpm,
-                ),
+                source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::WrongValueFromTpm),
             })?;
         let (attributes, mask) = SessionAttributesBuilder::new()
             .with_continue_session(true)
             .with_encrypt(encrypt_response)
             .with_decrypt(decrypt_command)
             .build();
-        self.context
-            .tr_sess_set_attributes(session, attributes, mask)
-            .map_err(command("TRSess_SetAttributes"))?;
+        self.context.tr_sess_set_attributes(session, attributes, mask).map_err(command("TRSess_SetAttributes"))?;
         Ok(session)
     }
 
@@ -231,7 +222,9 @@ impl Tpm {
     fn current_policy_digest(&mut self, pcrs: &PcrSelectionList) -> Result<Digest, TpmError> {
         // An empty PCR digest makes the TPM use the current PCR values:
         // exactly what a real session will compare against.
-        self.trial(|context, trial| context.policy_pcr(trial, Digest::default(), pcrs.clone()).map_err(command("PolicyPCR")))
+        self.trial(|context, trial| {
+            context.policy_pcr(trial, Digest::default(), pcrs.clone()).map_err(command("PolicyPCR"))
+        })
     }
 
     /// The policy digest PolicyPCR yields over `pcrs` holding `values`
@@ -261,7 +254,10 @@ impl Tpm {
                 .execute_without_session(|context| context.pcr_read(selection))
                 .map_err(command("PCR_Read"))?;
             let value = digests.value().first().and_then(|digest| <[u8; 32]>::try_from(digest.value()).ok()).ok_or(
-                TpmError::Command { command: "PCR_Read", source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::WrongValueFromTpm) },
+                TpmError::Command {
+                    command: "PCR_Read",
+                    source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::WrongValueFromTpm),
+                },
             )?;
             values.push(value);
         }
@@ -287,15 +283,10 @@ impl Tpm {
             .and_then(|session| PolicySession::try_from(session).ok())
             .ok_or(TpmError::Command {
                 command: "StartAuthSession",
-                source: tss_esapi::Error::WrapperError(
-                    tss_esapi::WrapperErrorKind::WrongValueFromTpm,
-                ),
+                source: tss_esapi::Error::WrapperError(tss_esapi::WrapperErrorKind::WrongValueFromTpm),
             })?;
         step(&mut self.context, trial)?;
-        let digest = self
-            .context
-            .policy_get_digest(trial)
-            .map_err(command("PolicyGetDigest"))?;
+        let digest = self.context.policy_get_digest(trial).map_err(command("PolicyGetDigest"))?;
         self.context
             .flush_context(tss_esapi::handles::SessionHandle::from(trial).into())
             .map_err(command("FlushContext"))?;
@@ -319,8 +310,7 @@ impl Tpm {
         let template = sealed_object_template(policy).map_err(command("Create template"))?;
         let primary = self.storage_primary()?;
         let session = self.encrypted_session(primary, SessionType::Hmac, false, true)?;
-        let sensitive =
-            SensitiveData::try_from(key.as_bytes().to_vec()).map_err(command("Create"))?;
+        let sensitive = SensitiveData::try_from(key.as_bytes().to_vec()).map_err(command("Create"))?;
         let created = self
             .context
             .execute_with_session(Some(session), |context| {
@@ -332,7 +322,11 @@ impl Tpm {
         Ok(SealedKey {
             pcr_bank: "sha256".to_owned(),
             pcrs: pcrs.to_vec(),
-            branches: if branches.len() > 1 { branches.iter().map(|digest| fsutil::hex(digest.value())).collect() } else { Vec::new() },
+            branches: if branches.len() > 1 {
+                branches.iter().map(|digest| fsutil::hex(digest.value())).collect()
+            } else {
+                Vec::new()
+            },
             public: base64.encode(created.out_public.marshall().map_err(command("Marshal"))?),
             private: base64.encode(created.out_private.value()),
         })
@@ -397,43 +391,34 @@ impl Tpm {
         let load_session = self.encrypted_session(primary, SessionType::Hmac, false, false)?;
         let object = self
             .context
-            .execute_with_session(Some(load_session), |context| {
-                context.load(primary, private, public)
-            })
+            .execute_with_session(Some(load_session), |context| context.load(primary, private, public))
             .map_err(command("Load"))?;
         let policy_session = self.encrypted_session(primary, SessionType::Policy, true, false)?;
         let policy = PolicySession::try_from(policy_session).map_err(command("PolicySession"))?;
         self.context
-            .execute_without_session(|context| {
-                context.policy_pcr(policy, Digest::default(), selection)
-            })
+            .execute_without_session(|context| context.policy_pcr(policy, Digest::default(), selection))
             .map_err(command("PolicyPCR"))?;
         if !branches.is_empty() {
             // The TPM accepts the session's digest only if it is a branch:
             // PCRs matching none of them fail here, like PolicyPCR alone.
             let list = digest_list(&branches)?;
-            self.context
-                .execute_without_session(|context| context.policy_or(policy, list))
-                .map_err(|source| match source {
-                    tss_esapi::Error::Tss2Error(code) if code.kind() == Some(Tss2ResponseCodeKind::Value) => TpmError::PcrMismatch,
+            self.context.execute_without_session(|context| context.policy_or(policy, list)).map_err(|source| {
+                match source {
+                    tss_esapi::Error::Tss2Error(code) if code.kind() == Some(Tss2ResponseCodeKind::Value) => {
+                        TpmError::PcrMismatch
+                    }
                     source => TpmError::Command { command: "PolicyOR", source },
-                })?;
+                }
+            })?;
         }
         let unsealed = self
             .context
-            .execute_with_session(Some(policy_session), |context| {
-                context.unseal(object.into())
-            })
+            .execute_with_session(Some(policy_session), |context| context.unseal(object.into()))
             .map_err(|source| match source {
-                tss_esapi::Error::Tss2Error(code)
-                    if code.kind() == Some(Tss2ResponseCodeKind::PolicyFail) =>
-                {
+                tss_esapi::Error::Tss2Error(code) if code.kind() == Some(Tss2ResponseCodeKind::PolicyFail) => {
                     TpmError::PcrMismatch
                 }
-                source => TpmError::Command {
-                    command: "Unseal",
-                    source,
-                },
+                source => TpmError::Command { command: "Unseal", source },
             })?;
         Key256::from_slice(unsealed.value()).ok_or(TpmError::Command {
             command: "Unseal (unexpected length)",

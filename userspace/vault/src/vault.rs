@@ -26,12 +26,12 @@ use zeroize::Zeroizing;
 use crate::audit::{AuditLog, AuditReport};
 use crate::config::VaultConfig;
 use crate::crypto::{
-    self, decrypt, encrypt, pbkdf2_sha256, random_bytes, subkey, Ciphertext, CryptoError,
-    KdfParams, Key256, KEY_LEN, SALT_LEN,
+    self, decrypt, encrypt, pbkdf2_sha256, random_bytes, subkey, Ciphertext, CryptoError, KdfParams, Key256, KEY_LEN,
+    SALT_LEN,
 };
 use crate::error::{io, Result, VaultError};
-use crate::format::{MasterKeyFile, MasterProtection, WrapScope, WrappedKey, MASTER_FORMAT};
 use crate::files::{create_private_dir, write_atomic};
+use crate::format::{MasterKeyFile, MasterProtection, WrapScope, WrappedKey, MASTER_FORMAT};
 use crate::keyring::KeyCache;
 use crate::keys::{Passphrase, RecoveryKey};
 use crate::policy::{AccessPolicy, Caller, Capability};
@@ -71,9 +71,7 @@ impl std::fmt::Display for ProtectionKind {
                 let list: Vec<String> = pcrs.iter().map(u8::to_string).collect();
                 write!(f, "TPM 2.0 sealed to PCRs {} (sha256)", list.join(","))
             }
-            ProtectionKind::Passphrase => {
-                f.write_str("operator passphrase, no TPM (key held in the kernel keyring)")
-            }
+            ProtectionKind::Passphrase => f.write_str("operator passphrase, no TPM (key held in the kernel keyring)"),
         }
     }
 }
@@ -147,8 +145,7 @@ impl Escrow {
     fn open(file: &MasterKeyFile, master: &Key256) -> Result<Self> {
         let plain = decrypt(master, &file.aad("escrow", file.generation), &file.escrow)
             .map_err(|_| VaultError::MasterKeyMismatch)?;
-        let part =
-            |index: usize| Key256::from_slice(plain.get(index * KEY_LEN..(index + 1) * KEY_LEN)?);
+        let part = |index: usize| Key256::from_slice(plain.get(index * KEY_LEN..(index + 1) * KEY_LEN)?);
         let mismatch = || VaultError::MasterKeyMismatch;
         Ok(Escrow {
             integrity: part(0).ok_or_else(mismatch)?,
@@ -204,22 +201,14 @@ fn read_master_file(config: &VaultConfig) -> Result<MasterKeyFile> {
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Err(VaultError::NotInitialized {
-                dir: config.vault_dir.clone(),
-            })
+            return Err(VaultError::NotInitialized { dir: config.vault_dir.clone() })
         }
         Err(error) => return Err(io("read", path)(error)),
     };
-    let file: MasterKeyFile =
-        serde_json::from_slice(&bytes).map_err(|error| VaultError::Corrupt {
-            path: path.clone(),
-            reason: error.to_string(),
-        })?;
+    let file: MasterKeyFile = serde_json::from_slice(&bytes)
+        .map_err(|error| VaultError::Corrupt { path: path.clone(), reason: error.to_string() })?;
     if file.format != MASTER_FORMAT {
-        return Err(VaultError::Corrupt {
-            path,
-            reason: format!("unknown format `{}`", file.format),
-        });
+        return Err(VaultError::Corrupt { path, reason: format!("unknown format `{}`", file.format) });
     }
     Ok(file)
 }
@@ -230,20 +219,10 @@ fn write_master_file(config: &VaultConfig, file: &MasterKeyFile) -> Result<()> {
     write_atomic(&path, &bytes).map_err(io("write", path))
 }
 
-fn wrap_with_kek(
-    scope: WrapScope<'_>,
-    purpose: &str,
-    kek: &Key256,
-    salt: &[u8],
-    master: &Key256,
-) -> WrappedKey {
+fn wrap_with_kek(scope: WrapScope<'_>, purpose: &str, kek: &Key256, salt: &[u8], master: &Key256) -> WrappedKey {
     WrappedKey {
         kdf: KdfParams::new(salt),
-        ciphertext: encrypt(
-            kek,
-            &scope.aad(purpose, scope.generation),
-            master.as_bytes(),
-        ),
+        ciphertext: encrypt(kek, &scope.aad(purpose, scope.generation), master.as_bytes()),
     }
 }
 
@@ -255,19 +234,12 @@ fn unwrap_with_credential(
     credential: &[u8],
     path: &Path,
 ) -> Result<Option<(Key256, Key256)>> {
-    let salt = wrapped
-        .kdf
-        .checked_salt()
-        .ok_or_else(|| VaultError::Corrupt {
-            path: path.to_owned(),
-            reason: format!("unsupported KDF parameters for the {purpose} wrap"),
-        })?;
+    let salt = wrapped.kdf.checked_salt().ok_or_else(|| VaultError::Corrupt {
+        path: path.to_owned(),
+        reason: format!("unsupported KDF parameters for the {purpose} wrap"),
+    })?;
     let kek = pbkdf2_sha256(credential, &salt);
-    match decrypt(
-        &kek,
-        &file.aad(purpose, file.generation),
-        &wrapped.ciphertext,
-    ) {
+    match decrypt(&kek, &file.aad(purpose, file.generation), &wrapped.ciphertext) {
         Ok(plain) => Ok(Key256::from_slice(&plain).map(|master| (master, kek))),
         Err(CryptoError::Authentication) => Ok(None),
         Err(CryptoError::Malformed { field }) => Err(VaultError::Corrupt {
@@ -301,15 +273,9 @@ impl Vault {
     /// Creates a vault in [`VaultConfig::vault_dir`]: a fresh random master
     /// key, protected as asked, plus a recovery key returned exactly once.
     /// Fails with [`VaultError::AlreadyInitialized`] if a vault exists.
-    pub fn init(
-        config: VaultConfig,
-        protection: InitProtection,
-        caller: &Caller,
-    ) -> Result<Initialized> {
+    pub fn init(config: VaultConfig, protection: InitProtection, caller: &Caller) -> Result<Initialized> {
         if config.master_key_path().exists() {
-            return Err(VaultError::AlreadyInitialized {
-                dir: config.vault_dir.clone(),
-            });
+            return Err(VaultError::AlreadyInitialized { dir: config.vault_dir.clone() });
         }
         for dir in [&config.vault_dir, &config.secrets_dir()] {
             create_private_dir(dir).map_err(io("create", dir.clone()))?;
@@ -318,17 +284,13 @@ impl Vault {
         let recovery_key = RecoveryKey::generate();
         let recovery_salt: [u8; SALT_LEN] = random_bytes();
         let vault_id = fsutil::hex(&random_bytes::<16>());
-        let scope = WrapScope {
-            vault_id: &vault_id,
-            generation: 1,
-        };
+        let scope = WrapScope { vault_id: &vault_id, generation: 1 };
         let recovery_kek = pbkdf2_sha256(recovery_key.as_bytes(), &recovery_salt);
         let recovery = wrap_with_kek(scope, "recovery", &recovery_kek, &recovery_salt, &master);
         let (protection, passphrase_kek) = match protection {
-            InitProtection::Tpm => (
-                MasterProtection::Tpm2(Tpm::connect(&config.tcti)?.seal(&master, &config.pcrs, &[])?),
-                None,
-            ),
+            InitProtection::Tpm => {
+                (MasterProtection::Tpm2(Tpm::connect(&config.tcti)?.seal(&master, &config.pcrs, &[])?), None)
+            }
             InitProtection::Passphrase(passphrase) => {
                 let salt: [u8; SALT_LEN] = random_bytes();
                 let kek = pbkdf2_sha256(passphrase.as_bytes(), &salt);
@@ -336,11 +298,7 @@ impl Vault {
                 (MasterProtection::Passphrase(wrapped), Some(kek))
             }
         };
-        let escrow = Escrow {
-            integrity: Key256::random(),
-            recovery_kek,
-            passphrase_kek,
-        };
+        let escrow = Escrow { integrity: Key256::random(), recovery_kek, passphrase_kek };
         let file = MasterKeyFile {
             format: MASTER_FORMAT.to_owned(),
             escrow: escrow.seal(scope, &master),
@@ -354,10 +312,7 @@ impl Vault {
         write_master_file(&config, &file)?;
         let mut vault = Self::assemble(config, file, master, escrow)?;
         vault.record(caller, Capability::VaultAdmin, "init", None, "allowed")?;
-        Ok(Initialized {
-            vault,
-            recovery_key,
-        })
+        Ok(Initialized { vault, recovery_key })
     }
 
     /// Opens the vault: the master key from the kernel keyring if this boot
@@ -390,30 +345,19 @@ impl Vault {
             return Err(VaultError::NotPassphraseProtected);
         };
         let path = config.master_key_path();
-        let (master, _) =
-            unwrap_with_credential(&file, "passphrase", wrapped, passphrase.as_bytes(), &path)?
-                .ok_or(VaultError::WrongPassphrase)?;
+        let (master, _) = unwrap_with_credential(&file, "passphrase", wrapped, passphrase.as_bytes(), &path)?
+            .ok_or(VaultError::WrongPassphrase)?;
         Self::from_master(config, file, master)
     }
 
     /// Unlocks the vault with the recovery key when the TPM refuses (PCR
     /// mismatch) or the passphrase is lost. Follow with [`Vault::reseal`]
     /// so the next boot unseals by itself.
-    pub fn recover(
-        config: VaultConfig,
-        recovery_key: &RecoveryKey,
-        caller: &Caller,
-    ) -> Result<Self> {
+    pub fn recover(config: VaultConfig, recovery_key: &RecoveryKey, caller: &Caller) -> Result<Self> {
         let file = read_master_file(&config)?;
         let path = config.master_key_path();
-        let (master, _) = unwrap_with_credential(
-            &file,
-            "recovery",
-            &file.recovery,
-            recovery_key.as_bytes(),
-            &path,
-        )?
-        .ok_or(VaultError::WrongRecoveryKey)?;
+        let (master, _) = unwrap_with_credential(&file, "recovery", &file.recovery, recovery_key.as_bytes(), &path)?
+            .ok_or(VaultError::WrongRecoveryKey)?;
         let mut vault = Self::from_master(config, file, master)?;
         vault.record(caller, Capability::VaultAdmin, "recover", None, "allowed")?;
         Ok(vault)
@@ -433,36 +377,23 @@ impl Vault {
             }
             other => other?,
         };
-        let cached = KeyCache::new(config.keyring, &file.vault_id)?
-            .get(&master_cache_name(file.generation))
-            .is_some();
+        let cached = KeyCache::new(config.keyring, &file.vault_id)?.get(&master_cache_name(file.generation)).is_some();
         let (protection, state) = match &file.protection {
             MasterProtection::Tpm2(sealed) => {
                 let state = if cached {
                     SealState::Unsealed
                 } else {
-                    match Tpm::connect(&config.tcti).and_then(|mut tpm| tpm.policy_matches(sealed))
-                    {
+                    match Tpm::connect(&config.tcti).and_then(|mut tpm| tpm.policy_matches(sealed)) {
                         Ok(true) => SealState::Unsealable,
                         Ok(false) => SealState::PcrMismatch,
                         Err(error) => SealState::TpmUnavailable(error.to_string()),
                     }
                 };
-                (
-                    ProtectionKind::Tpm2 {
-                        pcrs: sealed.pcrs.clone(),
-                    },
-                    state,
-                )
+                (ProtectionKind::Tpm2 { pcrs: sealed.pcrs.clone() }, state)
             }
-            MasterProtection::Passphrase(_) => (
-                ProtectionKind::Passphrase,
-                if cached {
-                    SealState::Unsealed
-                } else {
-                    SealState::PassphraseRequired
-                },
-            ),
+            MasterProtection::Passphrase(_) => {
+                (ProtectionKind::Passphrase, if cached { SealState::Unsealed } else { SealState::PassphraseRequired })
+            }
         };
         Ok(VaultStatus {
             vault_dir: config.vault_dir.clone(),
@@ -492,29 +423,17 @@ impl Vault {
         Ok(vault)
     }
 
-    fn assemble(
-        config: VaultConfig,
-        file: MasterKeyFile,
-        master: Key256,
-        escrow: Escrow,
-    ) -> Result<Self> {
+    fn assemble(config: VaultConfig, file: MasterKeyFile, master: Key256, escrow: Escrow) -> Result<Self> {
         let cache = KeyCache::new(config.keyring, &file.vault_id)?;
         cache.put(&master_cache_name(file.generation), &master)?;
         let now = now_unix();
         let mut archived = Vec::new();
-        for entry in file
-            .archive
-            .iter()
-            .filter(|entry| entry.expires_at_unix > now)
-        {
-            let plain = decrypt(
-                &master,
-                &file.aad("archive", entry.generation),
-                &entry.ciphertext,
-            )
-            .map_err(|_| VaultError::Corrupt {
-                path: config.master_key_path(),
-                reason: format!("archived master key g{} does not decrypt", entry.generation),
+        for entry in file.archive.iter().filter(|entry| entry.expires_at_unix > now) {
+            let plain = decrypt(&master, &file.aad("archive", entry.generation), &entry.ciphertext).map_err(|_| {
+                VaultError::Corrupt {
+                    path: config.master_key_path(),
+                    reason: format!("archived master key g{} does not decrypt", entry.generation),
+                }
             })?;
             if let Some(key) = Key256::from_slice(&plain) {
                 archived.push((entry.generation, key));
@@ -541,9 +460,7 @@ impl Vault {
         Ok(VaultStatus {
             vault_dir: self.config.vault_dir.clone(),
             protection: Some(match &self.file.protection {
-                MasterProtection::Tpm2(sealed) => ProtectionKind::Tpm2 {
-                    pcrs: sealed.pcrs.clone(),
-                },
+                MasterProtection::Tpm2(sealed) => ProtectionKind::Tpm2 { pcrs: sealed.pcrs.clone() },
                 MasterProtection::Passphrase(_) => ProtectionKind::Passphrase,
             }),
             state: SealState::Unsealed,
@@ -561,10 +478,7 @@ impl Vault {
         operation: &str,
         secret: Option<(&str, Option<u32>)>,
     ) -> Result<()> {
-        if self
-            .policy
-            .allows(caller, capability, secret.map(|(id, _)| id))
-        {
+        if self.policy.allows(caller, capability, secret.map(|(id, _)| id)) {
             return Ok(());
         }
         self.record(caller, capability, operation, secret, "denied")?;
@@ -586,23 +500,12 @@ impl Vault {
         outcome: &str,
     ) -> Result<()> {
         self.audit
-            .append(
-                &caller.identity,
-                capability.as_str(),
-                operation,
-                secret,
-                outcome,
-            )
-            .map_err(|source| VaultError::Audit {
-                path: self.config.audit_log.clone(),
-                source,
-            })
+            .append(&caller.identity, capability.as_str(), operation, secret, outcome)
+            .map_err(|source| VaultError::Audit { path: self.config.audit_log.clone(), source })
     }
 
     /// Verifies the whole audit log's MAC chain.
     pub fn verify_audit_log(&self) -> Result<AuditReport> {
-        self.audit
-            .verify()
-            .map_err(io("read audit log", self.config.audit_log.clone()))
+        self.audit.verify().map_err(io("read audit log", self.config.audit_log.clone()))
     }
 }

@@ -11,8 +11,8 @@ use base64::Engine as _;
 use common::{config, files_under, operator, operator_policy, Swtpm, NO_TPM};
 use tss_esapi::handles::PcrHandle;
 use vault::{
-    AccessPolicy, Caller, Capability, InitProtection, Passphrase, ProtectionKind, RecoveryKey,
-    SealState, SecretScope, Vault, VaultError,
+    AccessPolicy, Caller, Capability, InitProtection, Passphrase, ProtectionKind, RecoveryKey, SealState, SecretScope,
+    Vault, VaultError,
 };
 
 /// A temporary directory with a swtpm keeping its state under it; `None`
@@ -39,12 +39,7 @@ fn open(config: vault::VaultConfig) -> vault::Result<Vault> {
 
 /// A vault initialized under `config` with `passphrase` (no TPM), open to the operator.
 fn passphrase_vault(config: &vault::VaultConfig, passphrase: Passphrase) -> Vault {
-    let init = Vault::init(
-        config.clone(),
-        InitProtection::Passphrase(passphrase),
-        &operator(),
-    )
-    .unwrap();
+    let init = Vault::init(config.clone(), InitProtection::Passphrase(passphrase), &operator()).unwrap();
     let mut vault = init.vault;
     vault.set_policy(operator_policy());
     vault
@@ -64,30 +59,18 @@ fn tpm_seal_unseal_round_trip() {
     };
     let cfg = config(temp.path(), &tpm.tcti());
     let (mut vault, _) = tpm_vault(temp.path(), &tpm);
-    assert_eq!(
-        vault.set(&operator(), "openai-api-key", b"sk-one").unwrap(),
-        1
-    );
+    assert_eq!(vault.set(&operator(), "openai-api-key", b"sk-one").unwrap(), 1);
     vault.lock().unwrap();
 
     let status = Vault::status(&cfg).unwrap();
-    assert_eq!(
-        status.protection,
-        Some(ProtectionKind::Tpm2 { pcrs: vec![4, 12] })
-    );
+    assert_eq!(status.protection, Some(ProtectionKind::Tpm2 { pcrs: vec![4, 12] }));
     assert_eq!(status.state, SealState::Unsealable);
     assert_eq!(status.secret_count, 1);
 
     let mut vault = open(cfg.clone()).unwrap();
-    assert_eq!(
-        vault.get(&operator(), "openai-api-key").unwrap().expose(),
-        b"sk-one"
-    );
+    assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-one");
     assert_eq!(Vault::status(&cfg).unwrap().state, SealState::Unsealed);
-    assert!(matches!(
-        Vault::init(cfg, InitProtection::Tpm, &operator()),
-        Err(VaultError::AlreadyInitialized { .. })
-    ));
+    assert!(matches!(Vault::init(cfg, InitProtection::Tpm, &operator()), Err(VaultError::AlreadyInitialized { .. })));
 }
 
 /// specs/update/README.md, "The TPM across an update": prepared for the PCR
@@ -146,26 +129,17 @@ fn pcr_change_needs_the_recovery_key_then_reseal_restores_unsealing() {
     assert!(matches!(open(cfg.clone()), Err(VaultError::PcrMismatch)));
 
     let wrong = RecoveryKey::parse(&"0".repeat(64)).unwrap();
-    assert!(matches!(
-        Vault::recover(cfg.clone(), &wrong, &operator()),
-        Err(VaultError::WrongRecoveryKey)
-    ));
+    assert!(matches!(Vault::recover(cfg.clone(), &wrong, &operator()), Err(VaultError::WrongRecoveryKey)));
     let shown = recovery_key.reveal();
     let typed = RecoveryKey::parse(&shown).unwrap();
     let mut vault = recover(cfg.clone(), &typed);
-    assert_eq!(
-        vault.get(&operator(), "github-pat").unwrap().expose(),
-        b"ghp-secret"
-    );
+    assert_eq!(vault.get(&operator(), "github-pat").unwrap().expose(), b"ghp-secret");
     vault.reseal(&operator()).unwrap();
     vault.lock().unwrap();
 
     assert_eq!(Vault::status(&cfg).unwrap().state, SealState::Unsealable);
     let mut vault = open(cfg).unwrap();
-    assert_eq!(
-        vault.get(&operator(), "github-pat").unwrap().expose(),
-        b"ghp-secret"
-    );
+    assert_eq!(vault.get(&operator(), "github-pat").unwrap().expose(), b"ghp-secret");
 }
 
 #[test]
@@ -178,40 +152,23 @@ fn keyring_fallback_without_a_tpm() {
     ));
     let passphrase = || Passphrase::new("correct horse battery staple".to_owned());
     let mut vault = passphrase_vault(&cfg, passphrase());
-    vault
-        .set(&operator(), "near-ai-token", b"near-token")
-        .unwrap();
+    vault.set(&operator(), "near-ai-token", b"near-token").unwrap();
     let status = Vault::status(&cfg).unwrap();
     assert_eq!(status.protection, Some(ProtectionKind::Passphrase));
     assert_eq!(status.state, SealState::Unsealed);
-    assert!(matches!(
-        vault.reseal(&operator()),
-        Err(VaultError::NotTpmProtected)
-    ));
+    assert!(matches!(vault.reseal(&operator()), Err(VaultError::NotTpmProtected)));
     drop(vault);
 
     // Still in the keyring: a second open needs no passphrase.
     let vault = open(cfg.clone()).unwrap();
     vault.lock().unwrap();
-    assert_eq!(
-        Vault::status(&cfg).unwrap().state,
-        SealState::PassphraseRequired
-    );
-    assert!(matches!(
-        open(cfg.clone()),
-        Err(VaultError::PassphraseRequired)
-    ));
+    assert_eq!(Vault::status(&cfg).unwrap().state, SealState::PassphraseRequired);
+    assert!(matches!(open(cfg.clone()), Err(VaultError::PassphraseRequired)));
     let wrong = Passphrase::new("Tr0ub4dor&3".to_owned());
-    assert!(matches!(
-        Vault::unlock_with_passphrase(cfg.clone(), &wrong),
-        Err(VaultError::WrongPassphrase)
-    ));
+    assert!(matches!(Vault::unlock_with_passphrase(cfg.clone(), &wrong), Err(VaultError::WrongPassphrase)));
     let mut vault = Vault::unlock_with_passphrase(cfg, &passphrase()).unwrap();
     vault.set_policy(operator_policy());
-    assert_eq!(
-        vault.get(&operator(), "near-ai-token").unwrap().expose(),
-        b"near-token"
-    );
+    assert_eq!(vault.get(&operator(), "near-ai-token").unwrap().expose(), b"near-token");
 }
 
 fn flip_base64_field(path: &Path, field: &str) {
@@ -235,39 +192,23 @@ fn altered_secret_files_fail_authentication() {
     for field in ["encrypted_value", "iv", "auth_tag"] {
         flip_base64_field(&secrets.join("alpha.enc"), field);
         assert!(
-            matches!(
-                vault.get(&operator(), "alpha"),
-                Err(VaultError::SecretAuthentication { version: 1, .. })
-            ),
+            matches!(vault.get(&operator(), "alpha"), Err(VaultError::SecretAuthentication { version: 1, .. })),
             "flipped {field}"
         );
         fs::write(secrets.join("alpha.enc"), &original).unwrap();
     }
-    assert_eq!(
-        vault.get(&operator(), "alpha").unwrap().expose(),
-        b"alpha-value"
-    );
+    assert_eq!(vault.get(&operator(), "alpha").unwrap().expose(), b"alpha-value");
 
     // Relabelling the file as another secret changes the bound ID.
     let mut json: serde_json::Value = serde_json::from_slice(&original).unwrap();
     json["secret_id"] = "beta".into();
     json["kdf"]["salt"] = BASE64.encode("beta:v1").into();
     fs::write(secrets.join("beta.enc"), serde_json::to_vec(&json).unwrap()).unwrap();
-    assert!(matches!(
-        vault.get(&operator(), "beta"),
-        Err(VaultError::SecretAuthentication { .. })
-    ));
+    assert!(matches!(vault.get(&operator(), "beta"), Err(VaultError::SecretAuthentication { .. })));
     // A salt that is not `<id>:v<version>` is refused outright.
     json["secret_id"] = "alpha".into();
-    fs::write(
-        secrets.join("alpha.enc"),
-        serde_json::to_vec(&json).unwrap(),
-    )
-    .unwrap();
-    assert!(matches!(
-        vault.get(&operator(), "alpha"),
-        Err(VaultError::Corrupt { .. })
-    ));
+    fs::write(secrets.join("alpha.enc"), serde_json::to_vec(&json).unwrap()).unwrap();
+    assert!(matches!(vault.get(&operator(), "alpha"), Err(VaultError::Corrupt { .. })));
 }
 
 #[test]
@@ -280,10 +221,7 @@ fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
     vault.set(&operator(), "alpha", b"a2").unwrap();
     vault.set(&operator(), "beta", b"b1").unwrap();
     let check = |vault: &mut Vault| {
-        assert_eq!(
-            vault.get_version(&operator(), "alpha", 1).unwrap().expose(),
-            b"a1"
-        );
+        assert_eq!(vault.get_version(&operator(), "alpha", 1).unwrap().expose(), b"a1");
         assert_eq!(vault.get(&operator(), "alpha").unwrap().expose(), b"a2");
         assert_eq!(vault.get(&operator(), "beta").unwrap().expose(), b"b1");
     };
@@ -292,10 +230,7 @@ fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
     assert_eq!(vault.current_status().unwrap().generation, Some(2));
     check(&mut vault);
     let history = vault.history(&operator(), "alpha").unwrap();
-    assert_eq!(
-        history.iter().map(|info| info.version).collect::<Vec<_>>(),
-        [1, 2]
-    );
+    assert_eq!(history.iter().map(|info| info.version).collect::<Vec<_>>(), [1, 2]);
     assert!(history.iter().all(|info| info.key_generation == 2));
 
     // The TPM disappears mid-operation: sealing the new key fails.
@@ -304,10 +239,7 @@ fn rotation_round_trip_and_rollback_when_the_tpm_fails() {
     let master = temp.path().join("vault/master-key.enc");
     let before = fs::read(&master).unwrap();
     let error = vault.rotate(&operator()).unwrap_err();
-    assert!(
-        matches!(error, VaultError::RotationRolledBack { stage: "seal", .. }),
-        "{error}"
-    );
+    assert!(matches!(error, VaultError::RotationRolledBack { stage: "seal", .. }), "{error}");
     assert_eq!(fs::read(&master).unwrap(), before);
     check(&mut vault);
     vault.lock().unwrap();
@@ -334,33 +266,14 @@ fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
         Capability::SecretRead,
         SecretScope::Only(vec!["openai-api-key".to_owned()]),
     ));
-    vault
-        .set(&operator(), "openai-api-key", b"sk-agent")
-        .unwrap();
-    vault
-        .set(&operator(), "github-pat", b"ghp-operator")
-        .unwrap();
-    assert_eq!(
-        vault.get(&agent, "openai-api-key").unwrap().expose(),
-        b"sk-agent"
-    );
-    assert!(matches!(
-        vault.get(&agent, "github-pat"),
-        Err(VaultError::AccessDenied { .. })
-    ));
-    assert!(matches!(
-        vault.list(&agent),
-        Err(VaultError::AccessDenied { .. })
-    ));
-    assert!(matches!(
-        vault.rotate(&agent),
-        Err(VaultError::AccessDenied { .. })
-    ));
+    vault.set(&operator(), "openai-api-key", b"sk-agent").unwrap();
+    vault.set(&operator(), "github-pat", b"ghp-operator").unwrap();
+    assert_eq!(vault.get(&agent, "openai-api-key").unwrap().expose(), b"sk-agent");
+    assert!(matches!(vault.get(&agent, "github-pat"), Err(VaultError::AccessDenied { .. })));
+    assert!(matches!(vault.list(&agent), Err(VaultError::AccessDenied { .. })));
+    assert!(matches!(vault.rotate(&agent), Err(VaultError::AccessDenied { .. })));
     vault.set_policy(AccessPolicy::deny_all());
-    assert!(matches!(
-        vault.get(&operator(), "github-pat"),
-        Err(VaultError::AccessDenied { .. })
-    ));
+    assert!(matches!(vault.get(&operator(), "github-pat"), Err(VaultError::AccessDenied { .. })));
 
     let report = vault.verify_audit_log().unwrap();
     assert_eq!(report.first_broken, None);
@@ -379,11 +292,7 @@ fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
     // Rewrite a denial as allowed.
     let forged = log.replacen("\"outcome\":\"denied\"", "\"outcome\":\"allowed\"", 1);
     fs::write(&cfg.audit_log, &forged).unwrap();
-    let broken_line = lines
-        .iter()
-        .position(|line| line.contains("denied"))
-        .unwrap() as u64
-        + 1;
+    let broken_line = lines.iter().position(|line| line.contains("denied")).unwrap() as u64 + 1;
     let report = vault.verify_audit_log().unwrap();
     assert_eq!(report.first_broken.map(|(line, _)| line), Some(broken_line));
 
@@ -391,14 +300,7 @@ fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
     let mut shortened = lines.clone();
     shortened.remove(2);
     fs::write(&cfg.audit_log, shortened.join("\n") + "\n").unwrap();
-    assert_eq!(
-        vault
-            .verify_audit_log()
-            .unwrap()
-            .first_broken
-            .map(|(line, _)| line),
-        Some(3)
-    );
+    assert_eq!(vault.verify_audit_log().unwrap().first_broken.map(|(line, _)| line), Some(3));
 }
 
 /// A rotation cuts off a reader: `secret-read` covers the current version
@@ -415,11 +317,7 @@ fn earlier_versions_need_secret_read_history() {
         operator_policy()
             .grant("wasm-daemon", Capability::SecretRead, SecretScope::Prefix("tool-".into()))
             .grant("auditor", Capability::SecretRead, SecretScope::All)
-            .grant(
-                "auditor",
-                Capability::SecretReadHistory,
-                SecretScope::Only(vec!["tool-a".into()]),
-            ),
+            .grant("auditor", Capability::SecretReadHistory, SecretScope::Only(vec!["tool-a".into()])),
     );
     vault.set(&operator(), "tool-a", b"old").unwrap();
     vault.set(&operator(), "tool-a", b"new").unwrap();
@@ -438,16 +336,10 @@ fn earlier_versions_need_secret_read_history() {
     }
     // A caller that may not read the secret at all is refused as before,
     // before anything about its versions is looked at.
-    assert!(matches!(
-        vault.get_version(&reader, "provider-x", 1),
-        Err(VaultError::AccessDenied { .. })
-    ));
+    assert!(matches!(vault.get_version(&reader, "provider-x", 1), Err(VaultError::AccessDenied { .. })));
     // The grant is per secret.
     assert_eq!(vault.get_version(&historian, "tool-a", 1).unwrap().expose(), b"old");
-    assert!(matches!(
-        vault.get_version(&historian, "tool-b", 1),
-        Err(VaultError::EarlierVersionDenied { .. })
-    ));
+    assert!(matches!(vault.get_version(&historian, "tool-b", 1), Err(VaultError::EarlierVersionDenied { .. })));
     assert_eq!(vault.get_version(&operator(), "tool-b", 1).unwrap().expose(), b"b1");
 
     let log = fs::read_to_string(&cfg.audit_log).unwrap();
@@ -470,18 +362,11 @@ fn system_manifest_detects_changed_missing_and_forged_entries() {
     fs::create_dir_all(root.join("seccomp")).unwrap();
     fs::write(root.join("seccomp/whitelist.json"), b"{}").unwrap();
     fs::write(root.join("quotas.json"), b"[1]").unwrap();
-    let files = [
-        Path::new("seccomp/whitelist.json"),
-        Path::new("quotas.json"),
-    ];
-    let manifest = vault
-        .write_system_manifest(&operator(), &root, &files)
-        .unwrap();
+    let files = [Path::new("seccomp/whitelist.json"), Path::new("quotas.json")];
+    let manifest = vault.write_system_manifest(&operator(), &root, &files).unwrap();
     assert_eq!(manifest.files.len(), 2);
     assert!(vault.verify_system_manifest(&root).unwrap().is_clean());
-    assert!(vault
-        .write_system_manifest(&operator(), &root, &[Path::new("../etc/passwd")])
-        .is_err());
+    assert!(vault.write_system_manifest(&operator(), &root, &[Path::new("../etc/passwd")]).is_err());
 
     fs::write(root.join("quotas.json"), b"[2]").unwrap();
     fs::remove_file(root.join("seccomp/whitelist.json")).unwrap();
@@ -492,13 +377,9 @@ fn system_manifest_detects_changed_missing_and_forged_entries() {
     // Re-pointing the manifest at the changed file needs the vault's key.
     let path = cfg.vault_dir.join("system-manifest.json");
     let mut json: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    json["files"]["quotas.json"] =
-        "ca2ebdf97d7469496b1f4b78958f9dc8447efdcb623953fee7b6996b762f6fff".into();
+    json["files"]["quotas.json"] = "ca2ebdf97d7469496b1f4b78958f9dc8447efdcb623953fee7b6996b762f6fff".into();
     fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
-    assert!(matches!(
-        vault.verify_system_manifest(&root),
-        Err(VaultError::ManifestTampered { .. })
-    ));
+    assert!(matches!(vault.verify_system_manifest(&root), Err(VaultError::ManifestTampered { .. })));
 }
 
 #[test]
@@ -512,13 +393,7 @@ fn canary_plaintext_never_reaches_any_file() {
     vault.set(&operator(), "canary", CANARY).unwrap();
     vault.set(&operator(), "canary", CANARY).unwrap();
     assert_eq!(vault.get(&operator(), "canary").unwrap().expose(), CANARY);
-    assert_eq!(
-        vault
-            .get_version(&operator(), "canary", 1)
-            .unwrap()
-            .expose(),
-        CANARY
-    );
+    assert_eq!(vault.get_version(&operator(), "canary", 1).unwrap().expose(), CANARY);
     vault.list(&operator()).unwrap();
     vault.history(&operator(), "canary").unwrap();
     vault.rotate(&operator()).unwrap();
@@ -527,10 +402,7 @@ fn canary_plaintext_never_reaches_any_file() {
     let mut vault = recover(cfg.clone(), &recovery_key);
     assert_eq!(vault.get(&operator(), "canary").unwrap().expose(), CANARY);
     vault.remove(&operator(), "canary").unwrap();
-    assert!(matches!(
-        vault.get(&operator(), "canary"),
-        Err(VaultError::SecretNotFound { .. })
-    ));
+    assert!(matches!(vault.get(&operator(), "canary"), Err(VaultError::SecretNotFound { .. })));
 
     let files = files_under(temp.path());
     assert!(files.iter().any(|path| path.ends_with("vault-audit.log")));
@@ -540,9 +412,7 @@ fn canary_plaintext_never_reaches_any_file() {
         let contents = fs::read(&path).unwrap();
         for needle in [CANARY, recovery_text.as_bytes()] {
             assert!(
-                !contents
-                    .windows(needle.len())
-                    .any(|window| window == needle),
+                !contents.windows(needle.len()).any(|window| window == needle),
                 "plaintext found in {}",
                 path.display()
             );

@@ -43,7 +43,9 @@ fn arguments() -> serde_json::Value {
 }
 
 fn params() -> Object {
-    let serde_json::Value::Object(params) = serde_json::json!({"tool_name": "text-stats", "arguments": arguments(), "agent": AGENT}) else {
+    let serde_json::Value::Object(params) =
+        serde_json::json!({"tool_name": "text-stats", "arguments": arguments(), "agent": AGENT})
+    else {
         unreachable!()
     };
     params
@@ -69,12 +71,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn report(what: &str, mut samples: Vec<Duration>) {
     samples.sort();
-    println!("{what}, {} sequential calls: p50 {:?}  p99 {:?}", samples.len(), percentile(&samples, 0.50), percentile(&samples, 0.99));
+    println!(
+        "{what}, {} sequential calls: p50 {:?}  p99 {:?}",
+        samples.len(),
+        percentile(&samples, 0.50),
+        percentile(&samples, 0.99)
+    );
 }
 
 fn main() {
     let registry = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
-    let registry = registry.canonicalize().unwrap_or_else(|_| panic!("{} is missing: run `make tools`", registry.display()));
+    let registry =
+        registry.canonicalize().unwrap_or_else(|_| panic!("{} is missing: run `make tools`", registry.display()));
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("clawfs/agents").join(AGENT)).unwrap();
@@ -119,10 +127,16 @@ fn main() {
         ),
     )
     .unwrap();
-    let security_agent = std::env::current_exe().unwrap().parent().and_then(Path::parent).unwrap().join("clawos-security-agent");
+    let security_agent =
+        std::env::current_exe().unwrap().parent().and_then(Path::parent).unwrap().join("clawos-security-agent");
     assert!(security_agent.exists(), "{} is missing: run `make userspace`", security_agent.display());
-    let _security_agent =
-        Daemon(Command::new(&security_agent).env("CLAWOS_CONFIG_DIR", root).env("RUST_LOG", "error").spawn().expect("starting security-agent"));
+    let _security_agent = Daemon(
+        Command::new(&security_agent)
+            .env("CLAWOS_CONFIG_DIR", root)
+            .env("RUST_LOG", "error")
+            .spawn()
+            .expect("starting security-agent"),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let client = connect().await;
@@ -140,12 +154,24 @@ fn main() {
         // As a turn calls it. The fs-engine slot holds a second wasm-daemon
         // connection: only WASM tools are called here. The agent may act
         // freely, more often than the default hourly cap.
-        let peers = Peers { fs_engine: connect().await, wasm_daemon: connect().await, security_agent: connect_to(ComponentId::SecurityAgent).await };
+        let peers = Peers {
+            fs_engine: connect().await,
+            wasm_daemon: connect().await,
+            security_agent: connect_to(ComponentId::SecurityAgent).await,
+        };
         let wasm = tools::wasm_tools(&peers.wasm_daemon).await.expect("tool_list");
         let agent_db = root.join("clawfs/agents").join(AGENT).join("workspace.db");
         let config = AgentConfig::parse("[autonomy]\nlevel = \"full\"\nmax_actions_per_hour = 1000000\n").unwrap();
         let policy = config.policy();
-        let cx = CallContext { peers: &peers, tools: &wasm, agent: AGENT, agent_db: &agent_db, session_id: "bench", memory_workspace: "default", policy: &policy };
+        let cx = CallContext {
+            peers: &peers,
+            tools: &wasm,
+            agent: AGENT,
+            agent_db: &agent_db,
+            session_id: "bench",
+            memory_workspace: "default",
+            policy: &policy,
+        };
         let mut samples = Vec::with_capacity(SEQUENTIAL_CALLS);
         for n in 0..SEQUENTIAL_CALLS {
             let start = Instant::now();
@@ -153,9 +179,14 @@ fn main() {
             samples.push(start.elapsed());
             assert!(!result.is_error && result.content.contains("\"words\":3"), "{result:?}");
         }
-        let recorded = agentfs::AgentFs::open(&agent_db).and_then(|db| db.tool_calls_in_session("bench")).expect("the agent's tool_calls");
+        let recorded = agentfs::AgentFs::open(&agent_db)
+            .and_then(|db| db.tool_calls_in_session("bench"))
+            .expect("the agent's tool_calls");
         assert_eq!(recorded.len(), SEQUENTIAL_CALLS, "every call is recorded with its session");
-        report("a tool call from agent-loop (CallContext: check_policy, IPC, fresh instance, run, tool_calls record)", samples);
+        report(
+            "a tool call from agent-loop (CallContext: check_policy, IPC, fresh instance, run, tool_calls record)",
+            samples,
+        );
 
         let mut clients = Vec::new();
         for _ in 0..CALLERS {
@@ -177,6 +208,9 @@ fn main() {
         }
         let total = CALLERS * CALLS_PER_CALLER;
         let elapsed = start.elapsed();
-        println!("{CALLERS} concurrent callers: {total} calls in {elapsed:.2?} = {:.0} calls/s", total as f64 / elapsed.as_secs_f64());
+        println!(
+            "{CALLERS} concurrent callers: {total} calls in {elapsed:.2?} = {:.0} calls/s",
+            total as f64 / elapsed.as_secs_f64()
+        );
     });
 }

@@ -34,7 +34,9 @@ pub struct AgentDbs {
 
 impl AgentDbs {
     pub fn get(&self, workspace: &Path) -> Result<Arc<Mutex<agentfs::AgentFs>>, MethodError> {
-        let io_error = |e: &dyn std::fmt::Display| MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display()));
+        let io_error = |e: &dyn std::fmt::Display| {
+            MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display()))
+        };
         let mut open = self.open.lock().expect("agent database cache lock poisoned");
         if let (Some(cached), Ok(current)) = (open.get(workspace), file_id(workspace)) {
             if cached.file_id == current {

@@ -89,13 +89,16 @@ impl CredentialRule {
         let url = format!("{}://{}/", scheme.as_str(), self.host);
         match Origin::of_url(&url) {
             // Only a host or host:port, nothing a URL would read around it.
-            Ok(origin) if [origin.host.clone(), origin.authority()].contains(&self.host.to_ascii_lowercase()) => Ok(origin),
+            Ok(origin) if [origin.host.clone(), origin.authority()].contains(&self.host.to_ascii_lowercase()) => {
+                Ok(origin)
+            }
             Ok(_) | Err(_) => Err(format!("credential host {:?} is not a host name or host:port", self.host)),
         }
     }
 
     fn applies(&self, tool_id: &str, origin: &Origin) -> bool {
-        self.origin().is_ok_and(|own| own == *origin) && (self.tools.is_empty() || self.tools.iter().any(|t| t == tool_id))
+        self.origin().is_ok_and(|own| own == *origin)
+            && (self.tools.is_empty() || self.tools.iter().any(|t| t == tool_id))
     }
 
     fn check(&self) -> Result<(), String> {
@@ -138,11 +141,14 @@ impl VaultCredentials {
 
     fn secret(&self, secret_id: &str) -> Result<String, CredentialError> {
         // A header value must be text.
-        clawos_runtime::peers::vault_secret(&self.runtime, ComponentId::WasmDaemon, secret_id, VAULT_TIMEOUT).map_err(|message| {
-            // The vault client's message names the secret already.
-            let reason = message.strip_prefix(&format!("vault secret {secret_id}: ")).unwrap_or(&message).to_owned();
-            CredentialError::Vault { secret_id: secret_id.to_owned(), reason }
-        })
+        clawos_runtime::peers::vault_secret(&self.runtime, ComponentId::WasmDaemon, secret_id, VAULT_TIMEOUT).map_err(
+            |message| {
+                // The vault client's message names the secret already.
+                let reason =
+                    message.strip_prefix(&format!("vault secret {secret_id}: ")).unwrap_or(&message).to_owned();
+                CredentialError::Vault { secret_id: secret_id.to_owned(), reason }
+            },
+        )
     }
 }
 
@@ -151,8 +157,18 @@ impl CredentialProvider for VaultCredentials {
         let mut credentials = Vec::new();
         for rule in self.rules()?.into_iter().filter(|rule| rule.applies(tool_id, origin)) {
             let secret = self.secret(&rule.secret)?;
-            tracing::info!(tool = tool_id, scheme = origin.scheme.as_str(), authority = origin.authority(), secret = rule.secret, "credential injected");
-            credentials.push(Credential { header: rule.header, value: rule.format.replace("{secret}", &secret), secret });
+            tracing::info!(
+                tool = tool_id,
+                scheme = origin.scheme.as_str(),
+                authority = origin.authority(),
+                secret = rule.secret,
+                "credential injected"
+            );
+            credentials.push(Credential {
+                header: rule.header,
+                value: rule.format.replace("{secret}", &secret),
+                secret,
+            });
         }
         Ok(credentials)
     }
@@ -184,7 +200,12 @@ mod tests {
         let rules = provider.rules().unwrap();
         assert!(rules[0].applies("web-fetch", &origin("https://api.example.com/v1")));
         assert!(rules[0].applies("web-fetch", &origin("https://API.example.com:443/")));
-        for elsewhere in ["http://api.example.com:443/", "http://api.example.com/", "https://api.example.com:8443/", "https://evil.api.example.com/"] {
+        for elsewhere in [
+            "http://api.example.com:443/",
+            "http://api.example.com/",
+            "https://api.example.com:8443/",
+            "https://evil.api.example.com/",
+        ] {
             assert!(!rules[0].applies("web-fetch", &origin(elsewhere)), "{elsewhere}");
         }
         assert!(!rules[0].applies("other-tool", &origin("https://api.example.com/")));
@@ -212,7 +233,8 @@ mod tests {
     /// A host that is a URL.
     const BAD_HOST: &str = "[[credential]]\nhost = \"https://h/\"\nheader = \"x\"\nsecret = \"tool-a\"\n";
     /// A format that never puts the secret in.
-    const FORMAT_WITHOUT_SECRET: &str = "[[credential]]\nhost = \"h\"\nheader = \"x\"\nsecret = \"tool-a\"\nformat = \"Bearer token\"\n";
+    const FORMAT_WITHOUT_SECRET: &str =
+        "[[credential]]\nhost = \"h\"\nheader = \"x\"\nsecret = \"tool-a\"\nformat = \"Bearer token\"\n";
 
     #[test]
     fn a_bad_file_fails_the_request_instead_of_sending_it_bare() {
@@ -225,10 +247,17 @@ mod tests {
 
     #[test]
     fn without_a_vault_a_matching_rule_fails_closed() {
-        let (_dir, provider, _runtime) = provider("[[credential]]\nhost = \"h\"\nheader = \"x-key\"\nsecret = \"tool-a\"\n");
+        let (_dir, provider, _runtime) =
+            provider("[[credential]]\nhost = \"h\"\nheader = \"x-key\"\nsecret = \"tool-a\"\n");
         // No security-agent listens in the test: the request must not go out.
-        let error = std::thread::scope(|s| s.spawn(|| provider.credentials_for("t", &origin("https://h/"))).join().unwrap()).unwrap_err();
+        let error =
+            std::thread::scope(|s| s.spawn(|| provider.credentials_for("t", &origin("https://h/"))).join().unwrap())
+                .unwrap_err();
         assert!(matches!(&error, CredentialError::Vault { secret_id, .. } if secret_id == "tool-a"), "{error:?}");
-        assert!(error.to_string().starts_with("vault secret tool-a: ") && !error.to_string().contains("tool-a: vault secret"), "{error}");
+        assert!(
+            error.to_string().starts_with("vault secret tool-a: ")
+                && !error.to_string().contains("tool-a: vault secret"),
+            "{error}"
+        );
     }
 }

@@ -40,11 +40,14 @@ fn storage(error: agentfs::Error) -> KvError {
 impl KvBackend for AgentFsKv {
     fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         let db = self.db(agent_id)?;
-        let value = db.lock().expect("agentfs lock poisoned").kv_get(&format!("{}{key}", prefix(tool_id))).map_err(storage)?;
+        let value =
+            db.lock().expect("agentfs lock poisoned").kv_get(&format!("{}{key}", prefix(tool_id))).map_err(storage)?;
         let corrupt = |reason: String| KvError::Corrupt { key: key.to_owned(), reason };
         match value {
             None => Ok(None),
-            Some(serde_json::Value::String(encoded)) => base64::engine::general_purpose::STANDARD.decode(encoded).map(Some).map_err(|e| corrupt(e.to_string())),
+            Some(serde_json::Value::String(encoded)) => {
+                base64::engine::general_purpose::STANDARD.decode(encoded).map(Some).map_err(|e| corrupt(e.to_string()))
+            }
             Some(other) => Err(corrupt(format!("not a base64 string: {other}"))),
         }
     }
@@ -80,7 +83,11 @@ mod tests {
         kv.set("wasm-agent", "scratchpad", "plan", b"\x00bytes\xff".to_vec(), 2).unwrap();
         assert_eq!(kv.get("wasm-agent", "other-tool", "plan").unwrap(), None, "tools do not share keys");
         kv.set("wasm-agent", "scratchpad", "b", vec![1], 2).unwrap();
-        assert_eq!(kv.set("wasm-agent", "scratchpad", "c", vec![2], 2), Err(KvError::Full { max_keys: 2 }), "a third key is over the limit");
+        assert_eq!(
+            kv.set("wasm-agent", "scratchpad", "c", vec![2], 2),
+            Err(KvError::Full { max_keys: 2 }),
+            "a third key is over the limit"
+        );
         kv.set("wasm-agent", "scratchpad", "b", vec![3], 2).unwrap();
 
         // A new daemon (new cache) reads the same database.
@@ -90,7 +97,10 @@ mod tests {
         assert!(db.kv_get("clawos.tool/scratchpad/plan").unwrap().is_some());
         reopened.delete("wasm-agent", "scratchpad", "plan").unwrap();
         assert_eq!(reopened.get("wasm-agent", "scratchpad", "plan").unwrap(), None);
-        assert!(matches!(reopened.get("../x", "scratchpad", "plan"), Err(KvError::Unavailable { .. })), "agent ids stay plain names");
+        assert!(
+            matches!(reopened.get("../x", "scratchpad", "plan"), Err(KvError::Unavailable { .. })),
+            "agent ids stay plain names"
+        );
         // A value the store did not write is reported as damaged, not as bytes.
         db.kv_set("clawos.tool/scratchpad/odd", &serde_json::json!(1)).unwrap();
         assert!(matches!(reopened.get("wasm-agent", "scratchpad", "odd"), Err(KvError::Corrupt { .. })));

@@ -148,7 +148,10 @@ impl Daemon {
             tracing::error!("{reason}; tools' file writes will be refused");
         }
         let audit_log_problem = audit_log.as_ref().err().cloned();
-        let credentials = credentials::VaultCredentials::new(config.tools_dir.join("credentials.toml"), tokio::runtime::Handle::current());
+        let credentials = credentials::VaultCredentials::new(
+            config.tools_dir.join("credentials.toml"),
+            tokio::runtime::Handle::current(),
+        );
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
             cache_key: cache_key(&config.cache_key_file).map(CacheKey::from_bytes),
@@ -195,7 +198,11 @@ impl Daemon {
     /// The answer of the call recorded in `workspace` with `key`, if one
     /// is: its result, or its error as it was recorded (`<kind>: <message>`,
     /// the text the first caller got).
-    async fn recorded(&self, workspace: &Path, key: &str) -> Result<Option<Result<ToolResult, MethodError>>, MethodError> {
+    async fn recorded(
+        &self,
+        workspace: &Path,
+        key: &str,
+    ) -> Result<Option<Result<ToolResult, MethodError>>, MethodError> {
         let (agent_dbs, workspace, key) = (self.agent_dbs.clone(), workspace.to_owned(), key.to_owned());
         let found = tokio::task::spawn_blocking(move || {
             let db = agent_dbs.get(&workspace)?;
@@ -240,12 +247,19 @@ impl wasm_daemon::Service for Daemon {
         // is waited for (`once`).
         let once = match &params.idempotency_key {
             Some(key) if key.len() > MAX_IDEMPOTENCY_KEY => {
-                return Err(MethodError::new(ErrorCode::Eproto, format!("idempotency_key: more than {MAX_IDEMPOTENCY_KEY} bytes")));
+                return Err(MethodError::new(
+                    ErrorCode::Eproto,
+                    format!("idempotency_key: more than {MAX_IDEMPOTENCY_KEY} bytes"),
+                ));
             }
             Some(key) => {
                 let held = self.keyed.hold(&workspace, key).await;
                 if let Some(answer) = self.recorded(&workspace, key).await? {
-                    tracing::info!(tool = params.tool_name, agent = params.agent, "answered from the call recorded with its idempotency key");
+                    tracing::info!(
+                        tool = params.tool_name,
+                        agent = params.agent,
+                        "answered from the call recorded with its idempotency key"
+                    );
                     return answer;
                 }
                 Some(held)
@@ -253,7 +267,8 @@ impl wasm_daemon::Service for Daemon {
             None => None,
         };
         let host = self.host.clone();
-        let _slot = self.call_slots.acquire().await.map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?;
+        let _slot =
+            self.call_slots.acquire().await.map_err(|e| MethodError::new(ErrorCode::Einternal, e.to_string()))?;
         let agent_dbs = self.agent_dbs.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             // Held until the call is recorded, whatever becomes of the request.
@@ -311,7 +326,10 @@ impl wasm_daemon::Service for Daemon {
             .map_err(|e| MethodError::bad_params(format!("tool_install: definition: {e}")))?;
         let tool_id = definition.tool_id.clone();
         if self.image.get(&tool_id).is_some() {
-            return Err(MethodError::new(ErrorCode::Eperm, format!("{tool_id:?} is one of the image's tools and cannot be replaced")));
+            return Err(MethodError::new(
+                ErrorCode::Eperm,
+                format!("{tool_id:?} is one of the image's tools and cannot be replaced"),
+            ));
         }
         let wasm = base64::engine::general_purpose::STANDARD
             .decode(params.wasm_base64.as_bytes())
@@ -332,7 +350,10 @@ impl wasm_daemon::Service for Daemon {
     async fn tool_remove(&self, _call: &Call, params: ToolRef) -> Result<ToolRemoved, MethodError> {
         let tool_name = params.tool_name;
         if self.image.get(&tool_name).is_some() {
-            return Err(MethodError::new(ErrorCode::Eperm, format!("{tool_name:?} is one of the image's tools and cannot be removed")));
+            return Err(MethodError::new(
+                ErrorCode::Eperm,
+                format!("{tool_name:?} is one of the image's tools and cannot be removed"),
+            ));
         }
         let removed = self.installed().remove(&tool_name).map_err(store_error)?;
         self.host.unload(&tool_name);
@@ -414,8 +435,13 @@ fn read_or_create_key(path: &Path) -> std::io::Result<[u8; CacheKey::LEN]> {
     // which only invalidates entries written under the last one.
     let mut key = [0u8; CacheKey::LEN];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
-    let mut file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
     std::io::Write::write_all(&mut file, &key)?;
     Ok(key)
 }
@@ -441,7 +467,10 @@ fn tool_cgroups() -> Option<ToolCgroups> {
 fn agent_database(clawfs_root: &Path, agent: &str) -> Result<PathBuf, MethodError> {
     let plain = !agent.is_empty() && agent.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !plain {
-        return Err(MethodError::new(ErrorCode::Eproto, format!("agent {agent:?} must be lowercase letters, digits and hyphens")));
+        return Err(MethodError::new(
+            ErrorCode::Eproto,
+            format!("agent {agent:?} must be lowercase letters, digits and hyphens"),
+        ));
     }
     Ok(clawfs_root.join("agents").join(agent).join(clawfs::DATABASE_FILE))
 }
@@ -501,7 +530,10 @@ mod tests {
     #[test]
     fn agent_names_cannot_leave_the_agents_directory() {
         let root = Path::new("/clawfs");
-        assert_eq!(agent_database(root, "wasm-agent").unwrap(), Path::new("/clawfs/agents/wasm-agent").join(clawfs::DATABASE_FILE));
+        assert_eq!(
+            agent_database(root, "wasm-agent").unwrap(),
+            Path::new("/clawfs/agents/wasm-agent").join(clawfs::DATABASE_FILE)
+        );
         for bad in ["", "../vault", "a/b", "Agent"] {
             assert!(agent_database(root, bad).is_err(), "{bad:?}");
         }

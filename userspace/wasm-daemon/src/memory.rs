@@ -38,15 +38,24 @@ impl MemorySearch for FsEngineMemory {
             limit: Some(limit as usize),
             fusion: None,
         };
-        let answer = clawos_runtime::peers::call(&self.runtime, ComponentId::WasmDaemon, ComponentId::FsEngine, async |client| {
-            fs_engine::Client::new(client).with_timeout(SEARCH_TIMEOUT).memory_search(&params).await
-        })
+        let answer = clawos_runtime::peers::call(
+            &self.runtime,
+            ComponentId::WasmDaemon,
+            ComponentId::FsEngine,
+            async |client| fs_engine::Client::new(client).with_timeout(SEARCH_TIMEOUT).memory_search(&params).await,
+        )
         .map_err(MemoryError::Failed)?;
         Ok(MemoryResults {
             hits: answer
                 .results
                 .into_iter()
-                .map(|hit| MemoryHit { workspace: hit.workspace, path: hit.path, heading: hit.heading, content: hit.content, score: hit.score })
+                .map(|hit| MemoryHit {
+                    workspace: hit.workspace,
+                    path: hit.path,
+                    heading: hit.heading,
+                    content: hit.content,
+                    score: hit.score,
+                })
                 .collect(),
             keyword_leg: describe_leg(&answer.keyword),
             vector_leg: describe_leg(&answer.vector),

@@ -109,7 +109,14 @@ pub fn check() -> std::process::ExitCode {
                 unsafe { libc::_exit(2) };
             }
             // SAFETY: PTRACE_TRACEME with null arguments touches no memory.
-            unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) };
+            unsafe {
+                libc::ptrace(
+                    libc::PTRACE_TRACEME,
+                    0,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                )
+            };
             // SAFETY: as above; reached only if the filter let ptrace through.
             unsafe { libc::_exit(1) }
         }
@@ -121,10 +128,15 @@ pub fn check() -> std::process::ExitCode {
                 return ExitCode::FAILURE;
             }
             if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS {
-                println!("the seccomp filter killed process {child} for ptrace (syscall {}) with SIGSYS", libc::SYS_ptrace);
+                println!(
+                    "the seccomp filter killed process {child} for ptrace (syscall {}) with SIGSYS",
+                    libc::SYS_ptrace
+                );
                 ExitCode::SUCCESS
             } else {
-                eprintln!("process {child} under the seccomp filter was not killed by SIGSYS (wait status {status:#x})");
+                eprintln!(
+                    "process {child} under the seccomp filter was not killed by SIGSYS (wait status {status:#x})"
+                );
                 ExitCode::FAILURE
             }
         }
@@ -178,7 +190,14 @@ mod tests {
             }
             "ptrace" => {
                 // SAFETY: PTRACE_TRACEME with null arguments touches no memory.
-                unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) };
+                unsafe {
+                    libc::ptrace(
+                        libc::PTRACE_TRACEME,
+                        0,
+                        std::ptr::null_mut::<libc::c_void>(),
+                        std::ptr::null_mut::<libc::c_void>(),
+                    )
+                };
             }
             other => panic!("unknown action {other}"),
         }
@@ -207,7 +226,8 @@ mod tests {
         let spec = include_str!("../../../specs/toolhost/seccomp.md");
         let table = spec.split("## Allowed system calls").nth(1).unwrap().split("\n\n").nth(1).unwrap();
         let mut documented: Vec<&str> = table.split('`').skip(1).step_by(2).collect();
-        let mut allowed: Vec<&str> = super::ALLOWED_SYSCALLS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        let mut allowed: Vec<&str> =
+            super::ALLOWED_SYSCALLS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
         documented.sort_unstable();
         allowed.sort_unstable();
         assert_eq!(documented, allowed);

@@ -290,7 +290,18 @@ fn ensure(condition: bool, problem: impl FnOnce() -> String) -> Result<(), Strin
 }
 
 fn describe(events: &[Event]) -> String {
-    events.iter().map(|event| format!("{:?}/{:?}{}", event.kind(), event.decision(), event.path().map(|p| format!(":{p}")).unwrap_or_default())).collect::<Vec<_>>().join(", ")
+    events
+        .iter()
+        .map(|event| {
+            format!(
+                "{:?}/{:?}{}",
+                event.kind(),
+                event.decision(),
+                event.path().map(|p| format!(":{p}")).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The kinds of `events` with how often each occurs.
@@ -320,7 +331,14 @@ fn expect_header(event: &Event, run: &Run, cgroup: &str) -> Result<(), String> {
             && header.version == clawos_ebpf_common::EVENT_FORMAT_VERSION
             && header.timestamp_ns > 0
             && comm == "init",
-        || format!("{:?} header {header:?} (comm {comm:?}) for pid {} in {cgroup} (id {})", event.kind(), run.pid, cgroup_id(cgroup)),
+        || {
+            format!(
+                "{:?} header {header:?} (comm {comm:?}) for pid {} in {cgroup} (id {})",
+                event.kind(),
+                run.pid,
+                cgroup_id(cgroup)
+            )
+        },
     )
 }
 
@@ -340,20 +358,29 @@ fn exec_scenario(monitor: &mut Monitor) -> Outcome {
     // The kernel opens the binary, asks the LSM (audited: exec is denied
     // to this cgroup, but it is in audit mode), runs it; the new program
     // reads its /proc/<pid>/maps at startup, and exits.
-    expect_kinds(&events, &[(EventKind::FileOpen, 2), (EventKind::ExecCheck, 1), (EventKind::Exec, 1), (EventKind::Exit, 1)])?;
+    expect_kinds(
+        &events,
+        &[(EventKind::FileOpen, 2), (EventKind::ExecCheck, 1), (EventKind::Exec, 1), (EventKind::Exit, 1)],
+    )?;
     for event in &events {
         expect_header(event, &run, AUDIT)?;
     }
     let exec = only(&events, EventKind::Exec)?;
     ensure(exec.path().as_deref() == Some(SELF), || format!("exec filename {:?}", exec.path()))?;
     let check = only(&events, EventKind::ExecCheck)?;
-    ensure(check.decision() == Decision::Audited && check.path().as_deref() == Some(SELF), || format!("exec check {:?} {:?}", check.decision(), check.path()))?;
-    let mut opened: Vec<String> = events.iter().filter(|event| event.kind() == EventKind::FileOpen).filter_map(Event::path).collect();
+    ensure(check.decision() == Decision::Audited && check.path().as_deref() == Some(SELF), || {
+        format!("exec check {:?} {:?}", check.decision(), check.path())
+    })?;
+    let mut opened: Vec<String> =
+        events.iter().filter(|event| event.kind() == EventKind::FileOpen).filter_map(Event::path).collect();
     opened.sort();
     let maps = format!("/proc/{}/maps", run.pid);
     ensure(opened == [SELF.to_owned(), maps.clone()], || format!("opens {opened:?}, wanted {SELF} and {maps}"))?;
     ensure(
-        events.iter().filter(|event| event.kind() == EventKind::FileOpen).all(|event| event.decision() == Decision::Allowed),
+        events
+            .iter()
+            .filter(|event| event.kind() == EventKind::FileOpen)
+            .all(|event| event.decision() == Decision::Allowed),
         || "granted opens were not allowed".into(),
     )?;
     match only(&events, EventKind::Exit)? {
@@ -367,7 +394,9 @@ fn open_scenario(monitor: &mut Monitor) -> Outcome {
     drain(monitor);
     let forbidden = run_in(AUDIT, &["open", FORBIDDEN_FILE]);
     let granted = run_in(AUDIT, &["open", GRANTED_FILE]);
-    ensure(forbidden.code == 0 && granted.code == 0, || format!("audit-mode opens failed: {} {}", forbidden.code, granted.code))?;
+    ensure(forbidden.code == 0 && granted.code == 0, || {
+        format!("audit-mode opens failed: {} {}", forbidden.code, granted.code)
+    })?;
     // A name that does not exist never reaches file_open; its process
     // exits with ENOENT, which the exit record must carry (wait status).
     let missing = run_in(AUDIT, &["open", "/missing"]);
@@ -375,10 +404,14 @@ fn open_scenario(monitor: &mut Monitor) -> Outcome {
     let events = by_pid.remove(&missing.pid).unwrap_or_default();
     expect_kinds(&events, &[(EventKind::Exit, 1)])?;
     match only(&events, EventKind::Exit)? {
-        Event::Exit(exit) => ensure(exit.exit_code == libc::ENOENT << 8, || format!("exit code {:#x} for exit({})", exit.exit_code, libc::ENOENT))?,
+        Event::Exit(exit) => ensure(exit.exit_code == libc::ENOENT << 8, || {
+            format!("exit code {:#x} for exit({})", exit.exit_code, libc::ENOENT)
+        })?,
         _ => unreachable!("only() matched the kind"),
     }
-    for (run, path, decision) in [(&forbidden, FORBIDDEN_FILE, Decision::Audited), (&granted, GRANTED_FILE, Decision::Allowed)] {
+    for (run, path, decision) in
+        [(&forbidden, FORBIDDEN_FILE, Decision::Audited), (&granted, GRANTED_FILE, Decision::Allowed)]
+    {
         let events = by_pid.remove(&run.pid).unwrap_or_default();
         expect_kinds(&events, &[(EventKind::FileOpen, 1), (EventKind::Exit, 1)])?;
         let open = only(&events, EventKind::FileOpen)?;
@@ -420,9 +453,14 @@ fn diagnostics_scenario(monitor: &mut Monitor, logs: &ProgramLogs) -> Outcome {
     ensure(run.code == 0, || format!("audit-mode open failed with errno {}", run.code))?;
     let events = drain(monitor).remove(&run.pid).unwrap_or_default();
     let open = only(&events, EventKind::FileOpen)?;
-    ensure(open.path().as_deref() == Some("") && open.decision() == Decision::Audited, || format!("open record {:?} {:?}", open.path(), open.decision()))?;
+    ensure(open.path().as_deref() == Some("") && open.decision() == Decision::Audited, || {
+        format!("open record {:?} {:?}", open.path(), open.decision())
+    })?;
     // ENAMETOOLONG from bpf_d_path.
-    let expected = format!("WARN file_open: bpf_d_path failed with -36 in cgroup {}: the path matches no open grant", cgroup_id(AUDIT));
+    let expected = format!(
+        "WARN file_open: bpf_d_path failed with -36 in cgroup {}: the path matches no open grant",
+        cgroup_id(AUDIT)
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let seen = logs.0.lock().expect("log lock").clone();
@@ -447,8 +485,18 @@ fn connect_scenario(monitor: &mut Monitor) -> Outcome {
     let Event::Socket(record) = connect else { unreachable!("only() matched the kind") };
     let address = std::net::Ipv6Addr::from(record.addr).to_ipv4_mapped();
     ensure(
-        record.family == libc::AF_INET as u16 && record.port == PORT && address == Some(std::net::Ipv4Addr::LOCALHOST) && connect.decision() == Decision::Audited,
-        || format!("connect record family {} port {} address {address:?} {:?}", record.family, record.port, connect.decision()),
+        record.family == libc::AF_INET as u16
+            && record.port == PORT
+            && address == Some(std::net::Ipv4Addr::LOCALHOST)
+            && connect.decision() == Decision::Audited,
+        || {
+            format!(
+                "connect record family {} port {} address {address:?} {:?}",
+                record.family,
+                record.port,
+                connect.decision()
+            )
+        },
     )?;
     Ok(format!("127.0.0.1:{PORT} audited"))
 }
@@ -456,7 +504,9 @@ fn connect_scenario(monitor: &mut Monitor) -> Outcome {
 fn syscall_burst_scenario(monitor: &mut Monitor) -> Outcome {
     const BURST: u64 = 20_000;
     let id = cgroup_id(AUDIT);
-    let count = |monitor: &Monitor| monitor.syscall_counts().into_iter().find(|&(cgroup, _)| cgroup == id).map_or(0, |(_, n)| n);
+    let count = |monitor: &Monitor| {
+        monitor.syscall_counts().into_iter().find(|&(cgroup, _)| cgroup == id).map_or(0, |(_, n)| n)
+    };
     let before = count(monitor);
     let run = run_in(AUDIT, &["burst", &BURST.to_string()]);
     ensure(run.code == 0, || format!("burst failed with errno {}", run.code))?;
@@ -491,17 +541,25 @@ fn outside_scenario(monitor: &mut Monitor) -> Outcome {
     let mut target = spawn(OUTSIDE, &["sleep", "60"]);
     let target_pid = target.id().to_string();
     let connect = format!("127.0.0.1:{PORT}");
-    let actions: [&[&str]; 5] =
-        [&["exec", SELF], &["open", FORBIDDEN_FILE], &["connect", &connect], &["burst", "5000"], &["ptrace", &target_pid]];
+    let actions: [&[&str]; 5] = [
+        &["exec", SELF],
+        &["open", FORBIDDEN_FILE],
+        &["connect", &connect],
+        &["burst", "5000"],
+        &["ptrace", &target_pid],
+    ];
     let failed = actions.iter().map(|action| (action, run_in(OUTSIDE, action))).find(|(_, run)| run.code != 0);
     let _ = target.kill();
     let _ = target.wait();
     if let Some((action, run)) = failed {
         return Err(format!("{action:?} outside the scope failed with errno {}", run.code));
     }
-    let stray: Vec<Event> = drain(monitor).into_values().flatten().filter(|event| event.header().cgroup_id == id).collect();
+    let stray: Vec<Event> =
+        drain(monitor).into_values().flatten().filter(|event| event.header().cgroup_id == id).collect();
     ensure(stray.is_empty(), || format!("events from an unmonitored cgroup: {}", describe(&stray)))?;
-    ensure(!monitor.syscall_counts().iter().any(|&(cgroup, _)| cgroup == id), || "syscalls counted for an unmonitored cgroup".into())?;
+    ensure(!monitor.syscall_counts().iter().any(|&(cgroup, _)| cgroup == id), || {
+        "syscalls counted for an unmonitored cgroup".into()
+    })?;
     Ok("exec, open, connect, burst and ptrace outside the scope: no events, no counts".into())
 }
 
@@ -523,16 +581,22 @@ fn forbidden_actions(cgroup: &str) -> [i32; 4] {
 fn enforce_scenario(monitor: &mut Monitor) -> Outcome {
     drain(monitor);
     let codes = forbidden_actions(ENFORCE);
-    ensure(codes == [libc::EPERM; 4], || format!("exec, open, connect, ptrace in enforce mode gave errnos {codes:?}, wanted EPERM"))?;
+    ensure(codes == [libc::EPERM; 4], || {
+        format!("exec, open, connect, ptrace in enforce mode gave errnos {codes:?}, wanted EPERM")
+    })?;
     let granted = [
         run_in(ENFORCE, &["open", GRANTED_FILE]).code,
         run_in(ENFORCE, &["connect", &format!("127.0.0.2:{PORT}")]).code,
     ];
     ensure(granted == [0, 0], || format!("granted open and connect in enforce mode gave errnos {granted:?}"))?;
-    let denied: Vec<Event> = drain(monitor).into_values().flatten().filter(|event| event.decision() == Decision::Denied).collect();
+    let denied: Vec<Event> =
+        drain(monitor).into_values().flatten().filter(|event| event.decision() == Decision::Denied).collect();
     let denied_kinds = kinds(&denied);
     let wanted: BTreeMap<u16, usize> =
-        [EventKind::ExecCheck, EventKind::FileOpen, EventKind::Connect, EventKind::Ptrace].iter().map(|&kind| (kind as u16, 1)).collect();
+        [EventKind::ExecCheck, EventKind::FileOpen, EventKind::Connect, EventKind::Ptrace]
+            .iter()
+            .map(|&kind| (kind as u16, 1))
+            .collect();
     ensure(denied_kinds == wanted, || format!("denied events [{}]", describe(&denied)))?;
     Ok("exec, open, connect, ptrace refused with EPERM and reported as denied; granted open and connect allowed".into())
 }
@@ -540,7 +604,9 @@ fn enforce_scenario(monitor: &mut Monitor) -> Outcome {
 fn audit_scenario(monitor: &mut Monitor) -> Outcome {
     drain(monitor);
     let codes = forbidden_actions(AUDIT);
-    ensure(codes == [0; 4], || format!("exec, open, connect, ptrace in audit mode gave errnos {codes:?}, wanted success"))?;
+    ensure(codes == [0; 4], || {
+        format!("exec, open, connect, ptrace in audit mode gave errnos {codes:?}, wanted success")
+    })?;
     let audited = drain(monitor).into_values().flatten().filter(|event| event.decision() == Decision::Audited).count();
     ensure(audited == 4, || format!("{audited} audited events, wanted 4"))?;
     Ok("the same four actions succeed and are reported as audited".into())
@@ -554,7 +620,9 @@ fn policy_update_scenario(monitor: &mut Monitor) -> Outcome {
     let enforced = run_in(AUDIT, &["open", FORBIDDEN_FILE]).code;
     apply(monitor, &policy("audit"))?;
     let restored = run_in(AUDIT, &["open", FORBIDDEN_FILE]).code;
-    ensure(enforced == libc::EPERM && restored == 0, || format!("open after switching to enforce: errno {enforced}; after switching back: {restored}"))?;
+    ensure(enforced == libc::EPERM && restored == 0, || {
+        format!("open after switching to enforce: errno {enforced}; after switching back: {restored}")
+    })?;
     let after = ids(monitor);
     ensure(before == after && !before.contains(&0), || format!("program ids changed: {before:?} -> {after:?}"))?;
     drain(monitor);
@@ -569,16 +637,22 @@ fn young_cgroup_scenario(monitor: &mut Monitor) -> Outcome {
     fs::create_dir(&dir).map_err(|err| format!("cgroup {young}: {err}"))?;
     drain(monitor);
     let codes = [run_in(&young, &["open", FORBIDDEN_FILE]).code, run_in(&young, &["open", GRANTED_FILE]).code];
-    let denied: Vec<Event> = drain(monitor).into_values().flatten().filter(|event| event.decision() == Decision::Denied).collect();
+    let denied: Vec<Event> =
+        drain(monitor).into_values().flatten().filter(|event| event.decision() == Decision::Denied).collect();
     let _ = fs::remove_dir(&dir);
-    ensure(codes == [libc::EPERM, 0], || format!("forbidden and granted opens in {young} gave errnos {codes:?}, wanted EPERM and 0"))?;
-    ensure(denied.len() == 1 && denied[0].header().cgroup_id == cgroup_id(ENFORCE), || format!("denied events [{}]", describe(&denied)))?;
+    ensure(codes == [libc::EPERM, 0], || {
+        format!("forbidden and granted opens in {young} gave errnos {codes:?}, wanted EPERM and 0")
+    })?;
+    ensure(denied.len() == 1 && denied[0].header().cgroup_id == cgroup_id(ENFORCE), || {
+        format!("denied events [{}]", describe(&denied))
+    })?;
     Ok("a cgroup made after the policy was resolved is held to its parent's grants at once, reported under the parent's id".into())
 }
 
 fn repeated_opens_scenario(monitor: &mut Monitor) -> Outcome {
     const OPENS: u64 = 100;
-    let coalesced = |monitor: &Monitor| stats(&monitor.program_stats(), "file_open").map_or(0, |program| program.coalesced_events);
+    let coalesced =
+        |monitor: &Monitor| stats(&monitor.program_stats(), "file_open").map_or(0, |program| program.coalesced_events);
     let before = coalesced(monitor);
     drain(monitor);
     // The bench cgroup only watches: nothing to decide, so one file opened
@@ -590,7 +664,13 @@ fn repeated_opens_scenario(monitor: &mut Monitor) -> Outcome {
     ensure([repeated.code, other.code, after_window.code] == [0; 3], || "watch-only opens failed".into())?;
     let mut by_pid = drain(monitor);
     let mut opened = |run: &Run| -> Vec<String> {
-        by_pid.remove(&run.pid).unwrap_or_default().iter().filter(|event| event.kind() == EventKind::FileOpen).filter_map(Event::path).collect()
+        by_pid
+            .remove(&run.pid)
+            .unwrap_or_default()
+            .iter()
+            .filter(|event| event.kind() == EventKind::FileOpen)
+            .filter_map(Event::path)
+            .collect()
     };
     let (repeated_paths, other_paths, later_paths) = (opened(&repeated), opened(&other), opened(&after_window));
     ensure(repeated_paths == [GRANTED_FILE], || format!("{OPENS} opens of one file reported as {repeated_paths:?}"))?;
@@ -604,13 +684,21 @@ fn repeated_opens_scenario(monitor: &mut Monitor) -> Outcome {
 fn ring_loss_scenario() -> Outcome {
     const OPENS: u64 = 2_000;
     // One page: room for about a dozen open records.
-    let mut small = Monitor::attach_with_ring_sizes(Path::new(OBJECT), &[("FILE_EVENTS", 4096)]).map_err(|err| format!("{err:#}"))?;
+    let mut small = Monitor::attach_with_ring_sizes(Path::new(OBJECT), &[("FILE_EVENTS", 4096)])
+        .map_err(|err| format!("{err:#}"))?;
     apply(&mut small, &policy("audit"))?;
     let run = run_in(AUDIT, &["opens", GRANTED_FILE, &OPENS.to_string()]);
     ensure(run.code == 0, || format!("opens failed with errno {}", run.code))?;
-    let delivered = drain(&mut small).remove(&run.pid).unwrap_or_default().iter().filter(|event| event.kind() == EventKind::FileOpen).count() as u64;
+    let delivered = drain(&mut small)
+        .remove(&run.pid)
+        .unwrap_or_default()
+        .iter()
+        .filter(|event| event.kind() == EventKind::FileOpen)
+        .count() as u64;
     let lost = stats(&small.program_stats(), "file_open").map_or(0, |program| program.lost_events);
-    ensure(lost > 0 && delivered + lost == OPENS, || format!("{OPENS} opens: {delivered} delivered + {lost} counted lost"))?;
+    ensure(lost > 0 && delivered + lost == OPENS, || {
+        format!("{OPENS} opens: {delivered} delivered + {lost} counted lost")
+    })?;
     Ok(format!("{OPENS} opens into a 4 KiB ring: {delivered} delivered, {lost} counted lost, none unaccounted"))
 }
 
@@ -625,7 +713,9 @@ fn run_all() {
     std::thread::spawn(move || listener.incoming().for_each(drop));
     let mut monitor = match Monitor::attach(Path::new(OBJECT)) {
         Ok(monitor) => monitor,
-        Err(err) => return println!("VMTEST FAIL setup: attaching {OBJECT}: {err} ({:?})", std::error::Error::source(&err)),
+        Err(err) => {
+            return println!("VMTEST FAIL setup: attaching {OBJECT}: {err} ({:?})", std::error::Error::source(&err))
+        }
     };
     if let Err(problem) = apply(&mut monitor, &policy("audit")) {
         return println!("VMTEST FAIL setup: {problem}");
@@ -673,7 +763,8 @@ fn run_all() {
     println!("VMTEST SCENARIOS {:.1} s", started.elapsed().as_secs_f64());
     // Benchmarks only when asked (tests/ebpf-vm/run.sh --bench): they take
     // most of a minute under TCG, the scenarios seconds.
-    let bench = fs::read_to_string("/proc/cmdline").is_ok_and(|cmdline| cmdline.split_whitespace().any(|arg| arg == "clawos.vmtest=bench"));
+    let bench = fs::read_to_string("/proc/cmdline")
+        .is_ok_and(|cmdline| cmdline.split_whitespace().any(|arg| arg == "clawos.vmtest=bench"));
     if bench {
         if let Err(problem) = benchmarks() {
             report("benchmarks", Err(problem));

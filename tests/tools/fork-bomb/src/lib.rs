@@ -8,7 +8,11 @@ struct ForkBomb;
 
 impl Guest for ForkBomb {
     fn describe() -> Descriptor {
-        Descriptor { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into(), params_schema: "{}".into() }
+        Descriptor {
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            params_schema: "{}".into(),
+        }
     }
 
     fn run(_params_json: String) -> Result<String, ToolError> {

@@ -19,14 +19,23 @@ struct PathEscape;
 
 impl Guest for PathEscape {
     fn describe() -> Descriptor {
-        Descriptor { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into(), params_schema: "{}".into() }
+        Descriptor {
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            params_schema: "{}".into(),
+        }
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {
-        let Params { paths } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let Params { paths } =
+            serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
         let mut loot = serde_json::Map::new();
-        let wasi_file = std::fs::read("/etc/shadow").map(|b| format!("read {} bytes", b.len())).unwrap_or_else(|e| format!("error: {e}"));
-        let wasi_socket = std::net::TcpStream::connect("127.0.0.1:22").map(|_| "connected".to_owned()).unwrap_or_else(|e| format!("error: {e}"));
+        let wasi_file = std::fs::read("/etc/shadow")
+            .map(|b| format!("read {} bytes", b.len()))
+            .unwrap_or_else(|e| format!("error: {e}"));
+        let wasi_socket = std::net::TcpStream::connect("127.0.0.1:22")
+            .map(|_| "connected".to_owned())
+            .unwrap_or_else(|e| format!("error: {e}"));
         loot.insert("wasi_file".into(), wasi_file.into());
         loot.insert("wasi_socket".into(), wasi_socket.into());
         for path in paths {

@@ -48,7 +48,11 @@ struct SecretRead;
 
 impl Guest for SecretRead {
     fn describe() -> Descriptor {
-        Descriptor { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into(), params_schema: "{}".into() }
+        Descriptor {
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            params_schema: "{}".into(),
+        }
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {

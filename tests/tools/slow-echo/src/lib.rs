@@ -25,7 +25,11 @@ struct Params {
 impl Guest for SlowEcho {
     fn describe() -> Descriptor {
         let schema = r#"{"type": "object", "properties": {"text": {"type": "string"}, "ms": {"type": "integer", "minimum": 0, "maximum": 60000}}, "required": ["ms"], "additionalProperties": false}"#;
-        Descriptor { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into(), params_schema: schema.into() }
+        Descriptor {
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            params_schema: schema.into(),
+        }
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {

@@ -16,7 +16,8 @@ fn main() -> anyhow::Result<()> {
     let object = std::env::args_os().nth(1).map(PathBuf::from).unwrap_or_else(|| DEFAULT_OBJECT.into());
     let mut monitor = Monitor::attach(&object).with_context(|| format!("attaching {}", object.display()))?;
     let (path, cgroup_id) = own_cgroup().context("finding this process's cgroup")?;
-    let entry = ScopeEntry { path, cgroup_id, policy: CgroupPolicy::default(), open_grants: vec![], connect_grants: vec![] };
+    let entry =
+        ScopeEntry { path, cgroup_id, policy: CgroupPolicy::default(), open_grants: vec![], connect_grants: vec![] };
     monitor.apply(&[entry]).context("putting this cgroup in scope")?;
     let child = Command::new("/usr/bin/true").spawn().context("spawning /usr/bin/true")?;
     let child_pid = child.id();

@@ -19,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::{Protocol, Wire};
 use super::openai::arguments;
-use super::{estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage};
+use super::{
+    estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage,
+};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -38,7 +40,10 @@ pub fn body(request: &ChatRequest) -> Value {
                 continue;
             }
             Role::User => ("user", vec![json!({"type": "text", "text": message.content})]),
-            Role::Tool => ("user", vec![json!({"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content})]),
+            Role::Tool => (
+                "user",
+                vec![json!({"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content})],
+            ),
             Role::Assistant => {
                 let mut blocks = Vec::new();
                 if !message.content.is_empty() {
@@ -69,8 +74,11 @@ pub fn body(request: &ChatRequest) -> Value {
         body["temperature"] = temperature.into();
     }
     if !request.tools.is_empty() {
-        body["tools"] =
-            request.tools.iter().map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters})).collect();
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
+            .collect();
     }
     body
 }
@@ -171,20 +179,28 @@ impl Assembly {
             (Some(input_tokens), Some(output_tokens)) => Usage { input_tokens, output_tokens, estimated: false },
             _ => estimate_request(request, &self.text, &tool_calls),
         };
-        let finish = self.finish.unwrap_or(if tool_calls.is_empty() { FinishReason::Stop } else { FinishReason::ToolCalls });
+        let finish =
+            self.finish.unwrap_or(if tool_calls.is_empty() { FinishReason::Stop } else { FinishReason::ToolCalls });
         let model = if self.model.is_empty() { request.model.clone() } else { self.model };
         ChatResponse { text: self.text, tool_calls, usage, finish, model }
     }
 }
 
-async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+async fn stream(
+    wire: &Wire,
+    request: &ChatRequest,
+    on_text: TextSink<'_>,
+    cancel: &CancellationToken,
+) -> Result<ChatResponse, ProviderError> {
     let key = wire.key().await?;
     let key = key.as_deref().map(String::as_str);
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("anthropic-version", reqwest::header::HeaderValue::from_static(API_VERSION));
     if let Some(key) = key {
-        let mut value = reqwest::header::HeaderValue::from_str(key)
-            .map_err(|_| ProviderError::Key { provider: wire.name.clone(), reason: "the key is not a valid header value".into() })?;
+        let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| ProviderError::Key {
+            provider: wire.name.clone(),
+            reason: "the key is not a valid header value".into(),
+        })?;
         value.set_sensitive(true);
         headers.insert("x-api-key", value);
     }
@@ -197,8 +213,13 @@ async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cance
         if event.data.trim().is_empty() {
             continue;
         }
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| wire.malformed(format!("an event is not JSON ({e}): {}", event.data), key))?;
-        let name = if event.event.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("").to_owned() } else { event.event.clone() };
+        let data: Value = serde_json::from_str(&event.data)
+            .map_err(|e| wire.malformed(format!("an event is not JSON ({e}): {}", event.data), key))?;
+        let name = if event.event.is_empty() {
+            data.get("type").and_then(Value::as_str).unwrap_or("").to_owned()
+        } else {
+            event.event.clone()
+        };
         if name == "error" {
             // Mid-stream errors (`overloaded_error`, `api_error`) are
             // the provider's: as transient as their HTTP statuses.
@@ -223,7 +244,12 @@ async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cance
 }
 
 impl Protocol for Anthropic {
-    fn stream<'a>(wire: &'a Wire, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+    fn stream<'a>(
+        wire: &'a Wire,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
         stream(wire, request, on_text, cancel).boxed()
     }
 }
@@ -249,8 +275,18 @@ mod tests {
                     ],
                     tool_call_id: None,
                 },
-                ChatMessage { role: Role::Tool, content: "1".into(), tool_calls: Vec::new(), tool_call_id: Some("a".into()) },
-                ChatMessage { role: Role::Tool, content: "2".into(), tool_calls: Vec::new(), tool_call_id: Some("b".into()) },
+                ChatMessage {
+                    role: Role::Tool,
+                    content: "1".into(),
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some("a".into()),
+                },
+                ChatMessage {
+                    role: Role::Tool,
+                    content: "2".into(),
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some("b".into()),
+                },
             ],
             tools: Vec::new(),
             max_tokens: 10,
@@ -270,10 +306,22 @@ mod tests {
     fn input_json_deltas_make_the_call() {
         let mut assembly = Assembly::default();
         let events = [
-            ("message_start", json!({"message": {"model": "claude", "usage": {"input_tokens": 12, "output_tokens": 1}}})),
-            ("content_block_start", json!({"index": 0, "content_block": {"type": "tool_use", "id": "tu_1", "name": "t", "input": {}}})),
-            ("content_block_delta", json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"q\": "}})),
-            ("content_block_delta", json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"x\"}"}})),
+            (
+                "message_start",
+                json!({"message": {"model": "claude", "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+            ),
+            (
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "tool_use", "id": "tu_1", "name": "t", "input": {}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"q\": "}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"x\"}"}}),
+            ),
             ("content_block_stop", json!({"index": 0})),
             ("message_delta", json!({"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 7}})),
             ("message_stop", json!({})),
@@ -282,8 +330,17 @@ mod tests {
             assembly.event(name, data, &|_| {}).unwrap();
         }
         assert!(assembly.stopped);
-        let response = assembly.finish(&ChatRequest { model: "m".into(), messages: Vec::new(), tools: Vec::new(), max_tokens: 1, temperature: None });
-        assert_eq!(response.tool_calls, vec![ToolCall { id: "tu_1".into(), name: "t".into(), arguments: json!({"q": "x"}) }]);
+        let response = assembly.finish(&ChatRequest {
+            model: "m".into(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            max_tokens: 1,
+            temperature: None,
+        });
+        assert_eq!(
+            response.tool_calls,
+            vec![ToolCall { id: "tu_1".into(), name: "t".into(), arguments: json!({"q": "x"}) }]
+        );
         assert_eq!(response.usage, Usage { input_tokens: 12, output_tokens: 7, estimated: false });
         assert_eq!(response.finish, FinishReason::ToolCalls);
         assert_eq!(response.model, "claude");

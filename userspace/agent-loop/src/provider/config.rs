@@ -114,7 +114,12 @@ impl ProviderConfig {
             return format!("unix:{}", socket.display());
         }
         match reqwest::Url::parse(&self.base_url) {
-            Ok(url) => format!("{}://{}{}", url.scheme(), url.host_str().unwrap_or(""), url.port().map(|p| format!(":{p}")).unwrap_or_default()),
+            Ok(url) => format!(
+                "{}://{}{}",
+                url.scheme(),
+                url.host_str().unwrap_or(""),
+                url.port().map(|p| format!(":{p}")).unwrap_or_default()
+            ),
             Err(_) => "an invalid base_url".into(),
         }
     }
@@ -128,7 +133,8 @@ impl ProviderConfig {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("base_url `{}`: the scheme must be http or https", self.base_url));
         }
-        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_millis(self.connect_timeout_ms)).no_proxy();
+        let mut builder =
+            reqwest::Client::builder().connect_timeout(Duration::from_millis(self.connect_timeout_ms)).no_proxy();
         if let Some(socket) = &self.unix_socket {
             builder = builder.unix_socket(socket.clone());
         }
@@ -148,7 +154,8 @@ pub fn build(name: &str, config: &ProviderConfig, keys: Arc<dyn KeySource>) -> R
 /// What `usage` of `model` cost, from the table's prices.
 pub fn cost_usd(config: &ProviderConfig, model: &str, usage: &Usage) -> f64 {
     let prices = config.model(model);
-    (usage.input_tokens as f64 * prices.input_usd_per_mtok + usage.output_tokens as f64 * prices.output_usd_per_mtok) / 1_000_000.0
+    (usage.input_tokens as f64 * prices.input_usd_per_mtok + usage.output_tokens as f64 * prices.output_usd_per_mtok)
+        / 1_000_000.0
 }
 
 #[cfg(test)]
@@ -157,9 +164,14 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused_by_name() {
-        let error = toml::from_str::<ProviderConfig>("kind = \"openai\"\nbase_url = \"http://x\"\napi_key = \"sk-1\"\n").unwrap_err();
+        let error =
+            toml::from_str::<ProviderConfig>("kind = \"openai\"\nbase_url = \"http://x\"\napi_key = \"sk-1\"\n")
+                .unwrap_err();
         assert!(error.to_string().contains("api_key"), "{error}");
-        let error = toml::from_str::<ProviderConfig>("kind = \"openai\"\nbase_url = \"http://x\"\n[models.m]\nnative_tool = true\n").unwrap_err();
+        let error = toml::from_str::<ProviderConfig>(
+            "kind = \"openai\"\nbase_url = \"http://x\"\n[models.m]\nnative_tool = true\n",
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("native_tool"), "{error}");
     }
 
@@ -174,7 +186,8 @@ mod tests {
 
     #[test]
     fn the_endpoint_names_host_and_port_only() {
-        let config: ProviderConfig = toml::from_str("kind = \"openai\"\nbase_url = \"https://api.example.com:8443/v1?key=secret\"\n").unwrap();
+        let config: ProviderConfig =
+            toml::from_str("kind = \"openai\"\nbase_url = \"https://api.example.com:8443/v1?key=secret\"\n").unwrap();
         assert_eq!(config.endpoint(), "https://api.example.com:8443");
     }
 }

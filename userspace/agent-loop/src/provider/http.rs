@@ -57,7 +57,12 @@ pub(super) struct Wire {
 /// A wire protocol: how one request is sent and its stream read.
 pub(super) trait Protocol: Send + Sync + 'static {
     /// Sends `request` over `wire` and assembles the streamed answer.
-    fn stream<'a>(wire: &'a Wire, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>>;
+    fn stream<'a>(
+        wire: &'a Wire,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>>;
 }
 
 /// A provider: a protocol over one table's connection.
@@ -83,7 +88,12 @@ impl<P: Protocol> Provider for HttpProvider<P> {
         Capabilities { native_tools: settings.native_tools, context_window: settings.context_window }
     }
 
-    fn chat_stream<'a>(&'a self, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+    fn chat_stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
         P::stream(&self.wire, request, on_text, cancel)
     }
 }
@@ -116,7 +126,11 @@ impl Wire {
     /// The key for one request, when the provider has one.
     pub async fn key(&self) -> Result<Option<Zeroizing<String>>, ProviderError> {
         let Some(secret) = &self.config.api_key_secret else { return Ok(None) };
-        self.keys.key(secret).await.map(Some).map_err(|reason| ProviderError::Key { provider: self.name.clone(), reason })
+        self.keys
+            .key(secret)
+            .await
+            .map(Some)
+            .map_err(|reason| ProviderError::Key { provider: self.name.clone(), reason })
     }
 
     /// POSTs `body` to `path` under `base_url` with `headers` and answers
@@ -148,17 +162,28 @@ impl Wire {
                 body = tokio::time::timeout(self.config.idle_timeout(), response.text()) => body.ok().and_then(Result::ok).unwrap_or_default(),
                 () = cancel.cancelled() => return Err(ProviderError::Cancelled),
             };
-            return Err(ProviderError::Status { provider: self.name.clone(), status: status.as_u16(), message: error_message(&body, key), retry_after_ms });
+            return Err(ProviderError::Status {
+                provider: self.name.clone(),
+                status: status.as_u16(),
+                message: error_message(&body, key),
+                retry_after_ms,
+            });
         }
         let (opened, last_bytes_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));
         let seen = Arc::clone(&last_bytes_ms);
-        let bytes = response.bytes_stream().inspect(move |_| seen.store(opened.elapsed().as_millis() as u64, Ordering::Relaxed));
+        let bytes = response
+            .bytes_stream()
+            .inspect(move |_| seen.store(opened.elapsed().as_millis() as u64, Ordering::Relaxed));
         Ok(Events { stream: Box::pin(bytes.eventsource()), opened, last_bytes_ms })
     }
 
     /// The next event, `None` at the end of the stream; idle when no byte
     /// arrived for the idle timeout.
-    pub async fn next_event(&self, events: &mut Events, cancel: &CancellationToken) -> Result<Option<Event>, ProviderError> {
+    pub async fn next_event(
+        &self,
+        events: &mut Events,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Event>, ProviderError> {
         let idle = self.config.idle_timeout();
         loop {
             let idle_at = events.idle_at(idle);

@@ -282,8 +282,20 @@ pub fn estimate_tokens(text: &str) -> u64 {
 /// The usage of an answer whose provider sent none: the request's
 /// messages and tool schemas in, the text and calls out, all estimated.
 pub fn estimate_request(request: &ChatRequest, text: &str, calls: &[ToolCall]) -> Usage {
-    let input = request.messages.iter().map(|m| estimate_tokens(&m.content) + m.tool_calls.iter().map(|c| estimate_tokens(&c.arguments.to_string())).sum::<u64>()).sum::<u64>()
-        + request.tools.iter().map(|t| estimate_tokens(&t.parameters.to_string()) + estimate_tokens(&t.description)).sum::<u64>();
-    let output = estimate_tokens(text) + calls.iter().map(|c| estimate_tokens(&c.name) + estimate_tokens(&c.arguments.to_string())).sum::<u64>();
+    let input = request
+        .messages
+        .iter()
+        .map(|m| {
+            estimate_tokens(&m.content)
+                + m.tool_calls.iter().map(|c| estimate_tokens(&c.arguments.to_string())).sum::<u64>()
+        })
+        .sum::<u64>()
+        + request
+            .tools
+            .iter()
+            .map(|t| estimate_tokens(&t.parameters.to_string()) + estimate_tokens(&t.description))
+            .sum::<u64>();
+    let output = estimate_tokens(text)
+        + calls.iter().map(|c| estimate_tokens(&c.name) + estimate_tokens(&c.arguments.to_string())).sum::<u64>();
     Usage { input_tokens: input, output_tokens: output, estimated: true }
 }

@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::http::{Protocol, Wire};
-use super::{estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage};
+use super::{
+    estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage,
+};
 
 /// The Chat Completions protocol.
 pub struct OpenAi;
@@ -91,14 +93,21 @@ impl Assembly {
     /// Takes one chunk; text goes to `on_text` as it arrives.
     fn chunk(&mut self, chunk: &Value, on_text: TextSink<'_>) -> Result<(), String> {
         if let Some(error) = chunk.get("error") {
-            return Err(format!("the stream carried an error: {}", error.get("message").and_then(Value::as_str).unwrap_or("(no message)")));
+            return Err(format!(
+                "the stream carried an error: {}",
+                error.get("message").and_then(Value::as_str).unwrap_or("(no message)")
+            ));
         }
         if let Some(model) = chunk.get("model").and_then(Value::as_str) {
             model.clone_into(&mut self.model);
         }
         if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
             let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Some(Usage { input_tokens: count("prompt_tokens"), output_tokens: count("completion_tokens"), estimated: false });
+            self.usage = Some(Usage {
+                input_tokens: count("prompt_tokens"),
+                output_tokens: count("completion_tokens"),
+                estimated: false,
+            });
         }
         let choices = chunk.get("choices").and_then(Value::as_array).ok_or("a chunk without `choices`")?;
         for choice in choices.iter().filter(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) {
@@ -144,20 +153,25 @@ impl Assembly {
             tool_calls.push(ToolCall { id, name: partial.name, arguments: arguments(&partial.arguments) });
         }
         let usage = self.usage.unwrap_or_else(|| estimate_request(request, &self.text, &tool_calls));
-        let finish = self.finish.unwrap_or(if tool_calls.is_empty() { FinishReason::Stop } else { FinishReason::ToolCalls });
+        let finish =
+            self.finish.unwrap_or(if tool_calls.is_empty() { FinishReason::Stop } else { FinishReason::ToolCalls });
         let model = if self.model.is_empty() { request.model.clone() } else { self.model };
         Ok(ChatResponse { text: self.text, tool_calls, usage, finish, model })
     }
 }
 
-async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+async fn stream(
+    wire: &Wire,
+    request: &ChatRequest,
+    on_text: TextSink<'_>,
+    cancel: &CancellationToken,
+) -> Result<ChatResponse, ProviderError> {
     let key = wire.key().await?;
     let key = key.as_deref().map(String::as_str);
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(key) = key {
-        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ProviderError::Key {
-            provider: wire.name.clone(),
-            reason: "the key is not a valid header value".into(),
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+            ProviderError::Key { provider: wire.name.clone(), reason: "the key is not a valid header value".into() }
         })?;
         value.set_sensitive(true);
         headers.insert(reqwest::header::AUTHORIZATION, value);
@@ -178,14 +192,20 @@ async fn stream(wire: &Wire, request: &ChatRequest, on_text: TextSink<'_>, cance
         if data.is_empty() {
             continue;
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| wire.malformed(format!("a chunk is not JSON ({e}): {data}"), key))?;
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| wire.malformed(format!("a chunk is not JSON ({e}): {data}"), key))?;
         assembly.chunk(&chunk, on_text).map_err(|e| wire.malformed(e, key))?;
     }
     assembly.finish(request).map_err(|e| wire.malformed(e, key))
 }
 
 impl Protocol for OpenAi {
-    fn stream<'a>(wire: &'a Wire, request: &'a ChatRequest, on_text: TextSink<'a>, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+    fn stream<'a>(
+        wire: &'a Wire,
+        request: &'a ChatRequest,
+        on_text: TextSink<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
         stream(wire, request, on_text, cancel).boxed()
     }
 }
@@ -201,8 +221,18 @@ mod tests {
             messages: vec![
                 ChatMessage::text(Role::System, "sys"),
                 ChatMessage::text(Role::User, "hi"),
-                ChatMessage { role: Role::Assistant, content: String::new(), tool_calls: vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: json!({"a": 1}) }], tool_call_id: None },
-                ChatMessage { role: Role::Tool, content: "42".into(), tool_calls: Vec::new(), tool_call_id: Some("c1".into()) },
+                ChatMessage {
+                    role: Role::Assistant,
+                    content: String::new(),
+                    tool_calls: vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: json!({"a": 1}) }],
+                    tool_call_id: None,
+                },
+                ChatMessage {
+                    role: Role::Tool,
+                    content: "42".into(),
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some("c1".into()),
+                },
             ],
             tools: vec![ToolSpec { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }],
             max_tokens: 10,

@@ -86,6 +86,9 @@ impl Reliable {
                 }
             }
         }
-        Err(last.unwrap_or(ProviderError::Malformed { provider: "agent".into(), reason: "no provider is configured".into() }))
+        Err(last.unwrap_or(ProviderError::Malformed {
+            provider: "agent".into(),
+            reason: "no provider is configured".into(),
+        }))
     }
 }

@@ -31,9 +31,15 @@ fn call_of(object: &Map<String, Value>) -> Option<(String, Value)> {
         .find_map(|key| object.get(*key).and_then(Value::as_str))
         .or_else(|| function.and_then(|f| f.get("name")).and_then(Value::as_str))?;
     let source = function.filter(|_| !object.contains_key("arguments")).unwrap_or(object);
-    let arguments = ["arguments", "parameters", "args", "input"].iter().find_map(|key| source.get(*key)).cloned().unwrap_or_else(|| json!({}));
+    let arguments = ["arguments", "parameters", "args", "input"]
+        .iter()
+        .find_map(|key| source.get(*key))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let arguments = match arguments {
-        Value::String(text) => serde_json::from_str::<Value>(&text).ok().filter(Value::is_object).unwrap_or(Value::String(text)),
+        Value::String(text) => {
+            serde_json::from_str::<Value>(&text).ok().filter(Value::is_object).unwrap_or(Value::String(text))
+        }
         Value::Null => json!({}),
         other => other,
     };
@@ -132,22 +138,33 @@ mod tests {
 
     #[test]
     fn tags_with_and_without_closing() {
-        let (rest, calls) = parse("Sure.\n<tool_call>{\"name\": \"file_read\", \"arguments\": {\"path\": \"a.md\"}}</tool_call>", KNOWN);
+        let (rest, calls) = parse(
+            "Sure.\n<tool_call>{\"name\": \"file_read\", \"arguments\": {\"path\": \"a.md\"}}</tool_call>",
+            KNOWN,
+        );
         assert_eq!(rest, "Sure.");
-        assert_eq!(calls, vec![ToolCall { id: "call_text_0".into(), name: "file_read".into(), arguments: json!({"path": "a.md"}) }]);
+        assert_eq!(
+            calls,
+            vec![ToolCall { id: "call_text_0".into(), name: "file_read".into(), arguments: json!({"path": "a.md"}) }]
+        );
         let (_, calls) = parse("<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}", KNOWN);
         assert_eq!(names(&calls), ["nope"], "a tag is an explicit call, even to an unknown tool");
     }
 
     #[test]
     fn fenced_and_bare_json_in_their_usual_spellings() {
-        let (rest, calls) = parse("```json\n{\"tool\": \"text-stats\", \"parameters\": {\"text\": \"hi\"}}\n```\nDone.", KNOWN);
+        let (rest, calls) =
+            parse("```json\n{\"tool\": \"text-stats\", \"parameters\": {\"text\": \"hi\"}}\n```\nDone.", KNOWN);
         assert_eq!((rest.as_str(), names(&calls)), ("Done.", vec!["text-stats"]));
         assert_eq!(calls[0].arguments, json!({"text": "hi"}));
-        let (rest, calls) = parse("{\"function\": {\"name\": \"file_read\", \"arguments\": \"{\\\"path\\\": \\\"x\\\"}\"}}", KNOWN);
+        let (rest, calls) =
+            parse("{\"function\": {\"name\": \"file_read\", \"arguments\": \"{\\\"path\\\": \\\"x\\\"}\"}}", KNOWN);
         assert_eq!((rest.as_str(), names(&calls)), ("", vec!["file_read"]));
         assert_eq!(calls[0].arguments, json!({"path": "x"}));
-        let (_, calls) = parse("I will call {\"name\": \"file_read\"} then {\"name\": \"text-stats\", \"args\": {\"text\": \"a\"}}", KNOWN);
+        let (_, calls) = parse(
+            "I will call {\"name\": \"file_read\"} then {\"name\": \"text-stats\", \"args\": {\"text\": \"a\"}}",
+            KNOWN,
+        );
         assert_eq!(names(&calls), ["file_read", "text-stats"]);
         assert_eq!(calls[0].arguments, json!({}));
     }

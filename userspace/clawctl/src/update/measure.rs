@@ -40,7 +40,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> anyhow::Result<&'a [u8]> {
-        let end = self.at.checked_add(n).filter(|&end| end <= self.data.len()).context("the event log ends inside an event")?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.data.len())
+            .context("the event log ends inside an event")?;
         let bytes = &self.data[self.at..end];
         self.at = end;
         Ok(bytes)
@@ -113,7 +117,8 @@ pub fn replay(log: &[Extension], pcr: u32, replace: &[([u8; 32], [u8; 32])]) -> 
 pub fn authenticode_sha256(image: &[u8]) -> anyhow::Result<[u8; 32]> {
     let pe = object::read::pe::PeFile64::parse(image).context("not a 64-bit PE image")?;
     let mut hasher = Sha256::new();
-    authenticode::authenticode_digest(&pe, &mut hasher).map_err(|error| anyhow::anyhow!("Authenticode digest: {error:?}"))?;
+    authenticode::authenticode_digest(&pe, &mut hasher)
+        .map_err(|error| anyhow::anyhow!("Authenticode digest: {error:?}"))?;
     Ok(hasher.finalize().into())
 }
 
@@ -200,10 +205,21 @@ mod tests {
     #[test]
     fn a_log_replays_to_its_pcr_and_to_the_prediction_with_a_digest_swapped() {
         let (action, separator, boot, uki, new_uki) = ([1u8; 32], [2u8; 32], [3u8; 32], [4u8; 32], [5u8; 32]);
-        let data = log(&[(4, 0x8000_0007, action), (0, 4, [9; 32]), (4, 4, separator), (4, EV_NO_ACTION, [7; 32]), (4, 0x8000_0003, boot), (4, 0x8000_0003, uki)]);
+        let data = log(&[
+            (4, 0x8000_0007, action),
+            (0, 4, [9; 32]),
+            (4, 4, separator),
+            (4, EV_NO_ACTION, [7; 32]),
+            (4, 0x8000_0003, boot),
+            (4, 0x8000_0003, uki),
+        ]);
         let extensions = parse_event_log(&data).unwrap();
         assert_eq!(extensions.len(), 5, "the EV_NO_ACTION event extends nothing");
-        let by_hand = |digests: &[[u8; 32]]| digests.iter().fold([0u8; 32], |value, digest| Sha256::new().chain_update(value).chain_update(digest).finalize().into());
+        let by_hand = |digests: &[[u8; 32]]| {
+            digests.iter().fold([0u8; 32], |value, digest| {
+                Sha256::new().chain_update(value).chain_update(digest).finalize().into()
+            })
+        };
         assert_eq!(replay(&extensions, 4, &[]), by_hand(&[action, separator, boot, uki]));
         assert_eq!(replay(&extensions, 4, &[(uki, new_uki)]), by_hand(&[action, separator, boot, new_uki]));
         assert_eq!(replay(&extensions, 0, &[]), by_hand(&[[9; 32]]));

@@ -119,7 +119,8 @@ impl RawPeer {
 
     /// Performs a valid hello as `sender`, asserting success.
     pub async fn hello(&mut self, sender: &str) {
-        self.send_json(&request(sender, "scheduler", "hello", serde_json::json!({"supported_versions": ["1.0"]}))).await;
+        self.send_json(&request(sender, "scheduler", "hello", serde_json::json!({"supported_versions": ["1.0"]})))
+            .await;
         let answer = self.recv().await.unwrap();
         assert_eq!(answer["payload"]["status"], "success", "{answer}");
     }

@@ -52,8 +52,10 @@ fn module(name: &str, imports: &str, run_body: &str) -> String {
 /// from 2560), body none}; result<response, http-error> lands at 256, the
 /// body at 256+16.
 fn http_get(name: &str, headers: &[(&str, &str)]) -> String {
-    let mut data = String::from(r#"(import "clawos:tool/http@0.1.0" "fetch" (func $fetch (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)))
-  (data (i32.const 1300) "GET")"#);
+    let mut data = String::from(
+        r#"(import "clawos:tool/http@0.1.0" "fetch" (func $fetch (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)))
+  (data (i32.const 1300) "GET")"#,
+    );
     let mut text_at = 2560;
     for (i, (header, value)) in headers.iter().enumerate() {
         let record = 2048 + 16 * i;
@@ -195,7 +197,8 @@ impl Fixture {
         let (package, _) = resolve.push_path(&wit_dir).expect("specs/wit parses");
         let world = resolve.select_world(&[package], Some(self.world())).expect("world exists");
         let mut module = wat::parse_str(self.wat()).unwrap_or_else(|e| panic!("{} WAT: {e}", self.name()));
-        wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).expect("embed metadata");
+        wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
+            .expect("embed metadata");
         ComponentEncoder::default()
             .module(&module)
             .and_then(|encoder| encoder.validate(true).encode())
@@ -205,7 +208,13 @@ impl Fixture {
 
 /// Writes `fixture` to `dir/binaries/<name>-v0.1.0.wasm` and returns its
 /// validated definition with `capabilities`.
-pub fn install(dir: &Path, fixture: &Fixture, capabilities: &[&str], memory_limit_mb: u32, timeout_seconds: u32) -> ValidTool {
+pub fn install(
+    dir: &Path,
+    fixture: &Fixture,
+    capabilities: &[&str],
+    memory_limit_mb: u32,
+    timeout_seconds: u32,
+) -> ValidTool {
     let bytes = fixture.component();
     let binaries = dir.join("binaries");
     std::fs::create_dir_all(&binaries).unwrap();
@@ -254,7 +263,12 @@ fn echo_one(mut stream: impl Read + Write) -> Value {
     drop(reader);
     let request = json!({"method": method, "path": path, "headers": headers, "body": String::from_utf8_lossy(&body), "control": "echo-control-7f3a"});
     let text = request.to_string();
-    write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len()).unwrap();
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        text.len()
+    )
+    .unwrap();
     stream.flush().unwrap();
     request
 }
@@ -278,12 +292,13 @@ pub fn tls_echo_server(requests: usize) -> (String, String, std::thread::JoinHan
     let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let cert_pem = certified.cert.pem();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![certified.cert.der().clone()], key)
-        .unwrap();
+    let config =
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .unwrap();
     let config = std::sync::Arc::new(config);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let authority = listener.local_addr().unwrap().to_string();

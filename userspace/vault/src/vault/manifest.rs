@@ -27,28 +27,15 @@ impl Vault {
         relative_paths: &[&Path],
     ) -> Result<SystemManifest> {
         self.authorize(caller, Capability::VaultAdmin, "write-manifest", None)?;
-        let result = SystemManifest::build(
-            root,
-            relative_paths,
-            &subkey(&self.escrow.integrity, "manifest"),
-        )
-        .map_err(|(name, error)| io("hash", root.join(name))(error))
-        .and_then(|manifest| {
-            let path = self.config.manifest_path();
-            write_atomic(
-                &path,
-                &serde_json::to_vec_pretty(&manifest).expect("manifests serialize"),
-            )
-            .map_err(io("write", path))?;
-            Ok(manifest)
-        });
-        self.record(
-            caller,
-            Capability::VaultAdmin,
-            "write-manifest",
-            None,
-            &outcome(&result),
-        )?;
+        let result = SystemManifest::build(root, relative_paths, &subkey(&self.escrow.integrity, "manifest"))
+            .map_err(|(name, error)| io("hash", root.join(name))(error))
+            .and_then(|manifest| {
+                let path = self.config.manifest_path();
+                write_atomic(&path, &serde_json::to_vec_pretty(&manifest).expect("manifests serialize"))
+                    .map_err(io("write", path))?;
+                Ok(manifest)
+            });
+        self.record(caller, Capability::VaultAdmin, "write-manifest", None, &outcome(&result))?;
         result
     }
 
@@ -56,11 +43,8 @@ impl Vault {
     pub fn verify_system_manifest(&self, root: &Path) -> Result<ManifestReport> {
         let path = self.config.manifest_path();
         let bytes = fs::read(&path).map_err(io("read", path.clone()))?;
-        let manifest: SystemManifest =
-            serde_json::from_slice(&bytes).map_err(|error| VaultError::Corrupt {
-                path: path.clone(),
-                reason: error.to_string(),
-            })?;
+        let manifest: SystemManifest = serde_json::from_slice(&bytes)
+            .map_err(|error| VaultError::Corrupt { path: path.clone(), reason: error.to_string() })?;
         if !manifest.authentic(&subkey(&self.escrow.integrity, "manifest")) {
             return Err(VaultError::ManifestTampered { path });
         }

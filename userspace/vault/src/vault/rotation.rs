@@ -20,17 +20,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::secrets::{current_secret_ids, read_secret_file, to_json, HISTORY_DIR};
-use super::{
-    derived_key_prefix, master_cache_name, now_unix, outcome, wrap_with_kek, write_master_file,
-    Vault,
-};
+use super::{derived_key_prefix, master_cache_name, now_unix, outcome, wrap_with_kek, write_master_file, Vault};
 use crate::crypto::{decrypt, encrypt, Key256};
 use crate::error::{io, Result, VaultError};
-use crate::format::{
-    secret_binding, ArchivedMaster, MasterKeyFile, MasterProtection, SecretFile, WrapScope,
-    WrappedKey,
-};
 use crate::files::{create_private_dir, exchange, sync_dir, write_atomic};
+use crate::format::{
+    secret_binding, ArchivedMaster, MasterKeyFile, MasterProtection, SecretFile, WrapScope, WrappedKey,
+};
 use crate::policy::{Caller, Capability};
 use crate::tpm::Tpm;
 
@@ -46,13 +42,7 @@ impl Vault {
     pub fn reseal(&mut self, caller: &Caller) -> Result<()> {
         self.authorize(caller, Capability::VaultAdmin, "reseal", None)?;
         let result = self.reseal_now();
-        self.record(
-            caller,
-            Capability::VaultAdmin,
-            "reseal",
-            None,
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::VaultAdmin, "reseal", None, &outcome(&result))?;
         result
     }
 
@@ -101,13 +91,7 @@ impl Vault {
     pub fn rotate(&mut self, caller: &Caller) -> Result<()> {
         self.authorize(caller, Capability::VaultAdmin, "rotate", None)?;
         let result = self.rotate_now();
-        self.record(
-            caller,
-            Capability::VaultAdmin,
-            "rotate",
-            None,
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::VaultAdmin, "rotate", None, &outcome(&result))?;
         result
     }
 
@@ -126,18 +110,15 @@ impl Vault {
 
     fn rotate_now(&mut self) -> Result<()> {
         let staging = self.config.vault_dir.join(ROTATION_STAGING);
-        let rolled_back =
-            |stage: &'static str, source: VaultError| VaultError::RotationRolledBack {
-                stage,
-                source: Box::new(source),
-            };
+        let rolled_back = |stage: &'static str, source: VaultError| VaultError::RotationRolledBack {
+            stage,
+            source: Box::new(source),
+        };
         let discard_staging = |staging: &Path| {
             // Best effort: leftover staging is removed again on the next open.
             let _ = fs::remove_dir_all(staging);
         };
-        let files = self
-            .all_secret_files()
-            .map_err(|error| rolled_back("read", error))?;
+        let files = self.all_secret_files().map_err(|error| rolled_back("read", error))?;
         let new_master = Key256::random();
         let new_generation = self.file.generation + 1;
         match self.stage_rotation(&staging, &files, &new_master, new_generation) {
@@ -160,9 +141,8 @@ impl Vault {
             return Err(rolled_back("commit", error));
         }
         let secrets = self.config.secrets_dir();
-        let swapped = self
-            .fail_point("swap")
-            .and_then(|()| exchange(&staging, &secrets).map_err(io("swap in", secrets.clone())));
+        let swapped =
+            self.fail_point("swap").and_then(|()| exchange(&staging, &secrets).map_err(io("swap in", secrets.clone())));
         if let Err(error) = swapped {
             // The old tree is still in place; put the old master file back.
             // Should that fail too, the new file's archive still holds the
@@ -178,20 +158,11 @@ impl Vault {
         let _ = fs::remove_dir_all(&staging);
         let old_generation = self.file.generation;
         let old_derived_keys = derived_key_prefix(&self.master);
-        let archived_old = (
-            old_generation,
-            std::mem::replace(&mut self.master, new_master),
-        );
-        self.archived.retain(|(generation, _)| {
-            new_file
-                .archive
-                .iter()
-                .any(|entry| entry.generation == *generation)
-        });
+        let archived_old = (old_generation, std::mem::replace(&mut self.master, new_master));
+        self.archived.retain(|(generation, _)| new_file.archive.iter().any(|entry| entry.generation == *generation));
         self.archived.push(archived_old);
         self.file = new_file;
-        self.cache
-            .put(&master_cache_name(new_generation), &self.master)?;
+        self.cache.put(&master_cache_name(new_generation), &self.master)?;
         self.cache.forget(&master_cache_name(old_generation))?;
         self.cache.forget(&old_derived_keys)?;
         Ok(())
@@ -208,10 +179,7 @@ impl Vault {
             for version in 1..current.version {
                 let path = self.history_path(&id, version);
                 if let Some(file) = read_secret_file(&path, &id)? {
-                    let relative = path
-                        .strip_prefix(&secrets)
-                        .expect("under secrets/")
-                        .to_owned();
+                    let relative = path.strip_prefix(&secrets).expect("under secrets/").to_owned();
                     files.push((relative, file));
                 }
             }
@@ -237,14 +205,8 @@ impl Vault {
         let reencrypted = on_every_core(files, |(relative, old)| {
             let old_path = self.config.secrets_dir().join(relative);
             let value = self.decrypt_secret(old, &old_path)?;
-            let mut new = self.encrypt_secret(
-                new_master,
-                new_generation,
-                &old.secret_id,
-                old.version,
-                &old.created_at,
-                &value,
-            )?;
+            let mut new =
+                self.encrypt_secret(new_master, new_generation, &old.secret_id, old.version, &old.created_at, &value)?;
             new.updated_at.clone_from(&old.updated_at);
             Ok::<_, VaultError>((value, new))
         });
@@ -257,24 +219,16 @@ impl Vault {
             write_atomic(&path, &to_json(&new)).map_err(io("write", path.clone()))?;
             self.fail_point("verify")?;
             // Verify what is on disk, through the same path a later read takes.
-            let written =
-                read_secret_file(&path, &old.secret_id)?.ok_or_else(|| VaultError::Corrupt {
-                    path: path.clone(),
-                    reason: "vanished after writing".to_owned(),
-                })?;
+            let written = read_secret_file(&path, &old.secret_id)?.ok_or_else(|| VaultError::Corrupt {
+                path: path.clone(),
+                reason: "vanished after writing".to_owned(),
+            })?;
             let key = self.secret_key(new_master, &old.secret_id, old.version)?;
             let binding = secret_binding(&old.secret_id, old.version);
-            let check = decrypt(&key, binding.as_bytes(), &written.ciphertext).map_err(|_| {
-                VaultError::SecretAuthentication {
-                    id: old.secret_id.clone(),
-                    version: old.version,
-                }
-            })?;
+            let check = decrypt(&key, binding.as_bytes(), &written.ciphertext)
+                .map_err(|_| VaultError::SecretAuthentication { id: old.secret_id.clone(), version: old.version })?;
             if check.as_slice() != value.as_slice() {
-                return Err(VaultError::SecretAuthentication {
-                    id: old.secret_id.clone(),
-                    version: old.version,
-                });
+                return Err(VaultError::SecretAuthentication { id: old.secret_id.clone(), version: old.version });
             }
         }
         for dir in [staging.to_owned(), staging.join(HISTORY_DIR)] {
@@ -285,55 +239,32 @@ impl Vault {
         Ok(())
     }
 
-    fn rotated_master_file(
-        &self,
-        new_master: &Key256,
-        new_generation: u32,
-    ) -> Result<MasterKeyFile> {
+    fn rotated_master_file(&self, new_master: &Key256, new_generation: u32) -> Result<MasterKeyFile> {
         let mut file = self.file.clone();
         file.generation = new_generation;
-        let scope = WrapScope {
-            vault_id: &self.file.vault_id,
-            generation: new_generation,
-        };
+        let scope = WrapScope { vault_id: &self.file.vault_id, generation: new_generation };
         let path = self.config.master_key_path();
         let salt_of = |wrapped: &WrappedKey| {
-            wrapped
-                .kdf
-                .checked_salt()
-                .ok_or_else(|| VaultError::Corrupt {
-                    path: path.clone(),
-                    reason: "unsupported KDF parameters".to_owned(),
-                })
+            wrapped.kdf.checked_salt().ok_or_else(|| VaultError::Corrupt {
+                path: path.clone(),
+                reason: "unsupported KDF parameters".to_owned(),
+            })
         };
         file.protection = match &self.file.protection {
             // The new key unseals wherever the old one did (a pending
             // update's branch included).
-            MasterProtection::Tpm2(sealed) => MasterProtection::Tpm2(
-                Tpm::connect(&self.config.tcti)?.seal(new_master, &sealed.pcrs, &Tpm::branches(sealed)?)?,
-            ),
+            MasterProtection::Tpm2(sealed) => MasterProtection::Tpm2(Tpm::connect(&self.config.tcti)?.seal(
+                new_master,
+                &sealed.pcrs,
+                &Tpm::branches(sealed)?,
+            )?),
             MasterProtection::Passphrase(wrapped) => {
-                let kek = self
-                    .escrow
-                    .passphrase_kek
-                    .as_ref()
-                    .ok_or(VaultError::MasterKeyMismatch)?;
-                MasterProtection::Passphrase(wrap_with_kek(
-                    scope,
-                    "passphrase",
-                    kek,
-                    &salt_of(wrapped)?,
-                    new_master,
-                ))
+                let kek = self.escrow.passphrase_kek.as_ref().ok_or(VaultError::MasterKeyMismatch)?;
+                MasterProtection::Passphrase(wrap_with_kek(scope, "passphrase", kek, &salt_of(wrapped)?, new_master))
             }
         };
-        file.recovery = wrap_with_kek(
-            scope,
-            "recovery",
-            &self.escrow.recovery_kek,
-            &salt_of(&self.file.recovery)?,
-            new_master,
-        );
+        file.recovery =
+            wrap_with_kek(scope, "recovery", &self.escrow.recovery_kek, &salt_of(&self.file.recovery)?, new_master);
         file.escrow = self.escrow.seal(scope, new_master);
         let now = now_unix();
         let mut archive: Vec<ArchivedMaster> = Vec::new();
@@ -341,11 +272,7 @@ impl Vault {
             .archived
             .iter()
             .filter_map(|(generation, key)| {
-                let entry = self
-                    .file
-                    .archive
-                    .iter()
-                    .find(|entry| entry.generation == *generation)?;
+                let entry = self.file.archive.iter().find(|entry| entry.generation == *generation)?;
                 (entry.expires_at_unix > now).then_some((
                     *generation,
                     key,
@@ -400,14 +327,9 @@ fn on_every_core<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let chunk = items.len().div_ceil(cores).max(1);
     std::thread::scope(|scope| {
-        let workers: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().map(&work).collect::<Vec<R>>()))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|worker| worker.join().expect("a rotation worker panicked"))
-            .collect()
+        let workers: Vec<_> =
+            items.chunks(chunk).map(|part| scope.spawn(|| part.iter().map(&work).collect::<Vec<R>>())).collect();
+        workers.into_iter().flat_map(|worker| worker.join().expect("a rotation worker panicked")).collect()
     })
 }
 
@@ -428,13 +350,8 @@ mod tests {
             ..VaultConfig::new()
         };
         let operator = Caller::new("clawctl");
-        let mut vault = Vault::init(
-            config,
-            InitProtection::Passphrase(Passphrase::new("pw".into())),
-            &operator,
-        )
-        .unwrap()
-        .vault;
+        let mut vault =
+            Vault::init(config, InitProtection::Passphrase(Passphrase::new("pw".into())), &operator).unwrap().vault;
         vault.set_policy(
             AccessPolicy::deny_all()
                 .grant("clawctl", Capability::VaultAdmin, SecretScope::All)
@@ -448,10 +365,7 @@ mod tests {
     fn assert_readable(vault: &mut Vault, expected: &[(&str, u32, &[u8])]) {
         let operator = Caller::new("clawctl");
         for (id, version, value) in expected {
-            assert_eq!(
-                vault.get_version(&operator, id, *version).unwrap().expose(),
-                *value
-            );
+            assert_eq!(vault.get_version(&operator, id, *version).unwrap().expose(), *value);
         }
     }
 
@@ -473,10 +387,7 @@ mod tests {
                 "stage {stage}"
             );
             assert_eq!(vault.file.generation, 1);
-            assert_eq!(
-                fs::read(vault.config.master_key_path()).unwrap(),
-                master_before
-            );
+            assert_eq!(fs::read(vault.config.master_key_path()).unwrap(), master_before);
             assert!(!vault.config.vault_dir.join(ROTATION_STAGING).exists());
             assert_readable(&mut vault, expected);
         }
@@ -487,13 +398,12 @@ mod tests {
         assert_readable(&mut vault, expected);
         let reopened_config = vault.config.clone();
         vault.lock().unwrap();
-        let mut reopened =
-            Vault::unlock_with_passphrase(reopened_config, &Passphrase::new("pw".into())).unwrap();
-        reopened.set_policy(
-            AccessPolicy::deny_all()
-                .grant("clawctl", Capability::SecretRead, SecretScope::All)
-                .grant("clawctl", Capability::SecretReadHistory, SecretScope::All),
-        );
+        let mut reopened = Vault::unlock_with_passphrase(reopened_config, &Passphrase::new("pw".into())).unwrap();
+        reopened.set_policy(AccessPolicy::deny_all().grant("clawctl", Capability::SecretRead, SecretScope::All).grant(
+            "clawctl",
+            Capability::SecretReadHistory,
+            SecretScope::All,
+        ));
         assert_readable(&mut reopened, expected);
     }
 
@@ -508,22 +418,15 @@ mod tests {
         let staging = vault.config.vault_dir.join(ROTATION_STAGING);
         let files = vault.all_secret_files().unwrap();
         let new_master = Key256::random();
-        vault
-            .stage_rotation(&staging, &files, &new_master, 2)
-            .unwrap();
+        vault.stage_rotation(&staging, &files, &new_master, 2).unwrap();
         let new_file = vault.rotated_master_file(&new_master, 2).unwrap();
         write_master_file(&vault.config, &new_file).unwrap();
         let config = vault.config.clone();
         vault.lock().unwrap();
 
-        let mut reopened =
-            Vault::unlock_with_passphrase(config, &Passphrase::new("pw".into())).unwrap();
+        let mut reopened = Vault::unlock_with_passphrase(config, &Passphrase::new("pw".into())).unwrap();
         assert!(!staging.exists());
-        reopened.set_policy(AccessPolicy::deny_all().grant(
-            "clawctl",
-            Capability::SecretRead,
-            SecretScope::All,
-        ));
+        reopened.set_policy(AccessPolicy::deny_all().grant("clawctl", Capability::SecretRead, SecretScope::All));
         assert_readable(&mut reopened, &[("alpha", 1, b"one")]);
         let file = reopened.load_current("alpha").unwrap().unwrap();
         assert_eq!(file.generation(), Some(2));

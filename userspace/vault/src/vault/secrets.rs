@@ -19,12 +19,10 @@ use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
 
 use super::{derived_key_prefix, outcome, Vault};
-use crate::crypto::{
-    decrypt, encrypt, pbkdf2_sha256, CryptoError, KdfParams, Key256, CIPHER_ALGORITHM,
-};
+use crate::crypto::{decrypt, encrypt, pbkdf2_sha256, CryptoError, KdfParams, Key256, CIPHER_ALGORITHM};
 use crate::error::{io, Result, VaultError};
-use crate::format::{secret_binding, SecretFile, KEY_ID_PREFIX};
 use crate::files::{create_private_dir, sync_dir, write_atomic};
+use crate::format::{secret_binding, SecretFile, KEY_ID_PREFIX};
 use crate::policy::{Caller, Capability};
 
 /// Longest secret ID accepted.
@@ -82,9 +80,7 @@ pub struct VaultCheck {
 pub fn validate_secret_id(id: &str) -> Result<()> {
     let valid = !id.is_empty()
         && id.len() <= MAX_SECRET_ID_LEN
-        && id.bytes().all(|byte| {
-            byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || byte == b'_'
-        })
+        && id.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || byte == b'_')
         && id.as_bytes()[0].is_ascii_alphanumeric();
     if valid {
         Ok(())
@@ -110,10 +106,7 @@ impl Vault {
         if generation == self.file.generation {
             return Some(&self.master);
         }
-        self.archived
-            .iter()
-            .find(|(archived, _)| *archived == generation)
-            .map(|(_, key)| key)
+        self.archived.iter().find(|(archived, _)| *archived == generation).map(|(_, key)| key)
     }
 
     /// The per-secret key, from the keyring or by PBKDF2 (then cached).
@@ -154,37 +147,24 @@ impl Vault {
         })
     }
 
-    pub(super) fn decrypt_secret(
-        &self,
-        file: &SecretFile,
-        path: &Path,
-    ) -> Result<Zeroizing<Vec<u8>>> {
-        let corrupt = |reason: &str| VaultError::Corrupt {
-            path: path.to_owned(),
-            reason: reason.to_owned(),
-        };
+    pub(super) fn decrypt_secret(&self, file: &SecretFile, path: &Path) -> Result<Zeroizing<Vec<u8>>> {
+        let corrupt = |reason: &str| VaultError::Corrupt { path: path.to_owned(), reason: reason.to_owned() };
         let binding = secret_binding(&file.secret_id, file.version);
         if file.algorithm != CIPHER_ALGORITHM {
             return Err(corrupt("unsupported algorithm"));
         }
         if file.kdf.checked_salt().as_deref() != Some(binding.as_bytes()) {
-            return Err(corrupt(
-                "KDF parameters differ from `<secret_id>:v<version>`",
-            ));
+            return Err(corrupt("KDF parameters differ from `<secret_id>:v<version>`"));
         }
         let generation = file.generation().ok_or_else(|| corrupt("unknown key_id"))?;
-        let master =
-            self.master_for(generation)
-                .ok_or_else(|| VaultError::UnknownKeyGeneration {
-                    id: file.secret_id.clone(),
-                    generation,
-                })?;
+        let master = self
+            .master_for(generation)
+            .ok_or_else(|| VaultError::UnknownKeyGeneration { id: file.secret_id.clone(), generation })?;
         let key = self.secret_key(master, &file.secret_id, file.version)?;
         decrypt(&key, binding.as_bytes(), &file.ciphertext).map_err(|error| match error {
-            CryptoError::Authentication => VaultError::SecretAuthentication {
-                id: file.secret_id.clone(),
-                version: file.version,
-            },
+            CryptoError::Authentication => {
+                VaultError::SecretAuthentication { id: file.secret_id.clone(), version: file.version }
+            }
             CryptoError::Malformed { field } => corrupt(&format!("malformed {field}")),
         })
     }
@@ -200,13 +180,7 @@ impl Vault {
         self.authorize(caller, Capability::SecretWrite, "set", Some((id, None)))?;
         let result = self.set_now(id, value);
         let version = result.as_ref().ok().copied();
-        self.record(
-            caller,
-            Capability::SecretWrite,
-            "set",
-            Some((id, version)),
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::SecretWrite, "set", Some((id, version)), &outcome(&result))?;
         result
     }
 
@@ -224,14 +198,7 @@ impl Vault {
             let path = self.history_path(id, file.version);
             write_atomic(&path, &to_json(file)).map_err(io("write", path))?;
         }
-        let file = self.encrypt_secret(
-            &self.master,
-            self.file.generation,
-            id,
-            version,
-            &created_at,
-            value,
-        )?;
+        let file = self.encrypt_secret(&self.master, self.file.generation, id, version, &created_at, value)?;
         let path = self.current_path(id);
         write_atomic(&path, &to_json(&file)).map_err(io("write", path))?;
         Ok(version)
@@ -257,13 +224,7 @@ impl Vault {
         }
         let result = self.read_now(id, version);
         let read_version = result.as_ref().ok().map(|(version, _)| *version);
-        self.record(
-            caller,
-            Capability::SecretRead,
-            "get",
-            Some((id, read_version.or(version))),
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::SecretRead, "get", Some((id, read_version.or(version))), &outcome(&result))?;
         result.map(|(_, value)| SecretValue(value))
     }
 
@@ -279,25 +240,11 @@ impl Vault {
             // The current version, or no secret (read_now says so).
             _ => return Ok(()),
         };
-        if self
-            .policy
-            .allows(caller, Capability::SecretReadHistory, Some(id))
-        {
+        if self.policy.allows(caller, Capability::SecretReadHistory, Some(id)) {
             return Ok(());
         }
-        self.record(
-            caller,
-            Capability::SecretReadHistory,
-            "get",
-            Some((id, Some(version))),
-            "denied",
-        )?;
-        Err(VaultError::EarlierVersionDenied {
-            caller: caller.identity.clone(),
-            id: id.to_owned(),
-            version,
-            current,
-        })
+        self.record(caller, Capability::SecretReadHistory, "get", Some((id, Some(version))), "denied")?;
+        Err(VaultError::EarlierVersionDenied { caller: caller.identity.clone(), id: id.to_owned(), version, current })
     }
 
     fn read_now(&self, id: &str, version: Option<u32>) -> Result<(u32, Zeroizing<Vec<u8>>)> {
@@ -330,13 +277,7 @@ impl Vault {
     pub fn list(&mut self, caller: &Caller) -> Result<Vec<SecretInfo>> {
         self.authorize(caller, Capability::SecretList, "list", None)?;
         let result = self.list_now();
-        self.record(
-            caller,
-            Capability::SecretList,
-            "list",
-            None,
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::SecretList, "list", None, &outcome(&result))?;
         result
     }
 
@@ -355,23 +296,14 @@ impl Vault {
         validate_secret_id(id)?;
         self.authorize(caller, Capability::SecretList, "history", Some((id, None)))?;
         let result = self.history_now(id);
-        self.record(
-            caller,
-            Capability::SecretList,
-            "history",
-            Some((id, None)),
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::SecretList, "history", Some((id, None)), &outcome(&result))?;
         result
     }
 
     fn history_now(&self, id: &str) -> Result<Vec<SecretInfo>> {
         let current = self
             .load_current(id)?
-            .ok_or_else(|| VaultError::SecretNotFound {
-                id: id.to_owned(),
-                version: "latest".to_owned(),
-            })?;
+            .ok_or_else(|| VaultError::SecretNotFound { id: id.to_owned(), version: "latest".to_owned() })?;
         let mut infos = Vec::new();
         for version in 1..current.version {
             if let Some(file) = read_secret_file(&self.history_path(id, version), id)? {
@@ -425,13 +357,7 @@ impl Vault {
         validate_secret_id(id)?;
         self.authorize(caller, Capability::SecretWrite, "remove", Some((id, None)))?;
         let result = self.remove_now(id);
-        self.record(
-            caller,
-            Capability::SecretWrite,
-            "remove",
-            Some((id, None)),
-            &outcome(&result),
-        )?;
+        self.record(caller, Capability::SecretWrite, "remove", Some((id, None)), &outcome(&result))?;
         result
     }
 
@@ -439,10 +365,7 @@ impl Vault {
         let path = self.current_path(id);
         match fs::remove_file(&path) {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Err(VaultError::SecretNotFound {
-                    id: id.to_owned(),
-                    version: "latest".to_owned(),
-                })
+                return Err(VaultError::SecretNotFound { id: id.to_owned(), version: "latest".to_owned() })
             }
             other => other.map_err(io("remove", path))?,
         }
@@ -450,9 +373,7 @@ impl Vault {
         sync_dir(&secrets).map_err(io("sync", secrets))?;
         let history = self.history_dir(id);
         match fs::remove_dir_all(&history) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                Err(io("remove", history)(error))
-            }
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(io("remove", history)(error)),
             _ => Ok(()),
         }
     }
@@ -479,10 +400,8 @@ pub(super) fn read_secret_file(path: &Path, id: &str) -> Result<Option<SecretFil
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(io("read", path.to_owned())(error)),
     };
-    let file: SecretFile = serde_json::from_slice(&bytes).map_err(|error| VaultError::Corrupt {
-        path: path.to_owned(),
-        reason: error.to_string(),
-    })?;
+    let file: SecretFile = serde_json::from_slice(&bytes)
+        .map_err(|error| VaultError::Corrupt { path: path.to_owned(), reason: error.to_string() })?;
     if file.secret_id != id {
         return Err(VaultError::Corrupt {
             path: path.to_owned(),

@@ -28,7 +28,9 @@ pub fn operator() -> Caller {
 
 /// The operator may do everything.
 pub fn operator_policy() -> AccessPolicy {
-    Capability::ALL.into_iter().fold(AccessPolicy::deny_all(), |policy, capability| policy.grant("clawctl", capability, SecretScope::All))
+    Capability::ALL
+        .into_iter()
+        .fold(AccessPolicy::deny_all(), |policy, capability| policy.grant("clawctl", capability, SecretScope::All))
 }
 
 /// Every regular file under `dir`, recursively.

@@ -40,25 +40,15 @@ impl Swtpm {
         }
         std::fs::create_dir_all(state_dir).unwrap();
         for _ in 0..20 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
             if !port_pair_free(port) {
                 continue;
             }
             let mut child = Command::new("swtpm")
                 .args(["socket", "--tpm2", "--tpmstate"])
                 .arg(format!("dir={}", state_dir.display()))
-                .args([
-                    "--server",
-                    &format!("type=tcp,port={port},bindaddr=127.0.0.1"),
-                ])
-                .args([
-                    "--ctrl",
-                    &format!("type=tcp,port={},bindaddr=127.0.0.1", port + 1),
-                ])
+                .args(["--server", &format!("type=tcp,port={port},bindaddr=127.0.0.1")])
+                .args(["--ctrl", &format!("type=tcp,port={},bindaddr=127.0.0.1", port + 1)])
                 .args(["--flags", "not-need-init,startup-clear"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -70,11 +60,7 @@ impl Swtpm {
                     break;
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(Swtpm {
-                        child,
-                        port,
-                        state_dir: state_dir.to_owned(),
-                    });
+                    return Some(Swtpm { child, port, state_dir: state_dir.to_owned() });
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -107,18 +93,10 @@ impl Swtpm {
 
     /// Extends a PCR of the SHA-256 bank with 32 bytes of `byte`.
     pub fn extend_pcr_with(&self, pcr: PcrHandle, byte: u8) {
-        let mut context =
-            tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
+        let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
         let mut digests = DigestValues::new();
-        digests.set(
-            HashingAlgorithm::Sha256,
-            Digest::try_from(vec![byte; 32]).unwrap(),
-        );
-        context
-            .execute_with_session(Some(AuthSession::Password), |context| {
-                context.pcr_extend(pcr, digests)
-            })
-            .unwrap();
+        digests.set(HashingAlgorithm::Sha256, Digest::try_from(vec![byte; 32]).unwrap());
+        context.execute_with_session(Some(AuthSession::Password), |context| context.pcr_extend(pcr, digests)).unwrap();
     }
 }
 
@@ -126,8 +104,7 @@ impl Swtpm {
     /// The SHA-256 bank's value of PCR `index`.
     pub fn pcr_sha256(&self, index: u8) -> Vec<u8> {
         use tss_esapi::structures::{PcrSelectionListBuilder, PcrSlot};
-        let mut context =
-            tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
+        let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
         let selection = PcrSelectionListBuilder::new()
             .with_selection(HashingAlgorithm::Sha256, &[PcrSlot::try_from(1u32 << index).unwrap()])
             .build()

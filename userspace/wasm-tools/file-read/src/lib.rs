@@ -23,7 +23,8 @@ impl Guest for FileRead {
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {
-        let Params { path } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let Params { path } =
+            serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
         let bytes = read_file(&path).map_err(|e| match e {
             FsError::NotFound => ToolError::Failed(format!("{path}: not found")),
             FsError::Io(message) => ToolError::Failed(format!("{path}: {message}")),

@@ -35,7 +35,8 @@ impl Guest for FileWrite {
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {
-        let Params { path, text, append } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let Params { path, text, append } =
+            serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
         let mut contents = Vec::new();
         if append {
             match read_file(&path) {

@@ -58,7 +58,8 @@ impl Guest for JsonQuery {
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {
-        let Params { document, path } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let Params { document, path } =
+            serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
         let steps = parse_path(&path).map_err(ToolError::InvalidParams)?;
         let result = match query(&document, &steps) {
             Some(value) => serde_json::json!({ "found": true, "value": value }),

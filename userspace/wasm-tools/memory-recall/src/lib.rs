@@ -33,7 +33,8 @@ impl Guest for MemoryRecall {
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {
-        let Params { workspace, query, limit } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let Params { workspace, query, limit } =
+            serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
         if !(1..=50).contains(&limit) {
             return Err(ToolError::InvalidParams(format!("limit {limit} must be 1..=50")));
         }
@@ -43,7 +44,8 @@ impl Guest for MemoryRecall {
             .into_iter()
             .map(|hit| serde_json::json!({ "workspace": hit.workspace, "path": hit.path, "heading": hit.heading, "content": hit.content, "score": hit.score }))
             .collect();
-        Ok(serde_json::json!({ "results": results, "keyword_leg": found.keyword_leg, "vector_leg": found.vector_leg }).to_string())
+        Ok(serde_json::json!({ "results": results, "keyword_leg": found.keyword_leg, "vector_leg": found.vector_leg })
+            .to_string())
     }
 }
 

@@ -27,7 +27,8 @@ impl Guest for TextStats {
     }
 
     fn run(params_json: String) -> Result<String, ToolError> {
-        let Params { text } = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
+        let Params { text } =
+            serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;
         let stats = Stats { lines: text.lines().count(), words: text.split_whitespace().count(), bytes: text.len() };
         serde_json::to_string(&stats).map_err(|e| ToolError::Failed(e.to_string()))
     }

@@ -63,7 +63,8 @@ impl Guest for WebFetch {
             body.truncate(cut);
         }
         let headers: BTreeMap<String, String> = response.headers.into_iter().map(|h| (h.name, h.value)).collect();
-        Ok(serde_json::json!({ "status": response.status, "headers": headers, "body": body, "truncated": truncated }).to_string())
+        Ok(serde_json::json!({ "status": response.status, "headers": headers, "body": body, "truncated": truncated })
+            .to_string())
     }
 }
 
