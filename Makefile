@@ -16,7 +16,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz soak clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test lint test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz soak clean
 all: image
 
 deps:
@@ -73,7 +73,14 @@ qemu:
 
 run: image qemu
 
-test: test-unit test-pg test-ebpf-vm test-vm
+# Every step below in turn, each one's time and the boot suite's slowest
+# checks printed at the end (scripts/test.sh).
+test: deps
+	bash scripts/test.sh
+
+# rustfmt, clippy (warnings denied) and shellcheck over the repository.
+lint: deps
+	bash scripts/lint.sh
 
 # The tools first: tests/built_tools.rs runs every tool make tools builds, the
 # image's (out/tools) and the hostile test tools (out/test-tools); the models

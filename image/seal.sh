@@ -31,6 +31,7 @@ KERNEL=/out/kernel
 EPOCH=${SOURCE_DATE_EPOCH:?}
 rm -rf "$WORK"; mkdir -p "$WORK" "$DEST"; cd "$WORK"
 
+# shellcheck source=/dev/null  # the OS tree's os-release
 version=$(. "$TREE/usr/lib/os-release" && echo "${IMAGE_VERSION:?}")
 # Deterministic identifiers from the tree's content, so equal inputs give an
 # equal image.

@@ -22,6 +22,7 @@
 # CLAWOS_ACCEL=kvm|tcg picks the accelerator; unset, KVM is used when
 # /dev/kvm is writable on bare metal. Nested KVM hangs on the CI machines
 # (the guest stalls in its kernel), so virtual machines get TCG.
+# shellcheck disable=SC2054  # QEMU takes comma-separated key=value lists as one word each
 set -euo pipefail
 IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback CONSOLE_SOCKET="" DISK_BUS=virtio
 while (($#)); do
@@ -76,8 +77,8 @@ args=(
   -drive if=pflash,format=raw,unit=0,readonly=on,file="$OVMF_CODE"
   -drive if=pflash,format=raw,unit=1,file="$STATE/ovmf-vars.fd"
   -chardev socket,id=chrtpm,path="$STATE/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0
-  -drive if=none,id=disk0,format=qcow2,cache="$DISK_CACHE",file="$STATE/disk.qcow2"
-  -netdev user,id=net0,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 -device virtio-net-pci,netdev=net0
+  -drive if=none,id=disk0,format=qcow2,"cache=$DISK_CACHE,file=$STATE/disk.qcow2"
+  -netdev user,id=net0,"hostfwd=tcp:127.0.0.1:$SSH_PORT-:22" -device virtio-net-pci,netdev=net0
   -device virtio-rng-pci
   -no-reboot
 )

@@ -33,6 +33,7 @@ if [[ ! -f $ROOT/.clawos-bootstrapped ]]; then
   rm -rf "$ROOT"; mkdir -p "$(dirname "$ROOT")"
   # sid's Release file can be past its Valid-Until on this mirror.
   # The host's extra CAs (a TLS-inspecting proxy) must be trusted inside too.
+  # shellcheck disable=SC2016  # the hooks are mmdebstrap's shell snippets: "$1" is the root it passes them
   mmdebstrap --variant=apt --mode=root \
     --aptopt='Acquire::Check-Valid-Until "false"' \
     --include="$(IFS=,; echo "${PKGS[*]}")" \
@@ -54,6 +55,7 @@ cargo_tool() {
 }
 cargo_tool bpf-linker "$BPF_LINKER_VERSION" --no-default-features --features "llvm-$LLVM"
 cargo_tool wasm-component-ld "$WASM_COMPONENT_LD_VERSION"
+# shellcheck disable=SC2016  # dpkg-query's format, not the shell's
 chroot "$ROOT" dpkg-query -W -f='${Package} ${Version}\n' > "$OUT/buildroot-packages.txt"
 printf 'bpf-linker %s (crates.io)\nwasm-component-ld %s (crates.io)\n' "$BPF_LINKER_VERSION" "$WASM_COMPONENT_LD_VERSION" >> "$OUT/buildroot-packages.txt"
 ln -sfn "$ROOT" "$OUT/buildroot"

@@ -18,6 +18,8 @@ PKGS=(
   fuse3
   # fetching pinned downloads (scripts/lib.sh fetch_pinned), the embedding model's wheel, the AgentFS SDK's wheels
   curl unzip python3
+  # make lint
+  shellcheck
   # the PostgreSQL + pgvector server the migration test starts (tests/pg/run.sh builds pgvector)
   postgresql-15 postgresql-server-dev-15
 )

@@ -46,5 +46,5 @@ if [[ $status -eq 0 ]]; then
 fi
 runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$OUT/fuzz/decode.log" | grep -o '[0-9]*$')
 crashes=$(find "$OUT/fuzz" -maxdepth 1 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
-log "fuzz: ${runs:-0} executions in ${seconds}s, $crashes crash(es), corpus $(ls "$FUZZ/corpus/decode" | wc -l) inputs"
+log "fuzz: ${runs:-0} executions in ${seconds}s, $crashes crash(es), corpus $(find "$FUZZ/corpus/decode" -maxdepth 1 -type f | wc -l) inputs"
 [[ $status -eq 0 && $crashes -eq 0 ]] || die "the fuzz target failed (exit $status); inputs in $OUT/fuzz/"

@@ -9,6 +9,7 @@ if [[ ${1:-} == --root ]]; then ROOT=$2; shift 2; fi
 ROOT=$(readlink -f "$ROOT")
 [[ -d $ROOT/usr ]] || die "no build root at $ROOT (run make buildroot)"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# shellcheck disable=SC2016  # the script runs in the new mount namespace's shell, with its own arguments
 exec unshare -m --propagation private -- /bin/bash -c '
   set -e
   R=$1 REPO=$2 OUT=$3 CACHE=$4; shift 4

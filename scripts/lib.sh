@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the ClawOS build scripts. Sourced, never run.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -12,16 +12,19 @@
 # `clawctl tool install <tool>-v<version>.wasm --definition <tool>.json --grant ...`.
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT/tools" "$OUT/test-tools"
-# Only the packaged files: out/tools/target is cargo's, kept warm across runs.
+# Only the packaged files. cargo's target directory is in the cache (the
+# build root's /cache), like the host's: cargo keys every artifact by its
+# inputs, so it is safe to share and a fresh clone rebuilds only the tools.
 rm -f "$OUT"/tools/*.wasm "$OUT"/tools/*.json "$OUT"/test-tools/*.wasm "$OUT"/test-tools/*.json
 # One build of the one workspace (tests/tools are its members too), so both
 # kinds come from the same toolchain and lock. From its directory, because its
 # .cargo/config.toml (the wasm32-wasip2 target) is found from the current one.
+# shellcheck disable=SC2016  # $PATH is the build root's
 "$REPO/scripts/in-buildroot.sh" sh -c '
   set -e
   cd /src/userspace/wasm-tools
   export PATH=/usr/lib/llvm-22/bin:$PATH  # wasm-component-ld drives wasm-ld
-  CARGO_TARGET_DIR=/out/tools/target cargo build --release --locked'
+  CARGO_TARGET_DIR=/cache/target-wasm-tools cargo build --release --locked'
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/userspace/wasm-tools/Cargo.toml")
 
 # package_tools SRC DEST: every tool directory under SRC (one with a
@@ -32,7 +35,7 @@ package_tools() {
     tool=$(basename "$dir")
     [[ -f $dir/tool.json ]] || continue
     wasm="$dest/$tool-v$version.wasm"
-    cp "$OUT/tools/target/wasm32-wasip2/release/${tool//-/_}.wasm" "$wasm"
+    cp "$CACHE/buildroot-cargo/target-wasm-tools/wasm32-wasip2/release/${tool//-/_}.wasm" "$wasm"
     # A component starts with the wasm magic and layer 1 (bytes 6-7 = 01 00).
     [[ $(od -An -tx1 -N8 "$wasm" | tr -d ' ') == 0061736d0d000100 ]] || die "$wasm is not a WASM component"
     hash=$(sha256sum "$wasm" | cut -d' ' -f1)

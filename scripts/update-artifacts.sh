@@ -30,7 +30,10 @@ echo "update $version ${UPDATE_EXTRA_TREE:+with $UPDATE_EXTRA_TREE}" >> "$tree/u
 bash "$REPO/scripts/in-buildroot.sh" env SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:?}" \
   bash /src/image/seal.sh /out/update/tree "/out/update/$version/sealed"
 rm -rf "$tree"
+# shellcheck source=/dev/null  # written by seal.sh: root_partuuid, verity_partuuid
 source "$dest/sealed/sealed.env"
+# shellcheck disable=SC2154  # set by sealed.env, which shellcheck cannot see
+: "${root_partuuid:?}" "${verity_partuuid:?}"
 cd "$dest"
 # gzip: the partitions are padded to the slot size, and the erofs in the
 # root is compressed already (lz4hc), so gzip -1 takes out the padding in

@@ -77,13 +77,15 @@ view_dump() { # DIR
 }
 
 view_show() { # DIR
-  local dir=$1 home=$1/home extra=$1/extra
+  local dir=$1 home=$1/home extra=$1/extra units
+  mapfile -t units < <(units_of "$dir")
   mkdir -p "$home" "$extra"
   printf '[Unit]\nDescription=unitcheck\n' > "$extra/default.target"
   chown 65534:65534 "$home"; chmod 0700 "$home"; chmod -R a+rX "$extra"
   # In a private mount namespace: /run/systemd/system, which a user manager
   # wants to see, and a cgroup2 tree with a subtree nobody may manage; the
   # cgroup namespace roots it at this process's own cgroup.
+  # shellcheck disable=SC2016  # the script's $ expands in the new namespaces' shell, with its own arguments
   unshare --mount --cgroup --propagation private bash -euo pipefail -c '
     home=$1 path=$2; shift 2
     mount -t tmpfs tmpfs /run/systemd; mkdir /run/systemd/system
@@ -107,7 +109,7 @@ view_show() { # DIR
     for unit; do
       nobody systemctl --user show --all "$unit" | sed "s|^|$unit\t|" || rc=1
     done
-    exit $rc' unitcheck "$home" "$dir/root/$UNITS:$extra" $(units_of "$dir") |
+    exit $rc' unitcheck "$home" "$dir/root/$UNITS:$extra" "${units[@]}" |
   sed "s|$home|~|g" |
   awk -F'\t' -v OFS='\t' '
     { key = $2; sub(/=.*/, "", key) }
@@ -143,7 +145,7 @@ lint() {
       # ...and its unit file sets none of them: drop-ins are read after the
       # unit file, so the shared value would silently win. Dependencies add up.
       keys=$(comm -12 <(keys "$svc") <(keys "$shared") | grep -vxE '(After|Before|Requires|Wants|RequiresMountsFor)=' || true)
-      [[ -z $keys ]] || { echo "lint: $name.service sets what 10-component.conf sets (use $name.service.d/20-*.conf):" $keys; rc=1; }
+      [[ -z $keys ]] || { echo "lint: $name.service sets what 10-component.conf sets (use $name.service.d/20-*.conf): ${keys//$'\n'/ }"; rc=1; }
     else
       [[ ! -e $root/$name.service.d/10-component.conf ]] || { echo "lint: $name.service is no daemon but takes 10-component.conf"; rc=1; }
     fi
@@ -156,7 +158,7 @@ lint() {
     grep -qx "ListenStream=@clawos-ipc-${name#clawos-}" "$s" || grep -qE "^ListenStream=/run/$name/" "$s" ||
       { echo "lint: $name.socket is neither an IPC socket nor under /run/$name/ but gets clawos-.socket.d/"; rc=1; }
     keys=$(comm -12 <(keys "$s") <(keys "$root"/clawos-.socket.d/*.conf))
-    [[ -z $keys ]] || { echo "lint: $name.socket sets what clawos-.socket.d/ sets:" $keys; rc=1; }
+    [[ -z $keys ]] || { echo "lint: $name.socket sets what clawos-.socket.d/ sets: ${keys//$'\n'/ }"; rc=1; }
   done
   return $rc
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The offline edit of /clawfs (specs/clawfs/encryption.md, "Integrity"):
 # where a file's first block lies on the VM's disk, and one byte of it
 # flipped in the disk while the VM is off. Sourced by tests/vm/run.sh.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the boot tests: start a VM headless, wait until it is ready,
 # run commands in it over SSH, shut it down. Sourced by tests/vm/run.sh.
 KEY="$OUT/ssh/id_ed25519"
@@ -81,10 +82,11 @@ install_test_tool() {
   definition=$(jq -e --arg t "$1" '.tools[] | select(.tool_id == $t)' "$OUT/test-tools/registry.json") \
     || { echo "$1 is not in $OUT/test-tools/registry.json (make tools)"; return 1; }
   wasm=$(jq -r .wasm_path <<<"$definition")
-  vm_push "$OUT/test-tools/$wasm" "/run/clawos-test/tools/$wasm" &&
+  if ! { vm_push "$OUT/test-tools/$wasm" "/run/clawos-test/tools/$wasm" &&
     vm_push <(echo "$definition") "/run/clawos-test/tools/$1.json" &&
-    vm_ssh "clawctl tool install /run/clawos-test/tools/$wasm --definition /run/clawos-test/tools/$1.json --yes" >/dev/null ||
-    { echo "installing $1 failed"; return 1; }
+    vm_ssh "clawctl tool install /run/clawos-test/tools/$wasm --definition /run/clawos-test/tools/$1.json --yes" >/dev/null; }; then
+    echo "installing $1 failed"; return 1
+  fi
 }
 
 # vm_wait_ready TIMEOUT: until systemd finished booting (running or degraded)
@@ -199,7 +201,7 @@ vm_kill() {
 
 # check NAME CMD...: runs CMD, counts and reports the result, with its
 # time when it took 10 s or more (the suite's time is spent in few checks),
-# and records the time in VM_TIMES (times_report).
+# and records the time in VM_TIMES (scripts/times-report.sh).
 check() {
   local name=$1; shift
   local output status=0 t0=$SECONDS took=""
@@ -209,7 +211,7 @@ check() {
   if ((status == 0)); then
     PASSED=$((PASSED + 1)); printf '  ok   %s%s\n' "$name" "$took"
   else
-    FAILED=$((FAILED + 1)); printf '  FAIL %s%s\n%s\n' "$name" "$took" "$(sed 's/^/       /' <<<"$output" | tail -n 30)"
+    FAILED=$((FAILED + 1)); printf '  FAIL %s%s\n%s\n' "$name" "$took" "$(tail -n 30 <<<"$output" | sed 's/^/       /')"
   fi
 }
 
@@ -225,28 +227,8 @@ phase() {
 }
 phase_times() {
   phase ""
-  local IFS=,
-  echo "${PHASE_TIMES[*]}" | sed 's/,/, /g'
+  local joined
+  joined=$(printf '%s, ' "${PHASE_TIMES[@]}")
+  echo "${joined%, }"
 }
 
-# times_report LAST: the run's figures (VM_TIMES: "check|phase<TAB>seconds<TAB>name"
-# lines) as a table of the phases and the ten slowest checks, then what took
-# longer than in LAST, the figures of the last run that got this far, which
-# this run's replace. Growth is reported, never a failure: timings on
-# emulated machines vary by tens of percent from run to run. Only growth of
-# 10 s and 20 % or more is named, so the list is the news, not the noise.
-times_report() {
-  local last=$1
-  echo "phases (s):"
-  awk -F'\t' '$1 == "phase" { printf "  %6d  %s\n", $2, $3 }' "$VM_TIMES"
-  echo "the ten slowest checks (s):"
-  awk -F'\t' '$1 == "check"' "$VM_TIMES" | sort -t$'\t' -k2,2nr | head -n 10 | awk -F'\t' '{ printf "  %6d  %s\n", $2, $3 }'
-  if [[ -s $last ]]; then
-    echo "grown since the last run (s, then -> now):"
-    awk -F'\t' 'NR == FNR { was[$1 FS $3] = $2; next }
-      ($1 FS $3) in was && $2 - was[$1 FS $3] >= 10 && $2 >= 1.2 * was[$1 FS $3] {
-        printf "  %6d -> %-6d %s %s\n", was[$1 FS $3], $2, $1, $3; n++ }
-      END { if (!n) print "  nothing" }' "$last" "$VM_TIMES"
-  fi
-  mkdir -p "$(dirname "$last")" && cp "$VM_TIMES" "$last"
-}

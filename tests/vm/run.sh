@@ -18,11 +18,17 @@ source "$REPO/tests/vm/clawfs-tamper.sh"
 IMAGE="$OUT/clawos.raw"
 VMS="$OUT/vm"
 BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
+# shellcheck source=/dev/null  # written by image/seal.sh: version, roothash, cmdline, the
+# partitions' offsets and sizes (the checks read them)
 source "$OUT/image/sealed.env"
+# shellcheck disable=SC2154  # the variables sealed.env sets, which shellcheck cannot see
+: "${version:?}" "${roothash:?}" "${cmdline:?}" "${esp_offset:?}" "${esp_bytes:?}" "${root_offset:?}"
 trap vm_kill EXIT
-# Each check's and phase's time (check, phase), for the report at the end.
-VM_TIMES="$VMS/times.tsv"
-mkdir -p "$VMS"; : > "$VM_TIMES"
+# Each check's and phase's time, for the report at the end: make test's
+# (scripts/test.sh, CLAWOS_TEST_TIMES), or this suite's own when run alone.
+VM_TIMES=${CLAWOS_TEST_TIMES:-$VMS/times.tsv}
+mkdir -p "$VMS"
+[[ -n ${CLAWOS_TEST_TIMES:-} ]] || : > "$VM_TIMES"
 
 phase usb
 source "$REPO/tests/vm/usb.sh"
@@ -35,6 +41,7 @@ vm_start "$IMAGE" "$VMS/main" --fresh --disk-size "$VM_DISK_SIZE"
 vm_wait_ready "$BOOT_TIMEOUT" || die "the image did not boot"
 READY_FIRST=$VM_READY_S
 for t in "$REPO"/tests/vm/checks/*.sh; do
+  # shellcheck source=/dev/null  # each check file is checked on its own
   source "$t"
 done
 log "boot 1 done; powering off"
@@ -46,6 +53,7 @@ vm_start "$IMAGE" "$VMS/main"
 if vm_wait_ready "$BOOT_TIMEOUT"; then
   READY_SECOND=$VM_READY_S
   for t in "$REPO"/tests/vm/after-reboot/*.sh; do
+    # shellcheck source=/dev/null  # each check file is checked on its own
     source "$t"
   done
   UNSEAL_MS=$(vm_ssh "journalctl -b -u clawos-security-agent -o cat" | sed -n 's/.*unsealed in \([0-9]*\) ms.*/\1/p' | tail -n 1) || true
@@ -136,6 +144,6 @@ echo "image $(du -m --apparent-size "$IMAGE" | cut -f1) MiB; ready after ${READY
 echo "update $UPDATE_V2: ${UPDATE_DOWNLOAD_MIB:-?} MiB to download (built in ${UPDATE_BUILD_S:-?} s for two versions), applied in $(cat "$VMS/update-apply-$UPDATE_V2.s" 2>/dev/null || echo '?') s over HTTP on the host's loopback; power-on to blessed ${UPDATE_BLESSED_S:-?} s; three failed tries and back to the previous version in ${ROLLBACK_S:-?} s"
 echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms; /clawfs formatted (LUKS2 with integrity) at first boot in ${CLAWFS_FORMAT_S:-?} s"
 echo "vm time: $(phase_times); $SECONDS s in all"
-times_report "$CACHE/test-times/vm.tsv"
+[[ -n ${CLAWOS_TEST_TIMES:-} ]] || bash "$REPO/scripts/times-report.sh" "$VM_TIMES" "$CACHE/test-times/test-vm.tsv"
 echo "vm: $PASSED passed, $FAILED failed"
 (( FAILED == 0 ))

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016,SC2154  # the guest's commands are single-quoted: their $ expands in the guest; version is sealed.env's, sourced by run.sh
 # The update boots of tests/vm/run.sh (specs/update/README.md), on the main
 # VM's disk and TPM after boot 2. The updates are served over HTTP from the
 # host (the guest reaches the host's loopback as 10.0.2.2), made by
@@ -177,8 +178,10 @@ printf '[Service]\nExecStart=\nExecStart=/usr/bin/clawctl update gate --timeout-
   > "$broken/usr/lib/systemd/system/clawos-update-gate.service.d/99-test.conf"
 if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
    UPDATE_VERSION="$UPDATE_V3" UPDATE_EXTRA_TREE="$broken" bash "$REPO/scripts/update-artifacts.sh"; then
+  # shellcheck disable=SC2034  # read by the summary of run.sh
   UPDATE_BUILD_S=$(( $(date +%s) - UPDATE_BUILD_T0 ))
   update_serve
+  # shellcheck disable=SC2034  # read by the summary of run.sh
   UPDATE_DOWNLOAD_MIB=$(du -cm --apparent-size "$OUT/update/$UPDATE_V2"/clawos_* | tail -n 1 | cut -f1)
 
   log "boot U1 (the disk on USB): the power is cut while $UPDATE_V2 is being written"
@@ -238,6 +241,7 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
   if vm_wait_ready "$BOOT_TIMEOUT"; then
     # Blessed once the gate passed; bounded wait for it.
     VM_SSH_TIMEOUT=400 vm_ssh 'until systemctl is-active -q systemd-bless-boot.service; do sleep 2; systemctl is-failed -q clawos-update-gate.service && break; done' || true
+    # shellcheck disable=SC2034  # read by the summary of run.sh
     UPDATE_BLESSED_S=$(printf '%.0f' "$(echo "$(date +%s.%N) - $UPDATE_T0" | bc)")
     check "update: $UPDATE_V2 runs and is blessed; the TPM opened /clawfs and the vault; the secret and memory written under $version are there" \
       update_runs "$UPDATE_V2"
@@ -260,6 +264,7 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
   log "boot U7: back on $UPDATE_V2"
   vm_start "$IMAGE" "$VMS/main"
   if vm_wait_ready "$BOOT_TIMEOUT"; then
+    # shellcheck disable=SC2034  # read by the summary of run.sh
     ROLLBACK_S=$(printf '%.0f' "$(echo "$(date +%s.%N) - $ROLLBACK_T0" | bc)")
     check "update: after three failed tries of $UPDATE_V3 the box runs $UPDATE_V2 again, its data there" update_runs "$UPDATE_V2"
     check "update: clawctl update status says $UPDATE_V3 failed its health gate three times and why" vm_ssh "

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # `make usb` (scripts/usb.sh) on the host, before the boots: written to a
 # loop device standing in for a USB stick, after the confirmation.
 

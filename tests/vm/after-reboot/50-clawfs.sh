@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # What boot 1 wrote to the data partition is still there after a reboot.
 check "clawfs: the marker written before the reboot survived" \
   vm_ssh 'test "$(cat /clawfs/.boot-test-marker)" = "written on boot 1"'

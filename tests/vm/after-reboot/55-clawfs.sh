@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Boot 2, same disk and TPM: the TPM opens /clawfs by itself, the first-boot
 # unit leaves the formatted partition alone, and an operator who lost the
 # recovery key gets a new one that replaces it (specs/clawfs/encryption.md).

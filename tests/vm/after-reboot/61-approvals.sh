@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # An approval asked for before the reboot (checks/61-agent-approvals.sh)
 # is still waiting after it; approving it runs the call and the turn goes
 # on. The scripted provider is a transient unit: started again here with

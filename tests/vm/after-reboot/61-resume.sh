@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The turn whose tool call was running at the power-off (checks/99-agent-in-
 # flight-at-reboot.sh) was resumed by agent-loop at boot: the call ran again
 # with its idempotency key, or, when wasm-daemon finished it while the box

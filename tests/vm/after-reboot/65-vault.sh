@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # After the reboot the security agent unseals the vault by itself (same
 # measured boot, same PCRs 4 and 12), and the secret stored on boot 1 reads
 # back (compared by its SHA-256, which boot 1 kept in /var/lib/clawos-vm-test).

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Chaos: while a client writes files through fs-engine, secrets through the
 # vault and notes through a tool into an AgentFS database at a steady rate,
 # the components are killed with SIGKILL at random, one every 2-5 s

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Boot 3, before anything is up: the UKI changed, so PCR 4 differs from the
 # one /clawfs's TPM2 keyslot is sealed to. systemd-cryptsetup must fall back
 # to asking for the recovery key on the console and wait there, nothing

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Boot 3, after the recovery key opened /clawfs at the console (10-clawfs-console.sh).
 CLAWFS_DEV=/dev/disk/by-partlabel/clawos-data
 check "changed cmdline: /clawfs is open, its data from boot 1 intact" vm_ssh '

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Boot 3: the same disk and TPM, but a UKI whose kernel command line says
 # panic=31 instead of panic=30. The firmware measures a different UKI into
 # PCR 4, so the TPM must refuse to unseal: the vault stays sealed and says

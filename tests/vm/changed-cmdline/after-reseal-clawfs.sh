@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Boot 4: the changed UKI again, after `clawfs-keys reseal` on boot 3, and
 # with one byte of the tamper canary's first block flipped on the disk while
 # the box was off (run.sh).

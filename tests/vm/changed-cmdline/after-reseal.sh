@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Boot 4: the changed UKI again, after `clawctl vault reseal` on boot 3: the
 # vault now unseals by itself, with no recovery key.
 check "changed cmdline, resealed: the vault unseals by itself" vm_ssh "

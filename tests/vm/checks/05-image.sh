@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The image under test is the one a user flashes, byte for byte, and it
 # carries no test code: what the tests need they bring in over SSH.
 

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154  # version: from out/image/sealed.env, which run.sh sources
 # The boot path of image/seal.sh and the first-boot layout
 # (specs/update/README.md): systemd-boot starts this build's UKI from the
 # ESP with boot counting, the box blesses it once booted, root slot B waits

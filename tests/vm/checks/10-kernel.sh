@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The running kernel is the one this build made, with the ClawOS options.
 check "kernel: running release is ours ($(cat "$OUT/kernel/release"))" \
   vm_ssh "test \"\$(uname -r)\" = '$(cat "$OUT/kernel/release")'"

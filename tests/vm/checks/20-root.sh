@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154  # roothash: from out/image/sealed.env, which run.sh sources
 # The root filesystem is read-only erofs on a dm-verity device.
 check "root: / is erofs mounted read-only from dm-0" \
   vm_ssh 'findmnt -no SOURCE,FSTYPE,OPTIONS / | grep -E "^/dev/(dm-0|mapper/clawos-root) erofs ro"'

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # systemd reports no failed unit and every ClawOS unit is active.
 check "units: no failed units" vm_ssh 'test -z "$(systemctl --failed --no-legend --plain)" || { systemctl --failed; false; }'
 check "units: every enabled ClawOS socket and long-running service is active" vm_ssh '

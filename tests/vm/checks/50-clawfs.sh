@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # /clawfs is the writable data partition and holds /var.
 check "clawfs: /clawfs is a read-write ext4 data partition" \
   vm_ssh 'findmnt -no FSTYPE,OPTIONS /clawfs | grep -E "^ext4 rw"'

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # The data partition (/clawfs) is encrypted and authenticated (specs/clawfs/encryption.md):
 # LUKS2, AES-XTS over dm-integrity with an HMAC-SHA256 tag per sector, its
 # key in a TPM2 keyslot sealed to PCRs 4,12 and a recovery key the operator

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Agents (specs/agent/README.md): a fresh box has `default`; the operator
 # creates others through agent-loop, which has fs-engine make the directory;
 # a config typo names the key and stops only that agent. The agents the

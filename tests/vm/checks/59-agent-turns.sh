@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # An agent's turn end to end in the booted image (specs/agent/README.md,
 # "The loop"): a scripted OpenAI-compatible provider (test code the image
 # does not carry, tests/scripted-provider, pushed over SSH) runs on the

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # The eight IPC components run as their own units, report healthy through
 # clawctl, and systemd restarts one that dies.
 check "components: every component unit is active" vm_ssh '

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Permissions and approvals in the booted image (specs/agent/README.md,
 # "Permissions and approvals"): a supervised agent's file_write waits for
 # the operator; security-agent keeps the approval in policy.db; approve runs

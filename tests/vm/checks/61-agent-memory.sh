@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # An agent's memory in the booted image (specs/agent/README.md, "Memory"):
 # entries are Markdown in the agent's own files, the index is derived from
 # them (an operator's edit over SSH is found within seconds, a rebuild from

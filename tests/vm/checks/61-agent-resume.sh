@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Checkpoints and resume in the booted image (specs/agent/README.md,
 # "Checkpoints and resume"): agent-loop is killed with SIGKILL while a turn's
 # WASM tool call runs (slow-echo, a test tool brought in over SSH); systemd

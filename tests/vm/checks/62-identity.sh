@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Identity files (issue 8, specs/clawfs/README.md "Identity files") through
 # fs-engine: verified reads, updates that keep a backup in the vault, a
 # tampered file reported with its last good backup, and the restore of that

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Workspace snapshots (issue 8, specs/clawfs/README.md "Snapshots") through
 # fs-engine: a snapshot taken online brings back the workspace's memory of
 # its moment.

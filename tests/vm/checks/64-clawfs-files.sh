@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # fs-engine's file methods: an agent (here the operator acting as one with
 # --as, with that agent's rights only) stays inside its own directory
 # (RULE-001), and every request, allowed or refused, is in the audit log.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # The secrets vault, hosted by security-agent: initialized with the VM's TPM
 # through clawctl, a secret stored and read back, every secret command
 # (versions, history, list, the terminal refusal, rotate, rm), and neither a

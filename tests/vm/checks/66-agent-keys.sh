@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # A provider's API key (specs/agent/providers.md): kept in the vault (set
 # up by 65-vault.sh), fetched by agent-loop for each request, sent only in
 # the request's header; after a session that used it, the key is nowhere

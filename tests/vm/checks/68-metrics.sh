@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The Prometheus endpoint (observability, 127.0.0.1:9464, reached over SSH):
 # scraped in the booted image and read on the host with the Prometheus
 # project's own text-format parser (prometheus_client, make test-python),

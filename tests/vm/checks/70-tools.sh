@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # WASM tools through the wasm-daemon (issue 6): a real call, a limit, a denial.
 
 # The hostile tools are test code the image does not carry (tests/tools,

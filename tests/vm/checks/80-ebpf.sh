@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # eBPF monitor (issue 7): ebpf-agent loads every program, a monitored cgroup's
 # actions reach `clawctl events`, and the per-cgroup policy blocks in enforce
 # mode and only reports in audit mode. The check cgroups are named in

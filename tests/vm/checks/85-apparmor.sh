@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # AppArmor (specs/apparmor/README.md): the profiles of the eight components
 # and the in-box model are loaded in enforce mode at boot, every running
 # daemon is confined by its own, and each is refused an access outside it,
@@ -6,7 +7,7 @@
 
 # A profile per component, clawos-<component>, and the model server's.
 AA_COMPONENTS="agent-loop ebpf-agent fs-engine observability router scheduler security-agent wasm-daemon"
-AA_PROFILES="$(printf 'clawos-%s ' $AA_COMPONENTS)clawos-model"
+AA_PROFILES="clawos-${AA_COMPONENTS// / clawos-} clawos-model"
 
 check "apparmor: the nine ClawOS profiles are loaded in enforce mode" \
   vm_ssh 'for p in '"$AA_PROFILES"'; do

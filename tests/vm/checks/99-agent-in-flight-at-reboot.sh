@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The last thing before the reboot (run.sh powers the box off right after
 # the checks): a turn whose WASM tool call (slow-echo, 8 s) is running when
 # the power-off begins. agent-loop is stopped first (it is ordered after the

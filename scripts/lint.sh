@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make lint` (part of `make test`): the style the tools hold, so reviews can
+# be about design. Fails on the first finding of any of them:
+#   - rustfmt (rustfmt.toml) over the three Rust workspaces: the root one,
+#     ebpf/ and userspace/wasm-tools (rustfmt needs no compiler, so the host's
+#     formats the build root's workspaces too);
+#   - clippy over the root workspace, every target, warnings denied, with the
+#     lints set once in Cargo.toml ([workspace.lints]). Not yet over ebpf/
+#     and the WASM tools: they build only with the build root's Debian
+#     rustc, and the build root carries no clippy;
+#   - shellcheck (.shellcheckrc) over every shell script: *.sh and the files
+#     whose first line runs a shell.
+source "$(dirname "$0")/lib.sh"
+cd "$REPO"
+log "lint: rustfmt"
+for ws in . ebpf userspace/wasm-tools; do
+  (cd "$ws" && cargo fmt --all --check) || die "lint: $ws is not formatted as rustfmt.toml says (cargo fmt --all in $ws)"
+done
+log "lint: clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings || die "lint: clippy found the above"
+log "lint: shellcheck"
+mapfile -t scripts < <(git ls-files | while read -r f; do
+  [[ -f $f ]] || continue
+  if [[ $f == *.sh ]] || head -n 1 "$f" | grep -qE '^#!.*\b(ba|da)?sh\b'; then echo "$f"; fi
+done)
+shellcheck "${scripts[@]}" || die "lint: shellcheck found the above"
+log "lint: ${#scripts[@]} shell scripts, three Rust workspaces: clean"
