@@ -64,7 +64,10 @@ case ${CLAWOS_ACCEL:-} in
   "") if [[ -w /dev/kvm && $(systemd-detect-virt 2>/dev/null) == none ]]; then accel=kvm; fi ;;
   *) echo "run.sh: CLAWOS_ACCEL must be kvm or tcg, not '$CLAWOS_ACCEL'" >&2; exit 2 ;;
 esac
-echo "run.sh: accel $accel" >&2
+# CLAWOS_QEMU_CPU= the CPU model (default: QEMU's own for the accelerator).
+cpu=()
+[[ -z ${CLAWOS_QEMU_CPU:-} ]] || cpu=(-cpu "$CLAWOS_QEMU_CPU")
+echo "run.sh: accel $accel ${cpu[*]}" >&2
 
 # swtpm exits by itself when QEMU closes the control channel.
 rm -f "$STATE/tpm/ctrl"
@@ -73,7 +76,7 @@ swtpm socket --tpm2 --tpmstate dir="$STATE/tpm" --ctrl type=unixio,path="$STATE/
 for _ in $(seq 50); do [[ -S $STATE/tpm/ctrl ]] && break; sleep 0.1; done
 
 args=(
-  -machine q35 -accel "$accel" -smp 2 -m 2048 -uuid "$(cat "$STATE/uuid")"
+  -machine q35 -accel "$accel" "${cpu[@]}" -smp 2 -m 2048 -uuid "$(cat "$STATE/uuid")"
   -drive if=pflash,format=raw,unit=0,readonly=on,file="$OVMF_CODE"
   -drive if=pflash,format=raw,unit=1,file="$STATE/ovmf-vars.fd"
   -chardev socket,id=chrtpm,path="$STATE/tpm/ctrl" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0

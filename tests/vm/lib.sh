@@ -215,6 +215,48 @@ check() {
   fi
 }
 
+# lane NAME CMD...: runs CMD (boots and their checks, on VMs of its own)
+# in the background, beside the suite's main line, for the parts of the
+# suite that share no VM or file with what runs meanwhile. Its output goes
+# to $VMS/lane-NAME.log and its counts to $VMS/lane-NAME.counts; lane_join
+# NAME waits for it, then prints its output and adds its counts. Each lane
+# has its own VM_* variables (a subshell), so its VMs and SSH connections
+# are its own. A lane costs little where the main line waits (console
+# prompts, gate timeouts, a guest idle between SSH calls) and the host's
+# cores are not both busy; timing-bound checks stay on the main line.
+declare -A LANE_PIDS=()
+lane() {
+  local name=$1; shift
+  (
+    # shellcheck disable=SC2030  # the lane's own counts, handed on through its counts file
+    PASSED=0 FAILED=0 t0=$SECONDS
+    trap vm_kill EXIT
+    "$@"
+    [[ -z ${VM_TIMES:-} ]] || printf 'phase\t%s\t%s\n' "$((SECONDS - t0))" "$name (a lane)" >> "$VM_TIMES"
+    echo "$PASSED $FAILED" > "$VMS/lane-$name.counts"
+  ) > "$VMS/lane-$name.log" 2>&1 &
+  LANE_PIDS[$name]=$!
+}
+lane_join() {
+  local name=$1 passed failed
+  wait "${LANE_PIDS[$name]}" || true
+  unset "LANE_PIDS[$name]"
+  echo "--- lane $name:"
+  cat "$VMS/lane-$name.log"
+  if read -r passed failed 2>/dev/null < "$VMS/lane-$name.counts"; then
+    # shellcheck disable=SC2031  # the main line's counts; the lane's came through its file
+    PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed))
+  else
+    FAILED=$((FAILED + 1)); echo "  FAIL lane $name ended before it counted its checks"
+  fi
+}
+# lanes_kill: stops the lanes still running (the EXIT trap), VMs included.
+lanes_kill() {
+  local pid
+  for pid in "${LANE_PIDS[@]}"; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done
+  return 0
+}
+
 # phase NAME: starts timing the suite's part NAME, ending the one before;
 # phase_times prints them all ("usb 31 s, boot 1 1460 s, ...").
 PHASE_NAME="" PHASE_T0=0 PHASE_TIMES=()

@@ -9,9 +9,15 @@
 # refuse. In between, the update boots (tests/vm/update.sh): the power cut
 # while an update is written, tampered updates refused, an update applied
 # and booted with the vault and /clawfs opened by the TPM, a broken one
-# tried three times and rolled back, booting from USB and NVMe disks. Before
-# all, `make usb` onto a loop device (tests/vm/usb.sh). Prints
-# "N passed, M failed".
+# tried three times and rolled back, booting from USB and NVMe disks; and
+# `make usb` onto a loop device (tests/vm/usb.sh). Prints "N passed, M
+# failed".
+#
+# The main line is boot 1, boot 2 and the update boots, one after the other
+# on one disk and TPM. Two parts that share nothing with it run as lanes
+# beside it (lane, tests/vm/lib.sh): `make usb` and the tampered image
+# beside boot 1, and boots 3-4 (on a copy of the disk after boot 2) beside
+# the update boots.
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
 source "$REPO/tests/vm/clawfs-tamper.sh"
@@ -23,15 +29,37 @@ BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
 source "$OUT/image/sealed.env"
 # shellcheck disable=SC2154  # the variables sealed.env sets, which shellcheck cannot see
 : "${version:?}" "${roothash:?}" "${cmdline:?}" "${esp_offset:?}" "${esp_bytes:?}" "${root_offset:?}"
-trap vm_kill EXIT
+trap 'vm_kill; lanes_kill' EXIT
 # Each check's and phase's time, for the report at the end: make test's
 # (scripts/test.sh, CLAWOS_TEST_TIMES), or this suite's own when run alone.
 VM_TIMES=${CLAWOS_TEST_TIMES:-$VMS/times.tsv}
 mkdir -p "$VMS"
 [[ -n ${CLAWOS_TEST_TIMES:-} ]] || : > "$VM_TIMES"
 
-phase usb
-source "$REPO/tests/vm/usb.sh"
+# The tampered image and `make usb` need no VM of the main line: a lane,
+# beside boot 1's first boot.
+tampered_and_usb() {
+  source "$REPO/tests/vm/usb.sh"
+  log "boot 5: tampered root filesystem (one flipped byte)"
+  cp --sparse=always "$IMAGE" "$VMS/tampered.raw"
+  # A byte of the erofs superblock's UUID field: erofs itself would never notice
+  # it, so only dm-verity can stop this boot.
+  local offset=$(( root_offset + 1024 + 0x50 ))
+  python3 - "$VMS/tampered.raw" "$offset" <<'PY'
+import sys
+path, off = sys.argv[1], int(sys.argv[2])
+with open(path, "r+b") as f:
+    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0xFF]))
+PY
+  vm_start "$VMS/tampered.raw" "$VMS/tampered" --fresh
+  vm_wait_exit 240 || true
+  check "verity: the tampered image is rejected by dm-verity" \
+    grep -qE 'device-mapper: verity.*(corrupted|error)' "$VM_SERIAL"
+  check "verity: the tampered image never reaches multi-user" \
+    bash -c "! grep -q 'Reached target.*Multi-User' '$VM_SERIAL'"
+  rm -f "$VMS/tampered.raw"
+}
+lane "tampered and usb" tampered_and_usb
 
 phase "boot 1"
 log "boot 1: fresh VM"
@@ -63,15 +91,19 @@ else
   FAILED=$((FAILED + 1)); echo "  FAIL second boot"
 fi
 
-phase "boots 3-4"
+# Boots 3 and 4 run on a copy of the main VM's disk and TPM as boot 2 left
+# them, so they share nothing with the update boots after it: a lane beside
+# them, started once the copy is made. Much of their time is the console's
+# prompts and the waits around them.
+CHANGED="$VMS/changed"
 log "boot 3: same data and TPM, a UKI with a changed kernel command line"
 # The VM's disk as it is now (data partition included), with the UKI's
 # embedded command line patched in place on the ESP: same length, so the PE
 # layout is untouched, but the firmware's PCR 4 measurement differs.
-changed="$VMS/changed"; rm -rf "$changed"; mkdir -p "$changed"
-cp -a "$VMS/main/tpm" "$VMS/main/ovmf-vars.fd" "$VMS/main/uuid" "$changed/"
-qemu-img convert -O raw "$VMS/main/disk.qcow2" "$changed/clawos.raw"
-python3 - "$changed/clawos.raw" "$cmdline" "$esp_offset" "$esp_bytes" <<'PY'
+rm -rf "$CHANGED"; mkdir -p "$CHANGED"
+cp -a "$VMS/main/tpm" "$VMS/main/ovmf-vars.fd" "$VMS/main/uuid" "$CHANGED/"
+qemu-img convert -O raw "$VMS/main/disk.qcow2" "$CHANGED/clawos.raw"
+python3 - "$CHANGED/clawos.raw" "$cmdline" "$esp_offset" "$esp_bytes" <<'PY'
 import sys
 path, cmdline, esp_start, esp_bytes = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3]), int(sys.argv[4])
 with open(path, "r+b") as f:
@@ -83,57 +115,43 @@ with open(path, "r+b") as f:
     f.seek(esp_start + at)
     f.write(cmdline.replace(b" panic=30", b" panic=31"))
 PY
-# /clawfs's TPM2 keyslot is sealed to PCR 4 too: the boot stops at the
-# console asking for the recovery key, with nothing started (no SSH), as
-# long as it is not given; the console is typed at through a socket.
-# The same disk size as the VM it was copied from: a larger one would grow
-# the data partition (systemd-repart) under its formatted LUKS2 volume.
-vm_start "$changed/clawos.raw" "$changed" --disk-size "$VM_DISK_SIZE" --console-socket "$changed/console.sock"
-source "$REPO/tests/vm/changed-cmdline/10-clawfs-console.sh"
-if vm_wait_ready "$BOOT_TIMEOUT"; then
-  source "$REPO/tests/vm/changed-cmdline/55-clawfs.sh"
-  source "$REPO/tests/vm/changed-cmdline/65-vault.sh"
-  vm_poweroff
-  # The offline edit: one byte of the canary file boot 1 wrote, flipped in
-  # the disk (specs/clawfs/encryption.md, "Integrity").
-  check "clawfs: a byte of a file on /clawfs is flipped on the disk while the box is off" \
-    clawfs_flip_byte "$changed/disk.qcow2" "$(cat "$VMS/clawfs-canary.offset" 2>/dev/null)"
-  log "boot 4: the changed UKI again, after the reseal, with the edited file"
-  vm_start "$changed/clawos.raw" "$changed" --disk-size "$VM_DISK_SIZE"
+changed_cmdline_boots() {
+  # /clawfs's TPM2 keyslot is sealed to PCR 4 too: the boot stops at the
+  # console asking for the recovery key, with nothing started (no SSH), as
+  # long as it is not given; the console is typed at through a socket.
+  # The same disk size as the VM it was copied from: a larger one would grow
+  # the data partition (systemd-repart) under its formatted LUKS2 volume.
+  vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$VM_DISK_SIZE" --console-socket "$CHANGED/console.sock"
+  source "$REPO/tests/vm/changed-cmdline/10-clawfs-console.sh"
   if vm_wait_ready "$BOOT_TIMEOUT"; then
-    source "$REPO/tests/vm/changed-cmdline/after-reseal-clawfs.sh"
-    source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"
+    source "$REPO/tests/vm/changed-cmdline/55-clawfs.sh"
+    source "$REPO/tests/vm/changed-cmdline/65-vault.sh"
     vm_poweroff
+    # The offline edit: one byte of the canary file boot 1 wrote, flipped in
+    # the disk (specs/clawfs/encryption.md, "Integrity").
+    check "clawfs: a byte of a file on /clawfs is flipped on the disk while the box is off" \
+      clawfs_flip_byte "$CHANGED/disk.qcow2" "$(cat "$VMS/clawfs-canary.offset" 2>/dev/null)"
+    log "boot 4: the changed UKI again, after the reseal, with the edited file"
+    vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$VM_DISK_SIZE"
+    if vm_wait_ready "$BOOT_TIMEOUT"; then
+      source "$REPO/tests/vm/changed-cmdline/after-reseal-clawfs.sh"
+      source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"
+      vm_poweroff
+    else
+      FAILED=$((FAILED + 1)); echo "  FAIL boot after the reseal"
+    fi
   else
-    FAILED=$((FAILED + 1)); echo "  FAIL boot after the reseal"
+    FAILED=$((FAILED + 1)); echo "  FAIL boot with the changed command line"
   fi
-else
-  FAILED=$((FAILED + 1)); echo "  FAIL boot with the changed command line"
-fi
-rm -rf "$changed"
+  rm -rf "$CHANGED"
+}
+lane "boots 3-4" changed_cmdline_boots
 
 phase "updates"
 source "$REPO/tests/vm/update.sh"
+lane_join "boots 3-4"
 
-phase "boot 5"
-log "boot 5: tampered root filesystem (one flipped byte)"
-cp --sparse=always "$IMAGE" "$VMS/tampered.raw"
-# A byte of the erofs superblock's UUID field: erofs itself would never notice
-# it, so only dm-verity can stop this boot.
-offset=$(( root_offset + 1024 + 0x50 ))
-python3 - "$VMS/tampered.raw" "$offset" <<'PY'
-import sys
-path, off = sys.argv[1], int(sys.argv[2])
-with open(path, "r+b") as f:
-    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0xFF]))
-PY
-vm_start "$VMS/tampered.raw" "$VMS/tampered" --fresh
-vm_wait_exit 240 || true
-check "verity: the tampered image is rejected by dm-verity" \
-  grep -qE 'device-mapper: verity.*(corrupted|error)' "$VM_SERIAL"
-check "verity: the tampered image never reaches multi-user" \
-  bash -c "! grep -q 'Reached target.*Multi-User' '$VM_SERIAL'"
-rm -f "$VMS/tampered.raw"
+lane_join "tampered and usb"
 
 phase floor
 log "floor: the same kernel booting a minimal initramfs"
