@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command inside the build root, with the repo at /src, out/ at /out and
-# the cache at /cache. mkosi's sandbox needs `/` to be a mount point, so the
+# the build root's cache at /cache ($CACHE/buildroot-cache: cargo's home, the
+# target directories of the eBPF and WASM builds, mkosi's package tree). mkosi's sandbox needs `/` to be a mount point, so the
 # root is bind-mounted onto itself in a private mount namespace first.
 #   in-buildroot.sh [--root DIR] CMD...
 source "$(dirname "$0")/lib.sh"
@@ -20,8 +21,8 @@ exec unshare -m --propagation private -- /bin/bash -c '
   mount -t tmpfs tmpfs "$R/tmp"
   mount --bind "$REPO" "$R/src"
   mount --bind "$OUT" "$R/out"
-  mkdir -p "$CACHE/buildroot-cargo"
-  mount --bind "$CACHE/buildroot-cargo" "$R/cache"
+  mkdir -p "$CACHE/buildroot-cache"
+  mount --bind "$CACHE/buildroot-cache" "$R/cache"
   exec chroot "$R" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin \
     HOME=/root CARGO_HOME=/cache/cargo TERM="${TERM:-dumb}" "$@"
 ' bash "$ROOT" "$REPO" "$OUT" "$CACHE" "$@"

@@ -35,7 +35,7 @@ package_tools() {
     tool=$(basename "$dir")
     [[ -f $dir/tool.json ]] || continue
     wasm="$dest/$tool-v$version.wasm"
-    cp "$CACHE/buildroot-cargo/target-wasm-tools/wasm32-wasip2/release/${tool//-/_}.wasm" "$wasm"
+    cp "$CACHE/buildroot-cache/target-wasm-tools/wasm32-wasip2/release/${tool//-/_}.wasm" "$wasm"
     # A component starts with the wasm magic and layer 1 (bytes 6-7 = 01 00).
     [[ $(od -An -tx1 -N8 "$wasm" | tr -d ' ') == 0061736d0d000100 ]] || die "$wasm is not a WASM component"
     hash=$(sha256sum "$wasm" | cut -d' ' -f1)

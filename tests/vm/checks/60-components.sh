@@ -14,14 +14,6 @@ check "components: each runs as its own system user" vm_ssh '
 check "components: clawctl status reports all eight healthy" vm_ssh '
   for _ in $(seq 45); do clawctl status --json > /tmp/status.json && exit 0; sleep 2; done
   cat /tmp/status.json; exit 1'
-check "components: a killed component is restarted by systemd and clawctl shows the restart" vm_ssh '
-  systemctl kill -s KILL clawos-scheduler.service
-  for _ in $(seq 45); do
-    sleep 2
-    clawctl status --json > /tmp/status.json || continue
-    test "$(jq ".components[] | select(.component == \"scheduler\") | .restarts" /tmp/status.json)" -ge 1 && exit 0
-  done
-  cat /tmp/status.json; exit 1'
 check "ipc: a request answered over the abstract socket from the operator CLI: the router's health, from its own process" \
   vm_ssh 'clawctl ipc call router health_check | jq -e --argjson pid "$(systemctl show -P MainPID clawos-router)" \
     ".component == \"router\" and .status == \"ok\" and .pid == \$pid and .uptime_ns > 0 and (.component_version | length) > 0" >/dev/null'
@@ -58,42 +50,3 @@ check "cgroups: the components and the in-box model run in clawos.slice with the
     test "$(cat $cg/pids.max)" = 64 && test "$(cat $cg/cpu.weight)" = 100 || { echo "$u: pids.max $(cat $cg/pids.max), cpu.weight $(cat $cg/cpu.weight)"; exit 1; }
   done
   test "$(systemctl show -P Slice clawos-model.service)" = clawos.slice && test "$(systemctl show -P CPUWeight clawos-model.service)" = 20'
-
-# A component whose memory limit is set below what it uses (written to its
-# cgroup's memory.max: systemd applies the unit's limit again when it
-# restarts it) is killed by the kernel's OOM killer inside its own cgroup;
-# systemd restarts it with its limit; no other component is touched.
-check "cgroups: a component pushed past its memory limit is OOM-killed in its own cgroup and restarted with its limit; the other components keep running" vm_ssh '
-  unit=clawos-scheduler.service; cg=/sys/fs/cgroup/clawos.slice/$unit
-  others=$(for c in agent-loop wasm-daemon ebpf-agent security-agent fs-engine observability router; do systemctl show -P MainPID clawos-$c.service; done)
-  before=$(systemctl show -P NRestarts $unit)
-  # Whatever happens, the scheduler is left with its limit and running.
-  trap "echo \$(systemctl show -P MemoryMax $unit) > $cg/memory.max 2>/dev/null; systemctl reset-failed $unit; systemctl start $unit" EXIT
-  echo "$unit uses $(cat $cg/memory.current) bytes; memory.max set to 64K"
-  echo 64K > $cg/memory.max
-  for _ in $(seq 60); do
-    sleep 1
-    test "$(systemctl show -P NRestarts $unit)" -gt "$before" && systemctl is-active -q $unit && break
-  done
-  journalctl -b -u $unit -o cat | grep -q "killed by the OOM killer" || { journalctl -b -u $unit -o cat | tail -n 5; exit 1; }
-  test "$(systemctl show -P NRestarts $unit)" -gt "$before" && systemctl is-active -q $unit
-  test "$(cat $cg/memory.max)" = "$(systemctl show -P MemoryMax $unit)" || { echo "memory.max after the restart: $(cat $cg/memory.max)"; exit 1; }
-  test "$others" = "$(for c in agent-loop wasm-daemon ebpf-agent security-agent fs-engine observability router; do systemctl show -P MainPID clawos-$c.service; done)" || { echo "another component was restarted"; exit 1; }
-  for _ in $(seq 45); do clawctl status --json > /tmp/status.json && exit 0; sleep 2; done
-  cat /tmp/status.json; exit 1'
-
-# WatchdogSec (clawos-component.conf): a component that stops answering its
-# watchdog (frozen with SIGSTOP, so it neither exits nor pings) is killed
-# by systemd when the watchdog time runs out, and restarted.
-check "components: a frozen component is killed by its watchdog and restarted" vm_ssh '
-  unit=clawos-scheduler.service
-  before=$(systemctl show -P NRestarts $unit)
-  watchdog_us=$(systemctl show -P WatchdogUSec $unit)
-  test -n "$watchdog_us" && test "$watchdog_us" != 0 && test "$watchdog_us" != infinity || { echo "no watchdog: $watchdog_us"; exit 1; }
-  systemctl kill -s STOP $unit
-  for _ in $(seq 150); do
-    sleep 1
-    test "$(systemctl show -P NRestarts $unit)" -gt "$before" && systemctl is-active -q $unit && break
-  done
-  test "$(systemctl show -P NRestarts $unit)" -gt "$before" || { systemctl status $unit --no-pager; exit 1; }
-  journalctl -b -u $unit -o cat | grep -qi "watchdog timeout"'
