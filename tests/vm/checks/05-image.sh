@@ -29,8 +29,10 @@ check "image: the VM boots out/clawos.raw byte for byte (same SHA-256), under a 
 # package outside userspace/ (cargo metadata; --no-deps reads manifests
 # only, no network), every tool under tests/tools. The guest must have none
 # of them anywhere on its root, its /usr/bin clawos-* must be exactly
-# PRODUCT_BINARIES (scripts/lib.sh), and the image's tool registry must name
-# no test tool.
+# PRODUCT_BINARIES (scripts/lib.sh), the image's tool registry must name no
+# test tool, and no configuration on it may name what only the tests use:
+# their cgroups (clawos-ebpf-check), directories and units (clawos-test,
+# clawos-vm-test).
 image_carries_no_test_code() {
   local test_bins=() test_tools=() name find_expr=()
   mapfile -t test_bins < <(cargo metadata --manifest-path "$REPO/Cargo.toml" --no-deps --offline --format-version 1 |
@@ -56,6 +58,12 @@ image_carries_no_test_code() {
     for tool in ${test_tools[*]}; do
       if echo \"\$listed\" | grep -qx \"\$tool\"; then echo \"test tool \$tool in the image's registry\"; rc=1; fi
     done
+    # Text files (-I) of the root's configuration: /etc on the root itself
+    # (-xdev), but the operator's key (a throwaway test key in test builds,
+    # the operator's own otherwise), and ClawOS's part of /usr/lib.
+    named=\$(grep -IlE 'clawos-ebpf-check|clawos-test|clawos-vm-test' \$(find /etc /usr/lib/clawos /usr/lib/systemd /usr/lib/sysusers.d /usr/lib/tmpfiles.d /usr/lib/repart.d /usr/lib/sysctl.d \
+      -xdev -type f ! -path '/etc/ssh/authorized_keys/*' 2>/dev/null) 2>/dev/null)
+    if [ -n \"\$named\" ]; then echo \"configuration naming test cgroups, directories or units:\"; echo \"\$named\"; rc=1; fi
     exit \$rc"
 }
 check "image: only the product's binaries and tools, no test harness, benchmark or test tool" image_carries_no_test_code

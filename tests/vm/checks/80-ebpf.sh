@@ -1,8 +1,28 @@
 # shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # eBPF monitor (issue 7): ebpf-agent loads every program, a monitored cgroup's
 # actions reach `clawctl events`, and the per-cgroup policy blocks in enforce
-# mode and only reports in audit mode. The check cgroups are named in
-# /etc/clawos/ebpf-policy.toml; the agent picks new cgroups up within 1 s.
+# mode and only reports in audit mode. The check cgroups are no part of the
+# image's policy: for these checks the shipped /etc/clawos/ebpf-policy.toml
+# has a copy with them added bind-mounted over it (reload_policy reads the
+# file again), and the last check puts the shipped one back. The agent
+# picks new cgroups up within 1 s.
+
+# The shipped policy plus the checks' two cgroups, one enforcing and one
+# auditing, each allowed what a shell needs to start.
+ebpf_check_policy() {
+  vm_ssh 'set -e
+    mkdir -p /run/clawos-test
+    { cat /etc/clawos/ebpf-policy.toml
+      for mode in enforce audit; do
+        printf "[[cgroup]]\npath = \"clawos-ebpf-check/%s\"\nmode = \"%s\"\n" $mode $mode
+        printf "open_grants = [\"/usr/\", \"/etc/ld.so.cache\", \"/dev/null\"]\n"
+      done; } > /run/clawos-test/ebpf-policy.toml
+    mount --bind /run/clawos-test/ebpf-policy.toml /etc/clawos/ebpf-policy.toml
+    clawctl ipc call ebpf-agent reload_policy >/dev/null
+    clawctl ipc call ebpf-agent get_policy |
+      jq -e "[.cgroup[].path] | index(\"clawos-ebpf-check/enforce\") and index(\"clawos-ebpf-check/audit\")" >/dev/null'
+}
+check "ebpf: the checks' policy (the shipped one and two test cgroups, bind-mounted over it) is in force after reload_policy" ebpf_check_policy
 
 # Run counts need kernel.bpf_stats_enabled, set at boot by sysctl.d because
 # the agent lacks CAP_SYS_ADMIN. Each program's hook is made to run here
@@ -71,3 +91,9 @@ check "ebpf: a process in wasm-daemon's cgroup gets EPERM opening /etc/shadow an
               /tmp/ebpf-daemon >/dev/null 2>&1 && exit 0
             sleep 1
           done; tail -n 3 /tmp/ebpf-daemon; exit 1'
+
+# The shipped policy back in force: no test cgroup, the product's rules.
+check "ebpf: the shipped policy is back in force after reload_policy, with no test cgroup" vm_ssh '
+  umount /etc/clawos/ebpf-policy.toml && rm -f /run/clawos-test/ebpf-policy.toml || exit 1
+  clawctl ipc call ebpf-agent reload_policy >/dev/null || exit 1
+  clawctl ipc call ebpf-agent get_policy | jq -e "(.cgroup | length) > 0 and all(.cgroup[]; .path | startswith(\"clawos-ebpf-check\") | not)" >/dev/null'
