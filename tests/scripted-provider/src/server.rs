@@ -47,6 +47,10 @@ pub struct Recorded {
     /// Which of the script's replies answered it (its index); `None` for a
     /// request past the end of the script or to another path.
     pub reply: Option<usize>,
+    /// When its head arrived, milliseconds since the Unix epoch (a client's
+    /// backoff is the time between two of these).
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 impl Recorded {
@@ -238,6 +242,9 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: oneshot
 
 /// Records `request` and answers it.
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Response<ReplyBody>, Infallible> {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
     let path = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
@@ -258,6 +265,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         body_text: String::from_utf8_lossy(&body).into_owned(),
         reply: None,
+        at_ms,
     };
     let (number, reply) = shared.record(recorded, endpoint);
     let response = match (protocol, endpoint, reply) {

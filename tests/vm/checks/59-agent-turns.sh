@@ -214,6 +214,103 @@ check_soul_guard() {
 }
 check "agent turns: the soul guard halts an agent whose tool call writes an injection into soul.md; reject restores it, approve keeps it" check_soul_guard
 
+# Anthropic's Messages API stream (specs/agent/providers.md), as the real
+# API sends it: message_start, one text block, message_delta, message_stop.
+anthropic_text_reply() { # TEXT INPUT_TOKENS OUTPUT_TOKENS
+  jq -cn --arg t "$1" --argjson i "$2" --argjson o "$3" '
+    def ev($d): {event: $d.type, data: $d};
+    {status: 200, events: [
+      ev({type: "message_start", message: {id: "msg_vm", type: "message", role: "assistant", content: [], model: "scripted-2",
+          stop_reason: null, stop_sequence: null, usage: {input_tokens: $i, output_tokens: 1}}}),
+      ev({type: "content_block_start", index: 0, content_block: {type: "text", text: ""}}),
+      ev({type: "content_block_delta", index: 0, delta: {type: "text_delta", text: $t}}),
+      ev({type: "content_block_stop", index: 0}),
+      ev({type: "message_delta", delta: {stop_reason: "end_turn", stop_sequence: null}, usage: {output_tokens: $o}}),
+      ev({type: "message_stop"})]}'
+}
+
+# specs/agent/providers.md: a 429 is tried again after its Retry-After; a
+# route whose retries are spent falls back to the next, here a provider
+# speaking Anthropic's protocol, which answers the turn.
+check_retry_and_fallback() {
+  local flaky
+  flaky=$(jq -cn '{replies: [{status: 429, headers: {"retry-after": "2"}}, {status: 500}, {status: 500}]}') &&
+    start_provider clawos-test-vm-flaky 18085 "$flaky" &&
+    start_provider clawos-test-vm-claude 18086 "$(jq -cn --argjson r "$(anthropic_text_reply "Answered by the fallback." 42 5)" '{replies: [$r]}')" ||
+    return 1
+  vm_ssh '
+    set -e
+    printf "%s\n" "[model]" "provider = \"flaky\"" "model = \"scripted-1\"" "max_retries = 2" "backoff_base_ms = 10" \
+      "fallback = [{ provider = \"claude\", model = \"scripted-2\" }]" "[tools]" "allow = []" \
+      "[providers.flaky]" "kind = \"openai\"" "base_url = \"http://127.0.0.1:18085/v1\"" \
+      "[providers.claude]" "kind = \"anthropic\"" "base_url = \"http://127.0.0.1:18086\"" > /run/clawos-test/fallback.toml
+    clawctl agent create vm-fallback --config /run/clawos-test/fallback.toml >/dev/null
+    out=$(clawctl chat --agent vm-fallback -m "Anyone there?" --json) || { echo "$out"; exit 1; }
+    echo "$out" | jq -e ".status == \"done\" and .answer == \"Answered by the fallback.\" and .input_tokens >= 42" >/dev/null || { echo "$out"; exit 1; }
+    flaky=/run/clawos-test/clawos-test-vm-flaky.jsonl claude=/run/clawos-test/clawos-test-vm-claude.jsonl
+    # Three tries of the first route (the 429 and two 500s), one of the second.
+    test "$(wc -l < $flaky)" -eq 3 && test "$(wc -l < $claude)" -eq 1 || { cat $flaky $claude; exit 1; }
+    # The try after the 429 came its 2 s later.
+    jq -se ".[1].at_ms - .[0].at_ms >= 2000" $flaky >/dev/null || { jq -c "{at_ms}" $flaky; exit 1; }
+    # The second route asked its own model, in the Messages API form.
+    jq -e ".path == \"/v1/messages\" and .body.model == \"scripted-2\" and .body.stream == true and (.body.messages | tostring | contains(\"Anyone there?\"))" $claude >/dev/null ||
+      { cat $claude; exit 1; }'
+}
+check "agent turns: a 429 is retried after its Retry-After; the route's spent retries fall back to a second provider speaking Anthropic's Messages API, which answers" check_retry_and_fallback
+
+# specs/agent/README.md, "Compaction" and "Memory flush": once a session's
+# prompt passes compact_at of the context window, the model first gets a
+# silent turn offering only memory_store (what it stores is kept in
+# memory), then summarizes the older messages, and the turn goes on with
+# the summary in their place. The window is set from the agent's own
+# system prompt, so the second turn passes it and the first does not.
+check_compaction() {
+  local long script
+  long=$(printf 'Survey line %s: the north field drains slowly after rain. ' $(seq 30))
+  script=$(jq -cn --argjson r1 "$(text_reply "$long" 100 400)" \
+                  --argjson r2 "$(tool_call_reply f-1 memory_store '{"content": "The boiler code is 4471."}')" \
+                  --argjson r3 "$(text_reply "Summary: survey notes on the north field." 500 10)" \
+                  --argjson r4 "$(text_reply "Done." 100 1)" '{replies: [$r1, $r2, $r3, $r4]}') &&
+    start_provider clawos-test-vm-compact 18087 "$script" || return 1
+  vm_ssh '
+    set -e
+    config() { # CONTEXT_WINDOW
+      printf "%s\n" "[model]" "provider = \"scripted\"" "model = \"scripted-1\"" "max_retries = 0" "max_tokens = 64" \
+        "[session]" "keep_recent = 1" "[autonomy]" "level = \"full\"" "[tools]" "allow = [\"memory_store\"]" \
+        "[providers.scripted]" "kind = \"openai\"" "base_url = \"http://127.0.0.1:18087/v1\"" \
+        "[providers.scripted.models.\"scripted-1\"]" "context_window = $1"
+    }
+    config 100000 > /run/clawos-test/compact.toml
+    clawctl agent create vm-compact --config /run/clawos-test/compact.toml >/dev/null
+    system=$(clawctl agent show vm-compact | jq .system_prompt_tokens)
+    # compact_at 0.75 of (window - max_tokens) = the system prompt + 300 tokens.
+    config $(( (system + 300) * 4 / 3 + 64 + 1 )) > /clawfs/agents/vm-compact/config.toml
+    (timeout 300 clawctl events --name memory.flushed --name session.compacted > /run/clawos-test/compact-events.jsonl 2>/dev/null < /dev/null &)
+    sleep 1
+    clawctl chat --agent vm-compact -m "Survey notes follow." --json | jq -e ".status == \"done\"" >/dev/null
+    out=$(clawctl chat --agent vm-compact -m "Summarize." --json) || { echo "$out"; exit 1; }
+    echo "$out" | jq -e ".status == \"done\" and .answer == \"Done.\"" >/dev/null || { echo "$out"; exit 1; }
+    log=/run/clawos-test/clawos-test-vm-compact.jsonl
+    test "$(wc -l < $log)" -eq 4 || { cat $log; exit 1; }
+    # The silent turn: only memory_store offered, the part to be summarized shown.
+    sed -n 2p $log | jq -e "[.body.tools[].function.name] == [\"memory_store\"] and (.body.messages | tostring | contains(\"Survey line 30\"))" >/dev/null ||
+      { sed -n 2p $log; exit 1; }
+    # The turn went on with the summary in place of the long answer.
+    sed -n 4p $log | jq -e "(.body.messages | tostring) as \$m | (\$m | contains(\"Summary: survey notes\")) and (\$m | contains(\"Survey line 30\") | not)" >/dev/null ||
+      { sed -n 4p $log; exit 1; }
+    clawctl memory recall --agent vm-compact --json "boiler code" | jq -e "any(.results[]; .content | contains(\"4471\"))" >/dev/null
+    session=$(clawctl session list vm-compact | cut -d" " -f1)
+    clawctl session show vm-compact "$session" --json | jq -e "any(.entries[]; .role == \"summary\")" >/dev/null
+    for _ in $(seq 10); do
+      jq -se "any(.[]; .payload.event_name == \"memory.flushed\" and .payload.event_data.stored == 1)
+              and any(.[]; .payload.event_name == \"session.compacted\" and .payload.event_data.tokens_after < .payload.event_data.tokens_before)" \
+        /run/clawos-test/compact-events.jsonl >/dev/null 2>&1 && exit 0
+      sleep 1
+    done
+    cat /run/clawos-test/compact-events.jsonl; exit 1'
+}
+check "agent turns: a session past its share of the context window is compacted: a silent memory_store turn first (the note is recalled later), then a summary that replaces the older messages" check_compaction
+
 check "agent turns: the day's cost limit stops the next turn before its request, naming the limit" vm_ssh '
   out=$(clawctl chat --agent vm-scripted -m "again" --json); echo "$out" | jq -e ".status == \"limit\" and (.message | test(\"cost per day\")) and .steps == 0" >/dev/null || { echo "$out"; exit 1; }
   test "$(wc -l < /run/clawos-test/clawos-test-scripted.jsonl)" -eq 4'
@@ -222,4 +319,4 @@ check "agent turns: agent-loop's journal records the turn and never a tool's arg
   journalctl -b -u clawos-agent-loop -o cat | grep -q "turn ended" &&
   ! journalctl -b -u clawos-agent-loop -o cat | grep -q "one two three"'
 
-vm_ssh 'systemctl stop clawos-test-scripted clawos-test-vm-chat clawos-test-vm-guard; clawctl agent rm vm-scripted; clawctl agent rm vm-chat; clawctl agent rm vm-guard; clawctl workspace delete vm-agent-memory' >/dev/null 2>&1 || true
+vm_ssh 'systemctl stop clawos-test-scripted clawos-test-vm-chat clawos-test-vm-guard clawos-test-vm-flaky clawos-test-vm-claude clawos-test-vm-compact; clawctl agent rm vm-scripted; clawctl agent rm vm-chat; clawctl agent rm vm-guard; clawctl agent rm vm-fallback; clawctl agent rm vm-compact; clawctl workspace delete vm-agent-memory' >/dev/null 2>&1 || true

@@ -508,3 +508,39 @@ async fn a_cut_off_turn_that_cannot_resume_is_ended_and_its_call_answered() {
     );
     assert!(store.unfinished_turns().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn the_wall_time_limit_ends_a_turn_whose_model_answers_too_slowly() {
+    // max_seconds = 1 against an answer that starts after 3 s: the turn
+    // ends at the limit, not when the answer would have come.
+    let server = Server::start(Script::new().reply(openai::text(["too late"], None).delay_ms(3_000))).await.unwrap();
+    let started = std::time::Instant::now();
+    let (outcome, store, _tools, _seen, _dir) = run_turn(&server, "[limits]\nmax_seconds = 1\n", true).await;
+    let took = started.elapsed();
+    assert_eq!(outcome.status, TurnStatus::Limit);
+    assert_eq!(outcome.message.as_deref(), Some("the turn stopped: limit reached: wall time per turn (1 s)"));
+    assert!(took < std::time::Duration::from_millis(2_500), "the turn took {took:?}");
+    let last = store.transcript("s1").unwrap().pop().unwrap();
+    assert!(last.message.content.contains("wall time per turn"), "the notice is in the transcript");
+}
+
+#[tokio::test]
+async fn the_monthly_cost_limit_refuses_the_turn_before_its_request() {
+    // No daily limit: the month's alone stops the second turn, before its
+    // request is sent.
+    let server = Server::start(
+        Script::new()
+            .reply(openai::text(["expensive"], Some((2_000_000, 10))))
+            .reply(openai::text(["never sent"], None)),
+    )
+    .await
+    .unwrap();
+    let limits = "[limits]\nmax_cost_per_month_usd = 1.0\n";
+    let (outcome, _store, _tools, _seen, dir) = run_turn(&server, limits, true).await;
+    assert_eq!(outcome.status, TurnStatus::Done);
+    assert!(outcome.cost_usd > 2.0, "{outcome:?}");
+    let (outcome, _store, _tools, _seen, _dir) = run_turn_in(dir, &server, limits, true).await;
+    assert_eq!((outcome.status, outcome.steps), (TurnStatus::Limit, 0));
+    assert!(outcome.message.unwrap().contains("cost per month ($1.00"));
+    assert_eq!(server.served(), 1);
+}
