@@ -11,10 +11,12 @@
 //! - `turn`: the loop of one turn and its limits;
 //! - `compaction`: where a long session is cut;
 //! - `tools`: the tools a model may call and where they run;
-//! - `store`: sessions, turns and spend in the agent's database.
+//! - `store`: sessions, turns and spend in the agent's database;
+//! - `error`: what the daemon's IPC methods fail with, and their codes.
 
 pub mod compaction;
 pub mod config;
+pub mod error;
 pub mod guard;
 pub mod persona;
 pub mod provider;

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use clawos_agent_loop::config::{AgentConfig, Route, DEFAULT_CONFIG};
+use clawos_agent_loop::error::Error;
 use clawos_agent_loop::provider::KeySource;
 use clawos_agent_loop::store::{self, Store};
 use clawos_agent_loop::thinker::{self, VaultKeys};
@@ -34,7 +35,7 @@ use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef, WriteFile};
 use clawos_api::{Call, Done, NoParams};
 use clawos_ipc::client::IpcClient;
 use clawos_ipc::server::{Connection, MethodError};
-use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
+use clawos_ipc::{ComponentId, Object, Request};
 use clawos_runtime::{Component, Runtime};
 use serde::Deserialize;
 use serde_json::Value;
@@ -116,10 +117,6 @@ fn rfc3339(ms: i64) -> String {
     fsutil::rfc3339(u64::try_from(ms / 1000).unwrap_or(0))
 }
 
-fn error(code: ErrorCode, message: impl Into<String>) -> MethodError {
-    MethodError::new(code, message)
-}
-
 /// A random id with a prefix (`s-`, `t-`).
 fn new_id(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
@@ -135,32 +132,20 @@ impl Daemon {
         session_id: Option<String>,
         message: Option<String>,
         hint: Option<String>,
-    ) -> Result<TurnStarted, MethodError> {
+    ) -> Result<TurnStarted, Error> {
         let (info, config, store) = self.info(&agent)?;
         let config = match (info.state, config) {
             (AgentState::Stopped, _) | (_, None) => {
-                return Err(error(
-                    ErrorCode::Eperm,
-                    format!("agent `{}` is stopped: {}", agent, info.error.unwrap_or_default()),
-                ))
+                return Err(Error::Stopped { agent, why: info.error.unwrap_or_default() })
             }
-            (AgentState::Paused, _) => {
-                return Err(error(
-                    ErrorCode::Eperm,
-                    format!("agent `{}` is paused (clawctl agent resume {})", agent, agent),
-                ))
-            }
-            (AgentState::Halted, _) => {
-                return Err(error(ErrorCode::Eperm, format!("agent `{}` is {}", agent, info.error.unwrap_or_default())))
-            }
+            (AgentState::Paused, _) => return Err(Error::Paused { agent }),
+            (AgentState::Halted, _) => return Err(Error::Halted { agent, why: info.error.unwrap_or_default() }),
             (_, Some(config)) => config,
         };
-        let route = config.route(hint.as_deref()).map_err(|e| error(ErrorCode::Eproto, e))?;
+        let route = config.route(hint.as_deref()).map_err(Error::Route)?;
         let session_id = match session_id {
-            Some(session) if store.has_session(&session).map_err(|e| error(ErrorCode::Eio, e))? => session,
-            Some(session) => {
-                return Err(error(ErrorCode::Enoent, format!("agent `{agent}` has no session `{session}`")))
-            }
+            Some(session) if store.has_session(&session)? => session,
+            Some(session_id) => return Err(Error::NoSession { agent, session_id }),
             None => new_id("s-"),
         };
         let db = self.agent_dir(&agent)?.join(clawfs::DATABASE_FILE);
@@ -169,26 +154,18 @@ impl Daemon {
         {
             let mut turns = lock(&self.turns);
             if turns.by_id.values().any(|t| t.agent == agent && t.session_id == session_id && t.outcome.is_none()) {
-                return Err(error(ErrorCode::Eagain, format!("session `{session_id}` is running a turn")));
+                return Err(Error::SessionBusy { session_id });
             }
             // A call waiting for the operator must be answered before the
             // session goes on: a new message after a call without its
             // result is a conversation no model takes.
-            let waiting = turn::pending_calls(&store.context(&session_id).map_err(|e| error(ErrorCode::Eio, e))?);
+            let waiting = turn::pending_calls(&store.context(&session_id)?);
             match (&message, waiting) {
                 (Some(_), Some((_, calls))) => {
-                    let what = format!(
-                        "session `{session_id}` waits for the operator's answer to {} (clawctl approvals list)",
-                        calls[0].name
-                    );
-                    return Err(error(ErrorCode::Eagain, what));
+                    let tool_name = calls[0].name.clone();
+                    return Err(Error::AwaitingOperator { session_id, tool_name });
                 }
-                (None, None) => {
-                    return Err(error(
-                        ErrorCode::Enoent,
-                        format!("session `{session_id}` has no call waiting to continue"),
-                    ))
-                }
+                (None, None) => return Err(Error::NothingToContinue { session_id }),
                 _ => {}
             }
             turns.by_id.insert(
@@ -201,8 +178,8 @@ impl Daemon {
                 },
             );
         }
-        store.ensure_session(&session_id).map_err(|e| error(ErrorCode::Eio, e))?;
-        store.turn_started(&turn_id, &session_id, hint.as_deref()).map_err(|e| error(ErrorCode::Eio, e))?;
+        store.ensure_session(&session_id)?;
+        store.turn_started(&turn_id, &session_id, hint.as_deref())?;
         let started = TurnStarted { agent: agent.clone(), session_id: session_id.clone(), turn_id: turn_id.clone() };
         let begin = match message {
             Some(message) => Begin::Message(message),
@@ -256,7 +233,7 @@ impl Daemon {
         };
         for agent in names {
             let Ok(dir) = self.agent_dir(&agent) else { continue };
-            let unfinished = match Self::store(&dir).map_err(|e| e.message).and_then(|store| store.unfinished_turns()) {
+            let unfinished = match Self::store(&dir).and_then(|store| Ok(store.unfinished_turns()?)) {
                 Ok(unfinished) if unfinished.is_empty() => continue,
                 Ok(unfinished) => unfinished,
                 Err(e) => {
@@ -293,7 +270,7 @@ impl Daemon {
                 let store = match Self::store(&dir) {
                     Ok(store) => store,
                     Err(e) => {
-                        tracing::error!(agent, turn = turn.turn_id, "not resumed: {}", e.message);
+                        tracing::error!(agent, turn = turn.turn_id, "not resumed: {e}");
                         continue;
                     }
                 };
@@ -340,27 +317,17 @@ impl Daemon {
         Ok(daemon)
     }
 
-    fn agent_dir(&self, agent: &str) -> Result<PathBuf, MethodError> {
-        clawfs::names::validate_agent_name(agent).map_err(|e| error(ErrorCode::Enoent, e.to_string()))?;
+    fn agent_dir(&self, agent: &str) -> Result<PathBuf, Error> {
+        clawfs::names::validate_agent_name(agent)?;
         let dir = self.config.clawfs_root.join("agents").join(agent);
         if !clawfs::namespace::agent_exists(&self.config.clawfs_root, agent) {
-            return Err(error(ErrorCode::Enoent, format!("no agent `{agent}`")));
+            return Err(Error::NoAgent { agent: agent.to_owned() });
         }
         Ok(dir)
     }
 
-    fn store(dir: &Path) -> Result<Store, MethodError> {
-        Store::open(&dir.join(clawfs::DATABASE_FILE)).map_err(|e| error(ErrorCode::Eio, e))
-    }
-
-    /// The agent's config: its `config.toml`, the default when there is none.
-    fn load_config(dir: &Path) -> Result<AgentConfig, String> {
-        let path = dir.join(clawfs::files::AGENT_CONFIG_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => AgentConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentConfig::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
+    fn store(dir: &Path) -> Result<Store, Error> {
+        Ok(Store::open(&dir.join(clawfs::DATABASE_FILE))?)
     }
 
     fn is_paused(&self, agent: &str, store: &Store) -> bool {
@@ -368,13 +335,13 @@ impl Daemon {
         *paused.entry(agent.to_owned()).or_insert_with(|| store.paused().unwrap_or(false))
     }
 
-    fn info(&self, agent: &str) -> Result<(AgentInfo, Option<AgentConfig>, Store), MethodError> {
+    fn info(&self, agent: &str) -> Result<(AgentInfo, Option<AgentConfig>, Store), Error> {
         let dir = self.agent_dir(agent)?;
         let store = Self::store(&dir)?;
-        let config = Self::load_config(&dir);
+        let config = AgentConfig::load(&dir);
         let running = lock(&self.turns).running(agent);
         let (state, error, model) = match &config {
-            Err(why) => (AgentState::Stopped, Some(why.clone()), None),
+            Err(why) => (AgentState::Stopped, Some(why.to_string()), None),
             Ok(config) => {
                 let route = config.model.route();
                 // The soul guard first: a change it cannot review halts too.
@@ -393,8 +360,8 @@ impl Daemon {
         Ok((AgentInfo { agent: agent.to_owned(), state, error, model }, config.ok(), store))
     }
 
-    async fn connect(&self, peer: ComponentId) -> Result<IpcClient, MethodError> {
-        tools::connect(peer).await.map_err(|e| error(ErrorCode::Eio, e))
+    async fn connect(&self, peer: ComponentId) -> Result<IpcClient, Error> {
+        Ok(tools::connect(peer).await?)
     }
 }
 
@@ -436,30 +403,26 @@ impl Reporter for ConnectionReporter {
 impl agent_loop::Service for Daemon {
     async fn agent_create(&self, _call: &Call, p: AgentCreate) -> Result<AgentInfo, MethodError> {
         let text = p.config.unwrap_or_else(|| DEFAULT_CONFIG.to_owned());
-        AgentConfig::parse(&text).map_err(|e| error(ErrorCode::Eproto, format!("config.toml: {e}")))?;
+        AgentConfig::parse(&text).map_err(Error::Config)?;
         let fs = self.connect(ComponentId::FsEngine).await?;
         let created = fs_engine::Client::new(&fs)
             .agent_dir_create(&AgentDirCreate { agent: p.agent.clone(), config: text })
             .await;
         fs.goodbye().await;
-        created.map_err(|e| match e {
-            clawos_api::CallError::Ipc(ipc) => error(ipc.code(), ipc.to_string()),
-            other => error(ErrorCode::Eio, other.to_string()),
-        })?;
+        created.map_err(Error::AgentDirCreate)?;
         self.runtime.publish("agent.created", object(serde_json::json!({"agent": p.agent})));
         Ok(self.info(&p.agent)?.0)
     }
 
     async fn agent_list(&self, _call: &Call, _p: NoParams) -> Result<AgentList, MethodError> {
-        let names = clawfs::namespace::list_agents(&self.config.clawfs_root)
-            .map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
+        let names = clawfs::namespace::list_agents(&self.config.clawfs_root).map_err(Error::ListAgents)?;
         // One agent whose database does not open is listed as stopped, with
         // why; it does not hide the others.
         let agents = names
             .into_iter()
             .map(|agent| match self.info(&agent) {
                 Ok((info, _, _)) => info,
-                Err(e) => AgentInfo { agent, state: AgentState::Stopped, error: Some(e.message), model: None },
+                Err(e) => AgentInfo { agent, state: AgentState::Stopped, error: Some(e.to_string()), model: None },
             })
             .collect();
         Ok(AgentList { agents })
@@ -470,8 +433,8 @@ impl agent_loop::Service for Daemon {
         let config = config.unwrap_or_default();
         let persona = persona::compile(&self.agent_dir(&p.agent)?, config.persona.budget_tokens);
         let (day, month) = store::day_and_month_start(store::now_ms());
-        let spent = |since| store.spent_since(since).map_err(|e| error(ErrorCode::Eio, e));
-        let sessions = store.sessions().map_err(|e| error(ErrorCode::Eio, e))?.len() as u64;
+        let spent = |since| store.spent_since(since).map_err(Error::from);
+        let sessions = store.sessions().map_err(Error::from)?.len() as u64;
         let mut tools = tools::built_in();
         if let Ok(wasm) = self.connect(ComponentId::WasmDaemon).await {
             if let Ok(found) = tools::wasm_tools(&wasm).await {
@@ -505,15 +468,15 @@ impl agent_loop::Service for Daemon {
 
     async fn agent_pause(&self, _call: &Call, p: AgentName) -> Result<AgentInfo, MethodError> {
         let dir = self.agent_dir(&p.agent)?;
-        Self::store(&dir)?.set_paused(true).map_err(|e| error(ErrorCode::Eio, e))?;
+        Self::store(&dir)?.set_paused(true).map_err(Error::from)?;
         lock(&self.paused).insert(p.agent.clone(), true);
         Ok(self.info(&p.agent)?.0)
     }
 
     async fn agent_resume(&self, _call: &Call, p: AgentName) -> Result<AgentInfo, MethodError> {
         let dir = self.agent_dir(&p.agent)?;
-        Self::load_config(&dir).map_err(|e| error(ErrorCode::Eproto, e))?;
-        Self::store(&dir)?.set_paused(false).map_err(|e| error(ErrorCode::Eio, e))?;
+        AgentConfig::load(&dir).map_err(Error::from)?;
+        Self::store(&dir)?.set_paused(false).map_err(Error::from)?;
         lock(&self.paused).insert(p.agent.clone(), false);
         Ok(self.info(&p.agent)?.0)
     }
@@ -521,7 +484,7 @@ impl agent_loop::Service for Daemon {
     async fn agent_guard(&self, _call: &Call, p: AgentName) -> Result<GuardHolds, MethodError> {
         let dir = self.agent_dir(&p.agent)?;
         let store = Self::store(&dir)?;
-        let holds = guard::check(&dir, &store).map_err(|e| error(ErrorCode::Eio, e))?;
+        let holds = guard::check(&dir, &store).map_err(Error::from)?;
         let holds = holds
             .into_iter()
             .map(|hold| {
@@ -533,27 +496,26 @@ impl agent_loop::Service for Daemon {
                     reason: hold.reason,
                 })
             })
-            .collect::<Result<_, String>>()
-            .map_err(|e| error(ErrorCode::Eio, e))?;
+            .collect::<Result<_, store::Error>>()
+            .map_err(Error::from)?;
         Ok(GuardHolds { holds })
     }
 
     async fn agent_guard_decide(&self, _call: &Call, p: GuardDecision) -> Result<AgentInfo, MethodError> {
         let dir = self.agent_dir(&p.agent)?;
         let store = Self::store(&dir)?;
-        let holds = store.holds().map_err(|e| error(ErrorCode::Eio, e))?;
+        let holds = store.holds().map_err(Error::from)?;
         if holds.is_empty() {
-            return Err(error(ErrorCode::Enoent, format!("the soul guard holds no change of agent `{}`", p.agent)));
+            return Err(Error::NoHold { agent: p.agent }.into());
         }
         let fs = if p.approve { None } else { Some(self.connect(ComponentId::FsEngine).await?) };
         for hold in &holds {
             match &fs {
-                None => store.release(&hold.file, Some(&hold.content)).map_err(|e| error(ErrorCode::Eio, e))?,
+                None => store.release(&hold.file, Some(&hold.content)).map_err(Error::from)?,
                 Some(fs) => {
                     // Written back as the agent through fs-engine, so the
                     // restore is in the ClawFS audit log like the change was.
-                    let approved =
-                        store.approved(&hold.file).map_err(|e| error(ErrorCode::Eio, e))?.unwrap_or_default();
+                    let approved = store.approved(&hold.file).map_err(Error::from)?.unwrap_or_default();
                     let params = WriteFile {
                         path: hold.file.clone(),
                         agent: Some(p.agent.clone()),
@@ -563,8 +525,8 @@ impl agent_loop::Service for Daemon {
                     fs_engine::Client::new(fs)
                         .write_file(&params)
                         .await
-                        .map_err(|e| error(ErrorCode::Eio, format!("restoring {}: {e}", hold.file)))?;
-                    store.release(&hold.file, None).map_err(|e| error(ErrorCode::Eio, e))?;
+                        .map_err(|source| Error::Restore { file: hold.file.clone(), source })?;
+                    store.release(&hold.file, None).map_err(Error::from)?;
                 }
             }
             tracing::warn!(
@@ -583,31 +545,28 @@ impl agent_loop::Service for Daemon {
     async fn agent_remove(&self, _call: &Call, p: AgentName) -> Result<Done, MethodError> {
         self.agent_dir(&p.agent)?;
         if lock(&self.turns).running(&p.agent) {
-            return Err(error(ErrorCode::Eperm, format!("agent `{}` is running a turn; cancel it first", p.agent)));
+            return Err(Error::TurnRunning { agent: p.agent }.into());
         }
         let fs = self.connect(ComponentId::FsEngine).await?;
         let removed = fs_engine::Client::new(&fs).agent_dir_remove(&AgentRef { agent: p.agent.clone() }).await;
         fs.goodbye().await;
-        removed.map_err(|e| error(ErrorCode::Eio, e.to_string()))?;
+        removed.map_err(Error::AgentDirRemove)?;
         lock(&self.paused).remove(&p.agent);
         self.runtime.publish("agent.removed", object(serde_json::json!({"agent": p.agent})));
         Ok(Done {})
     }
 
     async fn chat_send(&self, call: &Call, p: ChatSend) -> Result<TurnStarted, MethodError> {
-        self.start_turn(call, p.agent, p.session_id, Some(p.message), p.hint)
+        Ok(self.start_turn(call, p.agent, p.session_id, Some(p.message), p.hint)?)
     }
 
     async fn chat_continue(&self, call: &Call, p: SessionRef) -> Result<TurnStarted, MethodError> {
-        self.start_turn(call, p.agent, Some(p.session_id), None, None)
+        Ok(self.start_turn(call, p.agent, Some(p.session_id), None, None)?)
     }
 
     async fn chat_cancel(&self, _call: &Call, p: TurnRef) -> Result<TurnCancelled, MethodError> {
         let turns = lock(&self.turns);
-        let entry = turns
-            .by_id
-            .get(&p.turn_id)
-            .ok_or_else(|| error(ErrorCode::Enoent, format!("no running turn `{}`", p.turn_id)))?;
+        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| Error::NoRunningTurn { turn_id: p.turn_id.clone() })?;
         let running = entry.outcome.is_none();
         entry.cancel.cancel();
         Ok(TurnCancelled { turn_id: p.turn_id, cancelled: running })
@@ -615,12 +574,7 @@ impl agent_loop::Service for Daemon {
 
     async fn turn_result(&self, _call: &Call, p: TurnRef) -> Result<TurnOutcome, MethodError> {
         let turns = lock(&self.turns);
-        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| {
-            error(
-                ErrorCode::Enoent,
-                format!("no turn `{}` (finished turns are in the session's transcript)", p.turn_id),
-            )
-        })?;
+        let entry = turns.by_id.get(&p.turn_id).ok_or_else(|| Error::NoTurn { turn_id: p.turn_id.clone() })?;
         Ok(entry
             .outcome
             .clone()
@@ -629,7 +583,7 @@ impl agent_loop::Service for Daemon {
 
     async fn session_list(&self, _call: &Call, p: AgentName) -> Result<SessionList, MethodError> {
         let store = Self::store(&self.agent_dir(&p.agent)?)?;
-        let rows = store.sessions().map_err(|e| error(ErrorCode::Eio, e))?;
+        let rows = store.sessions().map_err(Error::from)?;
         let sessions = rows
             .into_iter()
             .map(|row| SessionSummary {
@@ -644,12 +598,12 @@ impl agent_loop::Service for Daemon {
 
     async fn session_show(&self, _call: &Call, p: SessionRef) -> Result<Transcript, MethodError> {
         let store = Self::store(&self.agent_dir(&p.agent)?)?;
-        if !store.has_session(&p.session_id).map_err(|e| error(ErrorCode::Eio, e))? {
-            return Err(error(ErrorCode::Enoent, format!("agent `{}` has no session `{}`", p.agent, p.session_id)));
+        if !store.has_session(&p.session_id).map_err(Error::from)? {
+            return Err(Error::NoSession { agent: p.agent, session_id: p.session_id }.into());
         }
         let entries = store
             .transcript(&p.session_id)
-            .map_err(|e| error(ErrorCode::Eio, e))?
+            .map_err(Error::from)?
             .into_iter()
             .map(|stored| TranscriptEntry {
                 seq: stored.seq as u64,
@@ -694,11 +648,11 @@ struct Launch {
 
 /// The peers a turn calls through. A resumed turn may start before them
 /// (agent-loop comes up first at boot): it tries for a minute.
-async fn connect_peers(patient: bool) -> Result<Peers, String> {
+async fn connect_peers(patient: bool) -> Result<Peers, tools::Error> {
     let mut tries = if patient { 60 } else { 1 };
     loop {
         let connected = async {
-            Ok::<_, String>(Peers {
+            Ok::<_, tools::Error>(Peers {
                 fs_engine: tools::connect(ComponentId::FsEngine).await?,
                 wasm_daemon: tools::connect(ComponentId::WasmDaemon).await?,
                 security_agent: tools::connect(ComponentId::SecurityAgent).await?,
@@ -713,6 +667,17 @@ async fn connect_peers(patient: bool) -> Result<Peers, String> {
             }
         }
     }
+}
+
+/// Why a turn could not start; it ends `failed` saying so.
+#[derive(Debug, thiserror::Error)]
+enum CannotStart {
+    /// Its model could not be built from the agent's config.
+    #[error(transparent)]
+    Thinker(#[from] thinker::Error),
+    /// A component it calls through is not reachable.
+    #[error(transparent)]
+    Peer(#[from] tools::Error),
 }
 
 /// Connects the turn's peers, finds its tools and model, and runs it. A
@@ -738,11 +703,11 @@ async fn run_turn(
             Ok(found) => all.extend(found),
             Err(why) => tracing::warn!(agent, "WASM tools unavailable for this turn: {why}"),
         }
-        Ok::<_, String>((thinker, peers, all))
+        Ok::<_, CannotStart>((thinker, peers, all))
     };
     let (thinker, peers, all) = match prepared.await {
         Ok(prepared) => prepared,
-        Err(why) => return turn::failed_to_start(&store, session_id, turn_id, message, &why),
+        Err(why) => return turn::failed_to_start(&store, session_id, turn_id, message, &why.to_string()),
     };
     // Only the allowed tools can be called, whatever name the model writes.
     let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| config.tools.allows(&tool.spec.name)).collect();

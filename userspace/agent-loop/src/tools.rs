@@ -15,16 +15,78 @@
 //! the agent's `tool_calls` by wasm-daemon; the built-in calls are recorded
 //! here, in the same table, with the session.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
 use clawos_api::security_agent::{self, AgentPolicy, CheckPolicy, Decision, Permission};
 use clawos_api::wasm_daemon::{self, ExecuteTool, ToolRef};
-use clawos_ipc::IpcClient;
+use clawos_ipc::client::ConnectError;
+use clawos_ipc::{ComponentId, IpcClient};
 use serde_json::{json, Value};
 
 use crate::provider::ToolSpec;
+
+/// Why agent-loop could not reach a component, or learn its tools.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The component's socket did not take the connection or the handshake.
+    #[error("connecting to {peer}: {source}")]
+    Connect {
+        /// The component.
+        peer: ComponentId,
+        /// Why.
+        #[source]
+        source: ConnectError,
+    },
+    /// wasm-daemon did not answer `method` (`tool_list`, `tool_inspect`).
+    #[error("wasm-daemon {method}: {source}")]
+    WasmDaemon {
+        /// The method.
+        method: &'static str,
+        /// Its error.
+        #[source]
+        source: clawos_api::CallError,
+    },
+}
+
+/// Why a built-in call failed: what the model reads after `error: `, and
+/// the error its tool-call record keeps.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    /// A required argument is missing or not a string.
+    #[error("`{key}` (a string) is required")]
+    MissingArgument {
+        /// The argument.
+        key: &'static str,
+    },
+    /// fs-engine refused or failed (RULE-001, a missing file, ...).
+    #[error(transparent)]
+    FsEngine(#[from] clawos_api::CallError),
+    /// The name is not a built-in tool's.
+    #[error("`{0}` is not a built-in tool")]
+    NotBuiltIn(String),
+}
+
+/// Why the agent database's tool-call records could not be read or written.
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    /// The database did not open.
+    #[error("{}: {source}", db.display())]
+    Open {
+        /// The agent database.
+        db: PathBuf,
+        /// AgentFS's reason.
+        #[source]
+        source: agentfs::Error,
+    },
+    /// A query or the insert failed.
+    #[error(transparent)]
+    AgentFs(#[from] agentfs::Error),
+    /// The blocking task that reads or writes them panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// Where a tool runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,15 +150,18 @@ pub fn built_in() -> Vec<Tool> {
 
 /// The installed WASM tools with their arguments' schemas, from
 /// wasm-daemon. A tool that does not load is left out (and logged).
-pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, String> {
+pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, Error> {
     let daemon = wasm_daemon::Client::new(client);
-    let list = daemon.tool_list(&clawos_api::NoParams {}).await.map_err(|e| format!("wasm-daemon tool_list: {e}"))?;
+    let list = daemon
+        .tool_list(&clawos_api::NoParams {})
+        .await
+        .map_err(|source| Error::WasmDaemon { method: "tool_list", source })?;
     let mut tools = Vec::new();
     for summary in list.tools {
         let details = daemon
             .tool_inspect(&ToolRef { tool_name: summary.tool_name.clone() })
             .await
-            .map_err(|e| format!("wasm-daemon tool_inspect: {e}"))?;
+            .map_err(|source| Error::WasmDaemon { method: "tool_inspect", source })?;
         match details.params_schema {
             Some(parameters) if details.loadable => {
                 // A tool granted any network access needs `network` too.
@@ -153,12 +218,12 @@ impl CallResult {
 }
 
 /// A connection to `peer` as agent-loop.
-pub async fn connect(peer: clawos_ipc::ComponentId) -> Result<IpcClient, String> {
-    let options = clawos_ipc::client::ClientOptions::new(clawos_ipc::ComponentId::AgentLoop.into());
+pub async fn connect(peer: ComponentId) -> Result<IpcClient, Error> {
+    let options = clawos_ipc::client::ClientOptions::new(ComponentId::AgentLoop.into());
     IpcClient::connect(peer, options)
         .await
         .map(|(client, _events)| client)
-        .map_err(|e| format!("connecting to {peer}: {e}"))
+        .map_err(|source| Error::Connect { peer, source })
 }
 
 /// Runs a turn's tool calls, in two halves so the turn can checkpoint
@@ -296,7 +361,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
             let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
             match tokio::task::spawn_blocking(move || recorded(&db, &key))
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(RecordError::from)
                 .and_then(|found| found)
             {
                 Ok(Some(outcome)) => {
@@ -305,9 +370,11 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 }
                 Ok(None) => {
                     let started = SystemTime::now();
+                    // As text from here: the model reads it, the record keeps it.
                     let outcome =
                         built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id)
-                            .await;
+                            .await
+                            .map_err(|e| e.to_string());
                     let (db, record_of) = (
                         cx.agent_db.to_owned(),
                         CallRecord {
@@ -321,7 +388,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                         record(&db, &record_of, &arguments_owned, &outcome_owned, started)
                     })
                     .await;
-                    if let Err(error) = written.map_err(|e| e.to_string()).and_then(|r| r) {
+                    if let Err(error) = written.map_err(RecordError::from).and_then(|r| r) {
                         tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
                     }
                     outcome
@@ -339,9 +406,9 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
 
 /// The outcome of the built-in call recorded with idempotency key `key`
 /// in the agent's `tool_calls`, if there is one.
-fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, String> {
-    let agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
-    Ok(agentfs.tool_call_by_key(key).map_err(|e| e.to_string())?.map(|call| call.outcome()))
+fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, RecordError> {
+    let agentfs = agentfs::AgentFs::open(db).map_err(|source| RecordError::Open { db: db.to_owned(), source })?;
+    Ok(agentfs.tool_call_by_key(key)?.map(|call| call.outcome()))
 }
 
 /// What a built-in call's record says it was.
@@ -360,8 +427,8 @@ fn record(
     arguments: &Value,
     outcome: &Result<Value, String>,
     started: SystemTime,
-) -> Result<(), String> {
-    let mut agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
+) -> Result<(), RecordError> {
+    let mut agentfs = agentfs::AgentFs::open(db).map_err(|source| RecordError::Open { db: db.to_owned(), source })?;
     let call = agentfs::NewToolCall {
         name: &of.name,
         parameters: Some(arguments),
@@ -372,11 +439,12 @@ fn record(
         parent_call_id: None,
         idempotency_key: Some(&of.key),
     };
-    agentfs.record_tool_call(&call).map(drop).map_err(|e| e.to_string())
+    agentfs.record_tool_call(&call)?;
+    Ok(())
 }
 
-fn text_arg<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, String> {
-    arguments.get(key).and_then(Value::as_str).ok_or_else(|| format!("`{key}` (a string) is required"))
+fn text_arg<'a>(arguments: &'a Value, key: &'static str) -> Result<&'a str, CallError> {
+    arguments.get(key).and_then(Value::as_str).ok_or(CallError::MissingArgument { key })
 }
 
 async fn built_in_call(
@@ -386,7 +454,7 @@ async fn built_in_call(
     arguments: &Value,
     memory_workspace: &str,
     action_id: &str,
-) -> Result<Value, String> {
+) -> Result<Value, CallError> {
     let fs = fs_engine::Client::new(fs);
     let as_agent = Some(agent.to_owned());
     match name {
@@ -398,8 +466,7 @@ async fn built_in_call(
                     length: None,
                     agent: as_agent,
                 })
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             Ok(Value::String(file.content.unwrap_or_else(|| "(binary file)".into())))
         }
         "file_write" => {
@@ -410,12 +477,12 @@ async fn built_in_call(
                 create_dirs: true,
                 ..WriteFile::default()
             };
-            let written = fs.write_file(&params).await.map_err(|e| e.to_string())?;
+            let written = fs.write_file(&params).await?;
             Ok(json!({"path": written.path, "bytes_written": written.bytes_written}))
         }
         "file_list" => {
             let path = arguments.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
-            let listing = fs.list_dir(&FilePath { path, agent: as_agent }).await.map_err(|e| e.to_string())?;
+            let listing = fs.list_dir(&FilePath { path, agent: as_agent }).await?;
             Ok(json!(listing.entries.iter().map(|entry| entry.name.clone()).collect::<Vec<_>>()))
         }
         "memory_store" => {
@@ -427,7 +494,7 @@ async fn built_in_call(
                 category,
                 idempotency_key: Some(action_id.into()),
             };
-            let entry = fs.memory_store(&params).await.map_err(|e| e.to_string())?;
+            let entry = fs.memory_store(&params).await?;
             Ok(json!({"id": entry.id, "category": entry.category, "path": entry.path}))
         }
         "memory_recall" => {
@@ -435,7 +502,7 @@ async fn built_in_call(
             let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
             let params =
                 MemoryRecall { agent: agent.into(), query: text_arg(arguments, "query")?.into(), category, limit };
-            let recall = fs.memory_recall(&params).await.map_err(|e| e.to_string())?;
+            let recall = fs.memory_recall(&params).await?;
             Ok(json!(recall
                 .results
                 .iter()
@@ -443,10 +510,8 @@ async fn built_in_call(
                 .collect::<Vec<_>>()))
         }
         "memory_forget" => {
-            let entry = fs
-                .memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() })
-                .await
-                .map_err(|e| e.to_string())?;
+            let entry =
+                fs.memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() }).await?;
             Ok(json!({"forgot": entry.id, "path": entry.path}))
         }
         "memory_search" => {
@@ -457,14 +522,14 @@ async fn built_in_call(
                 limit,
                 fusion: None,
             };
-            let found = fs.memory_search(&params).await.map_err(|e| e.to_string())?;
+            let found = fs.memory_search(&params).await?;
             Ok(json!(found
                 .results
                 .iter()
                 .map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score}))
                 .collect::<Vec<_>>()))
         }
-        other => Err(format!("`{other}` is not a built-in tool")),
+        other => Err(CallError::NotBuiltIn(other.to_owned())),
     }
 }
 

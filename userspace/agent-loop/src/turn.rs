@@ -108,6 +108,14 @@ enum Stop {
     Failed(String),
 }
 
+/// A store that fails ends the turn: what it did so far is stored, and
+/// what it would do next could not be.
+impl From<store::Error> for Stop {
+    fn from(error: store::Error) -> Self {
+        Stop::Failed(error.to_string())
+    }
+}
+
 impl From<ProviderError> for Stop {
     fn from(error: ProviderError) -> Self {
         match error {
@@ -249,24 +257,22 @@ impl Turn<'_> {
         let in_flight = match start {
             Start::Message(message) => {
                 let user = ChatMessage::text(Role::User, message);
-                self.store
-                    .append_checkpointed(
-                        self.session_id,
-                        &user,
-                        estimate_tokens(message),
-                        &self.checkpoint(outcome, None),
-                    )
-                    .map_err(Stop::Failed)?;
+                self.store.append_checkpointed(
+                    self.session_id,
+                    &user,
+                    estimate_tokens(message),
+                    &self.checkpoint(outcome, None),
+                )?;
                 None
             }
             Start::Continue => {
-                self.store.checkpoint(&self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+                self.store.checkpoint(&self.checkpoint(outcome, None))?;
                 None
             }
             Start::Resume { in_flight } => in_flight,
         };
         if continuing {
-            let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+            let context = self.store.context(self.session_id)?;
             if let Some((seq, calls)) = pending_calls(&context) {
                 self.execute(seq, outcome.steps, calls, in_flight.as_deref(), outcome).await?;
             }
@@ -341,7 +347,7 @@ impl Turn<'_> {
                 usage: response.usage,
                 cost_usd: answered.cost_usd,
             };
-            self.store.spend(&spend).map_err(Stop::Failed)?;
+            self.store.spend(&spend)?;
             self.reporter.publish(
                 "provider.response",
                 json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
@@ -362,10 +368,12 @@ impl Turn<'_> {
             let assistant =
                 ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
             let checkpoint = self.checkpoint(outcome, None);
-            let seq = self
-                .store
-                .append_checkpointed(self.session_id, &assistant, estimate_tokens(&response.text), &checkpoint)
-                .map_err(Stop::Failed)?;
+            let seq = self.store.append_checkpointed(
+                self.session_id,
+                &assistant,
+                estimate_tokens(&response.text),
+                &checkpoint,
+            )?;
             if calls.is_empty() {
                 return Ok(());
             }
@@ -410,9 +418,7 @@ impl Turn<'_> {
                     tool_calls: Vec::new(),
                     tool_call_id: Some(call.id.clone()),
                 };
-                self.store
-                    .append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None))
-                    .map_err(Stop::Failed)?;
+                self.store.append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None))?;
                 continue;
             }
             let began = Instant::now();
@@ -452,7 +458,7 @@ impl Turn<'_> {
                 None => {
                     // The checkpoint before the call: a restart from here
                     // runs it again with the same key, not twice.
-                    self.store.checkpoint(&self.checkpoint(outcome, Some(&action_id))).map_err(Stop::Failed)?;
+                    self.store.checkpoint(&self.checkpoint(outcome, Some(&action_id)))?;
                     tokio::select! {
                         result = self.tools.run(&action_id, &call.name, &call.arguments) => result,
                         () = self.cancel.cancelled() => return Err(Stop::Cancelled),
@@ -467,9 +473,7 @@ impl Turn<'_> {
             let tokens = estimate_tokens(&content);
             let message =
                 ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
-            self.store
-                .append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None))
-                .map_err(Stop::Failed)?;
+            self.store.append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None))?;
             halted = (self.after_tool)();
         }
         if let Some(why) = halted {
@@ -490,7 +494,7 @@ impl Turn<'_> {
             (limits.max_cost_per_month_usd, month, "cost per month"),
         ] {
             if let Some(limit) = limit {
-                let spent = self.store.spent_since(since).map_err(Stop::Failed)?;
+                let spent = self.store.spent_since(since)?;
                 if spent >= limit {
                     return Err(Stop::Limit(format!("{name} (${limit:.2}; spent ${spent:.4})")));
                 }
@@ -502,7 +506,7 @@ impl Turn<'_> {
     /// The session's context for the next request, compacted first when
     /// it passes its share of the context window.
     async fn context(&self, system_tokens: u64, specs: &[ToolSpec]) -> Result<Vec<store::Stored>, Stop> {
-        let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+        let context = self.store.context(self.session_id)?;
         let window = self.thinker.context_window().saturating_sub(u64::from(self.config.model.max_tokens));
         let threshold = (window as f64 * self.config.session.compact_at) as u64;
         let total = |messages: &[store::Stored]| system_tokens + messages.iter().map(|m| m.tokens).sum::<u64>();
@@ -519,11 +523,17 @@ impl Turn<'_> {
             let summary_tokens = estimate_tokens(&summary);
             let after = before - context[..split].iter().map(|m| m.tokens).sum::<u64>() + summary_tokens;
             if after < before {
-                self.store
-                    .compact(self.session_id, context[split - 1].seq, &summary, summary_tokens, before, after, false)
-                    .map_err(Stop::Failed)?;
+                self.store.compact(
+                    self.session_id,
+                    context[split - 1].seq,
+                    &summary,
+                    summary_tokens,
+                    before,
+                    after,
+                    false,
+                )?;
                 self.reporter.publish("session.compacted", json!({"agent": self.agent, "session_id": self.session_id, "tokens_before": before, "tokens_after": after}));
-                let compacted = self.store.context(self.session_id).map_err(Stop::Failed)?;
+                let compacted = self.store.context(self.session_id)?;
                 if total(&compacted) <= window {
                     return Ok(compacted);
                 }
@@ -531,7 +541,7 @@ impl Turn<'_> {
         }
         // The breaker: summarizing did not shrink the prompt enough (or
         // failed); cut the oldest messages, and say so.
-        let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+        let context = self.store.context(self.session_id)?;
         let split = compaction::truncation_point(&context, threshold.saturating_sub(system_tokens));
         if split == 0 {
             return Err(Stop::Limit(format!(
@@ -541,11 +551,17 @@ impl Turn<'_> {
         }
         let notice = format!("[{split} earlier messages were dropped to fit the context window]");
         let after = total(&context[split..]) + estimate_tokens(&notice);
-        self.store
-            .compact(self.session_id, context[split - 1].seq, &notice, estimate_tokens(&notice), before, after, true)
-            .map_err(Stop::Failed)?;
+        self.store.compact(
+            self.session_id,
+            context[split - 1].seq,
+            &notice,
+            estimate_tokens(&notice),
+            before,
+            after,
+            true,
+        )?;
         self.reporter.text(&format!("{notice}\n"));
-        self.store.context(self.session_id).map_err(Stop::Failed)
+        Ok(self.store.context(self.session_id)?)
     }
 
     /// The silent turn before a compaction (`specs/agent/README.md`,
