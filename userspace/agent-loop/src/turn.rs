@@ -189,6 +189,36 @@ enum Start<'a> {
     Resume { in_flight: Option<String> },
 }
 
+/// Where the loop of a turn is (`specs/agent/README.md`, "The loop"):
+/// each state's work decides the next one, until the model answers
+/// without a call or a [`Stop`] ends the turn. The checkpoint is written
+/// within the states: with every stored message and before each call.
+enum State {
+    /// Check the limits, ask the model (think), parse its answer and store it.
+    Think,
+    /// Run the calls of the answer stored as message `seq` at step `step`.
+    /// `allowed` is the action ID of a resumed turn's call that was
+    /// running: the policy allowed it then and is not asked again.
+    Execute { seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, allowed: Option<String> },
+    /// The model answered without calling a tool: the turn is done.
+    Answered,
+}
+
+/// What every request of a turn starts with, made once per turn.
+struct Prompt<'s> {
+    /// The system prompt.
+    system: String,
+    /// Its estimated tokens.
+    system_tokens: u64,
+    /// Whether the model takes native tool calls (else the tools are
+    /// described in the system prompt and calls parsed from its text).
+    native: bool,
+    /// The tools the model is told about.
+    specs: &'s [ToolSpec],
+    /// Their names.
+    known: Vec<&'s str>,
+}
+
 impl Turn<'_> {
     /// Runs the turn for `message` to its outcome (stored, and returned);
     /// without a message, the turn continues the session: the calls of its
@@ -249,21 +279,50 @@ impl Turn<'_> {
         outcome
     }
 
+    /// The loop of the turn, state by state (`specs/agent/README.md`, "The
+    /// loop"), from `start` until the model answers without a call or a
+    /// [`Stop`] ends it.
     async fn steps(&self, start: Start<'_>, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
+        let prompt = self.prompt(specs);
+        let mut state = self.begin(start, outcome)?;
+        loop {
+            state = match state {
+                State::Think => {
+                    self.check_limits(outcome)?;
+                    let request = self.request(&prompt).await?;
+                    let (step, response) = self.think(&request, outcome).await?;
+                    self.parse(&prompt, step, &response, outcome)?
+                }
+                State::Execute { seq, step, calls, allowed } => {
+                    self.execute(seq, step, calls, allowed.as_deref(), outcome).await?;
+                    State::Think
+                }
+                State::Answered => return Ok(()),
+            };
+        }
+    }
+
+    /// What the turn's prompts are made of: the system prompt (with the
+    /// tools described in it for a model without native tool calls) and
+    /// the tools' names, which text calls are parsed against.
+    fn prompt<'s>(&self, specs: &'s [ToolSpec]) -> Prompt<'s> {
         let native = self.thinker.native_tools();
         let system = system_prompt(self.agent, self.config, self.persona, specs, native);
         let system_tokens = estimate_tokens(&system);
-        let continuing = !matches!(start, Start::Message(_));
-        let in_flight = match start {
+        let known = specs.iter().map(|spec| spec.name.as_str()).collect();
+        Prompt { system, system_tokens, native, specs, known }
+    }
+
+    /// The first state: the operator's message stored with the turn's
+    /// first checkpoint, then a think; or, continuing or resuming, the
+    /// calls of the session's last answer that have no result yet.
+    fn begin(&self, start: Start<'_>, outcome: &TurnOutcome) -> Result<State, Stop> {
+        let allowed = match start {
             Start::Message(message) => {
                 let user = ChatMessage::text(Role::User, message);
-                self.store.append_checkpointed(
-                    self.session_id,
-                    &user,
-                    estimate_tokens(message),
-                    &self.checkpoint(outcome, None),
-                )?;
-                None
+                let checkpoint = self.checkpoint(outcome, None);
+                self.store.append_checkpointed(self.session_id, &user, estimate_tokens(message), &checkpoint)?;
+                return Ok(State::Think);
             }
             Start::Continue => {
                 self.store.checkpoint(&self.checkpoint(outcome, None))?;
@@ -271,115 +330,121 @@ impl Turn<'_> {
             }
             Start::Resume { in_flight } => in_flight,
         };
-        if continuing {
-            let context = self.store.context(self.session_id)?;
-            if let Some((seq, calls)) = pending_calls(&context) {
-                self.execute(seq, outcome.steps, calls, in_flight.as_deref(), outcome).await?;
-            }
-        }
+        Ok(match pending_calls(&self.store.context(self.session_id)?) {
+            Some((seq, calls)) => State::Execute { seq, step: outcome.steps, calls, allowed },
+            None => State::Think,
+        })
+    }
+
+    /// The turn's limits before a request: steps, tokens, and the daily
+    /// and monthly spend.
+    fn check_limits(&self, outcome: &TurnOutcome) -> Result<(), Stop> {
         let limits = &self.config.limits;
-        let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
-        loop {
-            if outcome.steps >= limits.max_steps {
-                return Err(Stop::Limit(format!("steps per turn ({})", limits.max_steps)));
-            }
-            if outcome.input_tokens + outcome.output_tokens >= limits.max_tokens {
-                return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
-            }
-            self.check_spend()?;
-            let context = self.context(system_tokens, specs).await?;
-            let mut messages = vec![ChatMessage::text(Role::System, system.clone())];
-            messages.extend(context.into_iter().map(|stored| stored.message));
-            let request = ChatRequest {
-                model: self.thinker.model().to_owned(),
-                messages,
-                tools: if native { specs.to_vec() } else { Vec::new() },
-                max_tokens: self.config.model.max_tokens,
-                temperature: self.config.model.temperature,
-            };
-            outcome.steps += 1;
-            let step = outcome.steps;
-            let began = Instant::now();
-            self.reporter.step(&TurnStep {
-                turn_id: self.turn_id.into(),
-                step,
-                kind: StepKind::Think,
-                tool_name: None,
-                ok: None,
-                duration_ms: None,
-            });
-            self.reporter.publish(
-                "provider.request",
-                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}),
-            );
-            let on_text = |text: &str| self.reporter.text(text);
-            let answer = self.thinker.think(&request, &on_text, &self.cancel).await;
-            let ended = TurnStep {
-                ok: Some(answer.is_ok()),
-                duration_ms: Some(began.elapsed().as_millis() as u64),
-                ..TurnStep {
-                    turn_id: self.turn_id.into(),
-                    step,
-                    kind: StepKind::Think,
-                    tool_name: None,
-                    ok: None,
-                    duration_ms: None,
-                }
-            };
-            self.reporter.step(&ended);
-            let (response, answered) = match answer {
-                Ok(answer) => answer,
-                Err(error) => {
-                    self.reporter.publish(
-                        "provider.error",
-                        json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}),
-                    );
-                    return Err(error.into());
-                }
-            };
-            outcome.input_tokens += response.usage.input_tokens;
-            outcome.output_tokens += response.usage.output_tokens;
-            outcome.cost_usd += answered.cost_usd;
-            let spend = SpendRow {
-                turn_id: self.turn_id,
-                provider: &answered.provider,
-                model: &answered.model,
-                usage: response.usage,
-                cost_usd: answered.cost_usd,
-            };
-            self.store.spend(&spend)?;
-            self.reporter.publish(
-                "provider.response",
-                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
-                       "input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens,
-                       "estimated": response.usage.estimated, "cost_usd": answered.cost_usd}),
-            );
-
-            // Parse: native calls, else calls the model printed as text.
-            let (text, calls) = if response.tool_calls.is_empty() && !native && !known.is_empty() {
-                crate::provider::text_calls::parse(&response.text, &known)
-            } else {
-                (response.text.clone(), response.tool_calls.clone())
-            };
-            if !outcome.answer.is_empty() && !text.is_empty() {
-                outcome.answer.push('\n');
-            }
-            outcome.answer.push_str(&text);
-            let assistant =
-                ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
-            let checkpoint = self.checkpoint(outcome, None);
-            let seq = self.store.append_checkpointed(
-                self.session_id,
-                &assistant,
-                estimate_tokens(&response.text),
-                &checkpoint,
-            )?;
-            if calls.is_empty() {
-                return Ok(());
-            }
-
-            self.execute(seq, step, calls, None, outcome).await?;
+        if outcome.steps >= limits.max_steps {
+            return Err(Stop::Limit(format!("steps per turn ({})", limits.max_steps)));
         }
+        if outcome.input_tokens + outcome.output_tokens >= limits.max_tokens {
+            return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
+        }
+        self.check_spend()
+    }
+
+    /// The next request: the system prompt and the session's context
+    /// (compacted first when it has grown too long).
+    async fn request(&self, prompt: &Prompt<'_>) -> Result<ChatRequest, Stop> {
+        let context = self.context(prompt.system_tokens, prompt.specs).await?;
+        let mut messages = vec![ChatMessage::text(Role::System, prompt.system.clone())];
+        messages.extend(context.into_iter().map(|stored| stored.message));
+        Ok(ChatRequest {
+            model: self.thinker.model().to_owned(),
+            messages,
+            tools: if prompt.native { prompt.specs.to_vec() } else { Vec::new() },
+            max_tokens: self.config.model.max_tokens,
+            temperature: self.config.model.temperature,
+        })
+    }
+
+    /// Think: one step, the request to the model, reported as it begins
+    /// and ends; its usage and spend are counted and stored before anything
+    /// else. Answers the step's number and the response.
+    async fn think(&self, request: &ChatRequest, outcome: &mut TurnOutcome) -> Result<(u32, ChatResponse), Stop> {
+        outcome.steps += 1;
+        let step = outcome.steps;
+        let began = Instant::now();
+        self.reporter.step(&self.think_step(step, None, None));
+        self.reporter.publish(
+            "provider.request",
+            json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}),
+        );
+        let on_text = |text: &str| self.reporter.text(text);
+        let answer = self.thinker.think(request, &on_text, &self.cancel).await;
+        let duration_ms = began.elapsed().as_millis() as u64;
+        self.reporter.step(&self.think_step(step, Some(answer.is_ok()), Some(duration_ms)));
+        let (response, answered) = match answer {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.reporter.publish(
+                    "provider.error",
+                    json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}),
+                );
+                return Err(error.into());
+            }
+        };
+        outcome.input_tokens += response.usage.input_tokens;
+        outcome.output_tokens += response.usage.output_tokens;
+        outcome.cost_usd += answered.cost_usd;
+        let spend = SpendRow {
+            turn_id: self.turn_id,
+            provider: &answered.provider,
+            model: &answered.model,
+            usage: response.usage,
+            cost_usd: answered.cost_usd,
+        };
+        self.store.spend(&spend)?;
+        self.reporter.publish(
+            "provider.response",
+            json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
+                   "input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens,
+                   "estimated": response.usage.estimated, "cost_usd": answered.cost_usd}),
+        );
+        Ok((step, response))
+    }
+
+    /// The think step `step` as reported: begun (`ok` absent) or ended.
+    fn think_step(&self, step: u32, ok: Option<bool>, duration_ms: Option<u64>) -> TurnStep {
+        TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Think, tool_name: None, ok, duration_ms }
+    }
+
+    /// Parse: the answer's calls (native ones, else the ones the model
+    /// printed as text), its text added to the turn's answer, and the
+    /// answer stored with the checkpoint. Its calls run next; without a
+    /// call the turn is answered.
+    fn parse(
+        &self,
+        prompt: &Prompt<'_>,
+        step: u32,
+        response: &ChatResponse,
+        outcome: &mut TurnOutcome,
+    ) -> Result<State, Stop> {
+        let (text, calls) = if response.tool_calls.is_empty() && !prompt.native && !prompt.known.is_empty() {
+            crate::provider::text_calls::parse(&response.text, &prompt.known)
+        } else {
+            (response.text.clone(), response.tool_calls.clone())
+        };
+        if !outcome.answer.is_empty() && !text.is_empty() {
+            outcome.answer.push('\n');
+        }
+        outcome.answer.push_str(&text);
+        let assistant =
+            ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
+        let checkpoint = self.checkpoint(outcome, None);
+        let seq = self.store.append_checkpointed(
+            self.session_id,
+            &assistant,
+            estimate_tokens(&response.text),
+            &checkpoint,
+        )?;
+        Ok(if calls.is_empty() { State::Answered } else { State::Execute { seq, step, calls, allowed: None } })
     }
 
     /// The checkpoint of this turn at `progress`, with the call running now.
