@@ -27,7 +27,7 @@ use crate::compaction;
 use crate::config::AgentConfig;
 use crate::provider::{estimate_tokens, ChatMessage, ChatRequest, ChatResponse, ProviderError, Role, ToolSpec};
 use crate::store::{self, Checkpoint, SpendRow, Store};
-use crate::tools::{self, Runner, Tool};
+use crate::tools::{self, BuiltIn, Runner, Tool};
 
 /// What a turn reports while it runs: to the operator who started it
 /// (events on their connection) and to the event bus.
@@ -636,7 +636,8 @@ impl Turn<'_> {
     /// Without `memory_store` among the agent's tools there is none. A
     /// failure costs only the flush: the compaction goes on.
     async fn flush_memory(&self, prefix: &[store::Stored], specs: &[ToolSpec]) {
-        let Some(spec) = specs.iter().find(|spec| spec.name == "memory_store") else { return };
+        const MEMORY_STORE: &str = BuiltIn::MemoryStore.name();
+        let Some(spec) = specs.iter().find(|spec| spec.name == MEMORY_STORE) else { return };
         let native = self.thinker.native_tools();
         let mut system = FLUSH_PROMPT.to_owned();
         if !native {
@@ -672,12 +673,12 @@ impl Turn<'_> {
             tracing::error!(agent = self.agent, "recording the memory flush's spend: {error}");
         }
         let calls = if response.tool_calls.is_empty() && !native {
-            crate::provider::text_calls::parse(&response.text, &["memory_store"]).1
+            crate::provider::text_calls::parse(&response.text, &[MEMORY_STORE]).1
         } else {
             response.tool_calls
         };
         let mut stored = 0;
-        for call in calls.iter().filter(|call| call.name == "memory_store").take(MAX_FLUSH_CALLS) {
+        for call in calls.iter().filter(|call| call.name == MEMORY_STORE).take(MAX_FLUSH_CALLS) {
             // Its own action IDs: the flush's answer is not a stored message.
             let action_id = format!("{}/flush-{}/{}", self.session_id, self.turn_id, call.id);
             let result = self.tools.call(&action_id, &call.name, &call.arguments).await;

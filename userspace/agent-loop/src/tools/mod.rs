@@ -4,7 +4,8 @@
 //! wasm-daemon's `execute_tool`.
 //!
 //! Owns: describing tools to the model (name, description, the JSON Schema
-//! of their arguments), what each call needs (`Permission`), and carrying
+//! of their arguments; the built-in tools' in `built_in`), what each call
+//! needs (`Permission`), and carrying
 //! a call to the component that runs it once security-agent's
 //! `check_policy` allows it (`specs/agent/README.md`, "Permissions and
 //! approvals"). Must not own: any permission decision. The policy decides
@@ -18,13 +19,15 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
+mod built_in;
+
 use clawos_api::security_agent::{self, AgentPolicy, CheckPolicy, Decision, Permission};
 use clawos_api::wasm_daemon::{self, ExecuteTool, ToolRef};
 use clawos_ipc::client::ConnectError;
 use clawos_ipc::{ComponentId, IpcClient};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+pub use self::built_in::BuiltIn;
 use crate::provider::ToolSpec;
 
 /// Why agent-loop could not reach a component, or learn its tools.
@@ -50,24 +53,6 @@ pub enum Error {
     },
 }
 
-/// Why a built-in call failed: what the model reads after `error: `, and
-/// the error its tool-call record keeps.
-#[derive(Debug, thiserror::Error)]
-enum CallError {
-    /// A required argument is missing or not a string.
-    #[error("`{key}` (a string) is required")]
-    MissingArgument {
-        /// The argument.
-        key: &'static str,
-    },
-    /// fs-engine refused or failed (RULE-001, a missing file, ...).
-    #[error(transparent)]
-    FsEngine(#[from] clawos_api::CallError),
-    /// The name is not a built-in tool's.
-    #[error("`{0}` is not a built-in tool")]
-    NotBuiltIn(String),
-}
-
 /// Why the agent database's tool-call records could not be read or written.
 #[derive(Debug, thiserror::Error)]
 enum RecordError {
@@ -91,8 +76,8 @@ enum RecordError {
 /// Where a tool runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runs {
-    /// fs-engine, on the agent's files or memory.
-    BuiltIn,
+    /// fs-engine, on the agent's files or memory: a built-in tool.
+    BuiltIn(BuiltIn),
     /// wasm-daemon, in the sandbox.
     Wasm,
 }
@@ -111,41 +96,18 @@ pub struct Tool {
 /// The built-in tools: the agent's own files (paths relative to its
 /// directory, RULE-001), its memory, and a workspace's memory search.
 pub fn built_in() -> Vec<Tool> {
-    let tool = |name: &str, description: &str, parameters: Value| Tool {
-        spec: ToolSpec { name: name.into(), description: description.into(), parameters },
-        runs: Runs::BuiltIn,
-        needs: vec![match name {
-            "file_write" => Permission::FileWrite,
-            "memory_store" | "memory_forget" => Permission::MemoryWrite,
-            _ => Permission::Read,
-        }],
-    };
-    let path = json!({"type": "string", "description": "relative to your directory"});
-    vec![
-        tool("file_read", "Read a text file of yours.", json!({"type": "object", "properties": {"path": path}, "required": ["path"]})),
-        tool(
-            "file_write",
-            "Write (replace) a text file of yours.",
-            json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}}, "required": ["path", "content"]}),
-        ),
-        tool("file_list", "List a directory of yours.", json!({"type": "object", "properties": {"path": path}})),
-        tool(
-            "memory_store",
-            "Remember something for later sessions. category: core (lasting facts, the default), daily (what happened today) or a name of your own.",
-            json!({"type": "object", "properties": {"content": {"type": "string"}, "category": {"type": "string"}}, "required": ["content"]}),
-        ),
-        tool(
-            "memory_recall",
-            "Recall what you remembered (and your files say) about a query.",
-            json!({"type": "object", "properties": {"query": {"type": "string"}, "category": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
-        ),
-        tool("memory_forget", "Forget a memory by its id.", json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]})),
-        tool(
-            "memory_search",
-            "Search memory for passages about a query.",
-            json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
-        ),
-    ]
+    BuiltIn::ALL
+        .into_iter()
+        .map(|tool| Tool {
+            spec: ToolSpec {
+                name: tool.name().into(),
+                description: tool.description().into(),
+                parameters: tool.parameters(),
+            },
+            runs: Runs::BuiltIn(tool),
+            needs: vec![tool.needs()],
+        })
+        .collect()
 }
 
 /// The installed WASM tools with their arguments' schemas, from
@@ -357,7 +319,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 wasm_daemon::Client::new(&cx.peers.wasm_daemon).with_timeout(clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT);
             daemon.execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
         }
-        Runs::BuiltIn => {
+        Runs::BuiltIn(built_in) => {
             let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
             match tokio::task::spawn_blocking(move || recorded(&db, &key))
                 .await
@@ -371,10 +333,10 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 Ok(None) => {
                     let started = SystemTime::now();
                     // As text from here: the model reads it, the record keeps it.
-                    let outcome =
-                        built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id)
-                            .await
-                            .map_err(|e| e.to_string());
+                    let outcome = built_in
+                        .call(&cx.peers.fs_engine, agent, arguments, cx.memory_workspace, action_id)
+                        .await
+                        .map_err(|e| e.to_string());
                     let (db, record_of) = (
                         cx.agent_db.to_owned(),
                         CallRecord {
@@ -441,96 +403,6 @@ fn record(
     };
     agentfs.record_tool_call(&call)?;
     Ok(())
-}
-
-fn text_arg<'a>(arguments: &'a Value, key: &'static str) -> Result<&'a str, CallError> {
-    arguments.get(key).and_then(Value::as_str).ok_or(CallError::MissingArgument { key })
-}
-
-async fn built_in_call(
-    fs: &IpcClient,
-    agent: &str,
-    name: &str,
-    arguments: &Value,
-    memory_workspace: &str,
-    action_id: &str,
-) -> Result<Value, CallError> {
-    let fs = fs_engine::Client::new(fs);
-    let as_agent = Some(agent.to_owned());
-    match name {
-        "file_read" => {
-            let file = fs
-                .read_file(&ReadFile {
-                    path: text_arg(arguments, "path")?.into(),
-                    offset: 0,
-                    length: None,
-                    agent: as_agent,
-                })
-                .await?;
-            Ok(Value::String(file.content.unwrap_or_else(|| "(binary file)".into())))
-        }
-        "file_write" => {
-            let params = WriteFile {
-                path: text_arg(arguments, "path")?.into(),
-                agent: as_agent,
-                content: Some(text_arg(arguments, "content")?.into()),
-                create_dirs: true,
-                ..WriteFile::default()
-            };
-            let written = fs.write_file(&params).await?;
-            Ok(json!({"path": written.path, "bytes_written": written.bytes_written}))
-        }
-        "file_list" => {
-            let path = arguments.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
-            let listing = fs.list_dir(&FilePath { path, agent: as_agent }).await?;
-            Ok(json!(listing.entries.iter().map(|entry| entry.name.clone()).collect::<Vec<_>>()))
-        }
-        "memory_store" => {
-            let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
-            // Once per action: a store asked for again after a crash finds its entry.
-            let params = MemoryStore {
-                agent: agent.into(),
-                content: text_arg(arguments, "content")?.into(),
-                category,
-                idempotency_key: Some(action_id.into()),
-            };
-            let entry = fs.memory_store(&params).await?;
-            Ok(json!({"id": entry.id, "category": entry.category, "path": entry.path}))
-        }
-        "memory_recall" => {
-            let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
-            let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
-            let params =
-                MemoryRecall { agent: agent.into(), query: text_arg(arguments, "query")?.into(), category, limit };
-            let recall = fs.memory_recall(&params).await?;
-            Ok(json!(recall
-                .results
-                .iter()
-                .map(|hit| json!({"id": hit.id, "path": hit.path, "content": hit.content, "score": hit.score}))
-                .collect::<Vec<_>>()))
-        }
-        "memory_forget" => {
-            let entry =
-                fs.memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() }).await?;
-            Ok(json!({"forgot": entry.id, "path": entry.path}))
-        }
-        "memory_search" => {
-            let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
-            let params = MemorySearch {
-                workspace: memory_workspace.into(),
-                query: text_arg(arguments, "query")?.into(),
-                limit,
-                fusion: None,
-            };
-            let found = fs.memory_search(&params).await?;
-            Ok(json!(found
-                .results
-                .iter()
-                .map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score}))
-                .collect::<Vec<_>>()))
-        }
-        other => Err(CallError::NotBuiltIn(other.to_owned())),
-    }
 }
 
 /// Cuts `content` to at most `max` bytes (at a character boundary), with a
