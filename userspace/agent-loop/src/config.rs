@@ -3,8 +3,8 @@
 //! sessions.
 //!
 //! Owns: the file's shape (every table refuses unknown keys, so a typo is
-//! an error that names the key instead of a setting silently ignored) and
-//! its defaults. Must not own: what a provider does with its table
+//! an error that names the key instead of a setting silently ignored), its
+//! defaults, and reading it from an agent's directory. Must not own: what a provider does with its table
 //! (`provider::config`), or the enforcement of a limit (the turn).
 //!
 //! The file is the operator's: ClawFS keeps it read-only to the agent
@@ -12,6 +12,7 @@
 //! its own limits. A missing file is the default config: the in-box model.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use clawos_api::security_agent::{AgentPolicy, Autonomy, Mode, Permission};
 use serde::Deserialize;
@@ -30,6 +31,76 @@ pub const LOCAL_MODEL_SOCKET: &str = "/run/clawos-model/api.sock";
 pub const PROVIDER_SECRET_PREFIX: &str = "provider-";
 /// The in-box model's name on its server.
 pub const LOCAL_MODEL: &str = "smollm2-135m-instruct";
+
+/// Why a config is refused. Each message is one line naming what is wrong,
+/// so `clawctl agent list` shows it whole.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Not TOML of this shape: a syntax error, an unknown key, a wrong
+    /// type; `line` when toml knows where.
+    #[error("{}{message}", line.map(|line| format!("line {line}: ")).unwrap_or_default())]
+    Parse {
+        /// The file's line, from 1.
+        line: Option<usize>,
+        /// toml's message, without the quoted source.
+        message: String,
+    },
+    /// A route names a provider that is neither `local` nor in `[providers]`.
+    #[error("[{at}] names provider `{provider}`, which is neither `local` nor in [providers]")]
+    UnknownProvider {
+        /// Where the route is: `model`, `model.fallback` or `routes.<hint>`.
+        at: String,
+        /// The provider it names.
+        provider: String,
+    },
+    /// A provider's key is a vault secret agent-loop may not read.
+    #[error(
+        "[providers.{provider}] api_key_secret `{secret}`: agent-loop may read only vault secrets named {PROVIDER_SECRET_PREFIX}*"
+    )]
+    SecretName {
+        /// The provider.
+        provider: String,
+        /// The secret it names.
+        secret: String,
+    },
+    /// A limit that would end every turn before it began.
+    #[error("[limits] max_steps, max_tokens and max_seconds must be at least 1")]
+    ZeroLimit,
+    /// `[session] compact_at` out of its range.
+    #[error("[session] compact_at must be between 0.1 and 1.0, not {0}")]
+    CompactAt(f64),
+    /// A turn asked for a route hint the config does not have.
+    #[error("no route `{hint}` (routes: {})", routes.join(", "))]
+    NoRoute {
+        /// The hint.
+        hint: String,
+        /// The hints there are.
+        routes: Vec<String>,
+    },
+}
+
+/// Why an agent's `config.toml` could not be loaded ([`AgentConfig::load`]).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file exists and cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is refused.
+    #[error("{}: {source}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: Error,
+    },
+}
 
 /// A whole `config.toml`.
 #[derive(Debug, Clone, Deserialize)]
@@ -362,57 +433,65 @@ impl Default for AgentConfig {
 
 impl AgentConfig {
     /// Parses `text`; the error names the file's line and the offending key.
-    pub fn parse(text: &str) -> Result<AgentConfig, String> {
+    pub fn parse(text: &str) -> Result<AgentConfig, Error> {
         // One line (the line number and what is wrong), so `clawctl agent
         // list` shows it whole: toml's own Display quotes the source too.
-        let config: AgentConfig = toml::from_str(text).map_err(|e| match e.span() {
-            Some(span) => format!("line {}: {}", text[..span.start].matches('\n').count() + 1, e.message().trim_end()),
-            None => e.message().trim_end().to_owned(),
+        let config: AgentConfig = toml::from_str(text).map_err(|e| Error::Parse {
+            line: e.span().map(|span| text[..span.start].matches('\n').count() + 1),
+            message: e.message().trim_end().to_owned(),
         })?;
         config.check()?;
         Ok(config)
     }
 
+    /// The config of the agent whose directory is `dir`: its `config.toml`,
+    /// the default when there is none.
+    pub fn load(dir: &Path) -> Result<AgentConfig, LoadError> {
+        let path = dir.join(clawfs::files::AGENT_CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => AgentConfig::parse(&text).map_err(|source| LoadError::Invalid { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentConfig::default()),
+            Err(source) => Err(LoadError::Read { path, source }),
+        }
+    }
+
     /// What parsing cannot say: routes name providers that exist, limits
     /// are positive.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Error> {
         let default = self.model.route();
         let routes = std::iter::once(("model".to_owned(), &default))
             .chain(self.model.fallback.iter().map(|route| ("model.fallback".to_owned(), route)))
             .chain(self.routes.iter().map(|(hint, route)| (format!("routes.{hint}"), route)));
         for (at, route) in routes {
             if route.provider != LOCAL_PROVIDER && !self.providers.contains_key(&route.provider) {
-                return Err(format!(
-                    "[{at}] names provider `{}`, which is neither `local` nor in [providers]",
-                    route.provider
-                ));
+                return Err(Error::UnknownProvider { at, provider: route.provider.clone() });
             }
         }
         for (name, provider) in &self.providers {
             if let Some(secret) = &provider.api_key_secret {
                 if !secret.starts_with(PROVIDER_SECRET_PREFIX) {
-                    return Err(format!(
-                        "[providers.{name}] api_key_secret `{secret}`: agent-loop may read only vault secrets named {PROVIDER_SECRET_PREFIX}*"
-                    ));
+                    return Err(Error::SecretName { provider: name.clone(), secret: secret.clone() });
                 }
             }
         }
         if self.limits.max_steps == 0 || self.limits.max_seconds == 0 || self.limits.max_tokens == 0 {
-            return Err("[limits] max_steps, max_tokens and max_seconds must be at least 1".into());
+            return Err(Error::ZeroLimit);
         }
         if !(0.1..=1.0).contains(&self.session.compact_at) {
-            return Err(format!("[session] compact_at must be between 0.1 and 1.0, not {}", self.session.compact_at));
+            return Err(Error::CompactAt(self.session.compact_at));
         }
         Ok(())
     }
 
     /// The route a turn uses: the hint's, else the default.
-    pub fn route(&self, hint: Option<&str>) -> Result<Route, String> {
+    pub fn route(&self, hint: Option<&str>) -> Result<Route, Error> {
         match hint {
             None => Ok(self.model.route()),
-            Some(hint) => self.routes.get(hint).cloned().ok_or_else(|| {
-                format!("no route `{hint}` (routes: {})", self.routes.keys().cloned().collect::<Vec<_>>().join(", "))
-            }),
+            Some(hint) => self
+                .routes
+                .get(hint)
+                .cloned()
+                .ok_or_else(|| Error::NoRoute { hint: hint.to_owned(), routes: self.routes.keys().cloned().collect() }),
         }
     }
 }
@@ -467,9 +546,9 @@ mod tests {
 
     #[test]
     fn a_typo_names_the_key() {
-        let error = AgentConfig::parse("[limits]\nmax_step = 3\n").unwrap_err();
+        let error = AgentConfig::parse("[limits]\nmax_step = 3\n").unwrap_err().to_string();
         assert!(error.contains("max_step") && error.starts_with("line 2: ") && !error.contains('\n'), "{error}");
-        let error = AgentConfig::parse("[model]\nprovider = \"nowhere\"\n").unwrap_err();
+        let error = AgentConfig::parse("[model]\nprovider = \"nowhere\"\n").unwrap_err().to_string();
         assert!(error.contains("nowhere"), "{error}");
     }
 
@@ -485,7 +564,7 @@ mod tests {
         assert_eq!(policy.autonomy, Autonomy::Full);
         assert_eq!(policy.permissions.get(&Permission::Network), Some(&Mode::RequireApproval));
         assert_eq!(policy.tools.get("web-fetch"), Some(&Mode::Deny));
-        assert!(AgentConfig::parse("[permissions]\nnetwork = \"maybe\"\n").unwrap_err().contains("maybe"));
+        assert!(AgentConfig::parse("[permissions]\nnetwork = \"maybe\"\n").unwrap_err().to_string().contains("maybe"));
         assert!(AgentConfig::parse("[autonomy]\nlevel = \"reckless\"\n").is_err());
     }
 
@@ -493,6 +572,6 @@ mod tests {
     fn routes_resolve_by_hint() {
         let config = AgentConfig::parse("[routes.fast]\nprovider = \"local\"\nmodel = \"tiny\"\n").unwrap();
         assert_eq!(config.route(Some("fast")).unwrap().model, "tiny");
-        assert!(config.route(Some("smart")).unwrap_err().contains("fast"));
+        assert!(config.route(Some("smart")).unwrap_err().to_string().contains("fast"));
     }
 }

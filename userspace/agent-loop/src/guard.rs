@@ -18,13 +18,31 @@
 //! them, `clawfs::files`).
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use regex::Regex;
 use similar::{ChangeTag, TextDiff};
 
-use crate::store::{Hold, Store};
+use crate::store::{self, Hold, Store};
+
+/// Why the soul guard could not review the brain files. An agent whose
+/// files cannot be reviewed is halted like one with a held change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The approved versions or the holds could not be read or written.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    /// A guarded file exists and cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// The files the guard watches, relative to the agent's directory.
 pub const GUARDED: [&str; 2] = ["soul.md", "identity.md"];
@@ -50,7 +68,7 @@ const SUSPICIOUS: [&str; 7] = [
 /// agent's creation did); a change `review` passes becomes the approved
 /// version; a change it flags is held. A file already held stays held,
 /// whatever happens to it, until the operator decides.
-pub fn check(dir: &Path, store: &Store) -> Result<Vec<Hold>, String> {
+pub fn check(dir: &Path, store: &Store) -> Result<Vec<Hold>, Error> {
     let held: Vec<String> = store.holds()?.into_iter().map(|hold| hold.file).collect();
     for file in GUARDED.into_iter().filter(|file| !held.iter().any(|h| h == file)) {
         let current = read(&dir.join(file))?;
@@ -69,15 +87,15 @@ pub fn check(dir: &Path, store: &Store) -> Result<Vec<Hold>, String> {
             },
         }
     }
-    store.holds()
+    Ok(store.holds()?)
 }
 
 /// A guarded file's text; a missing file is empty (its removal is a change).
-fn read(path: &Path) -> Result<String, String> {
+fn read(path: &Path) -> Result<String, Error> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(Error::Read { path: path.to_owned(), source }),
     }
 }
 

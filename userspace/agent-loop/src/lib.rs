@@ -11,13 +11,19 @@
 //! - `turn`: the loop of one turn and its limits;
 //! - `compaction`: where a long session is cut;
 //! - `tools`: the tools a model may call and where they run;
-//! - `store`: sessions, turns and spend in the agent's database.
+//! - `store`: sessions, turns and spend in the agent's database;
+//! - `registry`: which agents exist and the state of each;
+//! - `launch`: starting, resuming and running turns, and the turn table;
+//! - `error`: what the daemon's IPC methods fail with, and their codes.
 
 pub mod compaction;
 pub mod config;
+pub mod error;
 pub mod guard;
+pub mod launch;
 pub mod persona;
 pub mod provider;
+pub mod registry;
 pub mod store;
 pub mod thinker;
 pub mod tools;

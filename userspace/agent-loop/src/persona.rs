@@ -28,6 +28,39 @@ pub const BRAIN_FILES: [&str; 4] = ["soul.md", "identity.md", AIEOS_FILE, "user.
 pub const INSTRUCTIONS_DIR: &str = "instructions";
 /// Largest file read; a larger one is left out (it could not fit a budget).
 const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// The sections of an AIEOS v1.1 document the model is given, in order.
+const AIEOS_SECTIONS: [&str; 7] =
+    ["names", "bio", "psychology", "linguistics", "motivations", "capabilities", "history"];
+
+/// Why a brain file is left out of the persona: the text `left_out` names
+/// it with (`soul.md: not UTF-8 text`).
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// It could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// It is a directory or a special file.
+    #[error("not a file")]
+    NotAFile,
+    /// It is over [`MAX_FILE_BYTES`].
+    #[error("{bytes} bytes, more than {MAX_FILE_BYTES}")]
+    TooLarge {
+        /// Its size.
+        bytes: u64,
+    },
+    /// It is not UTF-8.
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// `aieos.json` is not JSON.
+    #[error("not AIEOS JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// `aieos.json` is JSON but not an object.
+    #[error("not AIEOS JSON: not an object")]
+    NotAnObject,
+    /// `aieos.json` has none of the sections the model is given.
+    #[error("not AIEOS JSON: none of {}", AIEOS_SECTIONS.join(", "))]
+    NoSection,
+}
 
 /// The compiled persona.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,7 +101,7 @@ pub fn compile(dir: &Path, budget: u64) -> Persona {
 }
 
 /// Each source's name and its text: `None` when missing or blank.
-fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, String>)> {
+fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, Unreadable>)> {
     let markdown = |name: &str| (name.to_owned(), read(&dir.join(name)));
     let mut sources: Vec<_> = BRAIN_FILES
         .iter()
@@ -88,20 +121,20 @@ fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, String>)> {
     sources
 }
 
-fn read(path: &Path) -> Result<Option<String>, String> {
+fn read(path: &Path) -> Result<Option<String>, Unreadable> {
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
     if !metadata.is_file() {
-        return Err("not a file".into());
+        return Err(Unreadable::NotAFile);
     }
     if metadata.len() > MAX_FILE_BYTES {
-        return Err(format!("{} bytes, more than {MAX_FILE_BYTES}", metadata.len()));
+        return Err(Unreadable::TooLarge { bytes: metadata.len() });
     }
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
+    let bytes = std::fs::read(path)?;
+    let text = String::from_utf8(bytes).map_err(|_| Unreadable::NotUtf8)?;
     Ok((!text.trim().is_empty()).then_some(text))
 }
 
@@ -109,18 +142,17 @@ fn read(path: &Path) -> Result<Option<String>, String> {
 /// `psychology`, `linguistics`, `motivations`, `capabilities`, `history`,
 /// in that order) with its values, nested keys joined by dots. Other
 /// sections (`physicality` is for a UI) are not the model's.
-fn aieos(text: &str) -> Result<String, String> {
-    const SECTIONS: [&str; 7] = ["names", "bio", "psychology", "linguistics", "motivations", "capabilities", "history"];
-    let document: Value = serde_json::from_str(text).map_err(|e| format!("not AIEOS JSON: {e}"))?;
-    let Value::Object(document) = document else { return Err("not AIEOS JSON: not an object".into()) };
+fn aieos(text: &str) -> Result<String, Unreadable> {
+    let document: Value = serde_json::from_str(text).map_err(Unreadable::NotJson)?;
+    let Value::Object(document) = document else { return Err(Unreadable::NotAnObject) };
     let mut lines = Vec::new();
-    for section in SECTIONS {
+    for section in AIEOS_SECTIONS {
         if let Some(value) = document.get(section) {
             flatten(section, value, &mut lines);
         }
     }
     if lines.is_empty() {
-        return Err(format!("not AIEOS JSON: none of {}", SECTIONS.join(", ")));
+        return Err(Unreadable::NoSection);
     }
     Ok(lines.join("\n"))
 }

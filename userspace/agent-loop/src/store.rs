@@ -15,7 +15,7 @@
 //! (as AgentFS sets them) make a transcript read after a crash or a restart hold every
 //! message that was acknowledged.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -24,6 +24,69 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use clawos_api::agent_loop::TurnOutcome;
 
 use crate::provider::{ChatMessage, Role, ToolCall};
+
+/// What a store operation can fail with. A write that fails has rolled its
+/// transaction back: the database is as it was before the call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The database did not open, after retrying while another component
+    /// made its `-wal` and `-shm` files (`agentfs::retry_cantopen`).
+    #[error("{}: {source}", path.display())]
+    Open {
+        /// The agent's `workspace.db`.
+        path: PathBuf,
+        /// SQLite's reason.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The session tables could not be made.
+    #[error("{}: session tables: {source}", path.display())]
+    Tables {
+        /// The agent's `workspace.db`.
+        path: PathBuf,
+        /// SQLite's reason.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The transcript table written with a column CHECK could not be
+    /// rebuilt, or the audit trail's triggers not guarded (AgentFS's
+    /// upgrades, `specs/agentfs/README.md`, "Interoperability notes").
+    #[error("{}: {source}", path.display())]
+    Upgrade {
+        /// The agent's `workspace.db`.
+        path: PathBuf,
+        /// AgentFS's reason.
+        #[source]
+        source: agentfs::Error,
+    },
+    /// A statement failed (a busy database, a full disk, ...).
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// A turn's stored checkpoint is not a turn's progress.
+    #[error("checkpoint of turn {turn_id}: {source}")]
+    Checkpoint {
+        /// The turn.
+        turn_id: String,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A stored message's tool calls are not a list of calls.
+    #[error("message {seq}: tool calls: {source}")]
+    ToolCalls {
+        /// The message's number in its session.
+        seq: i64,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A finished turn's stored outcome is not JSON.
+    #[error(transparent)]
+    Outcome(serde_json::Error),
+}
+
+/// Shorthand used by the store.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The transcript. Its CHECK is a table constraint: the reference AgentFS
 /// SDK's engine refuses to open a database with a column CHECK
@@ -215,7 +278,7 @@ fn role_name(message: &ChatMessage) -> &'static str {
 
 impl Store {
     /// Opens `workspace.db` at `path` and makes the session tables.
-    pub fn open(path: &Path) -> Result<Store, String> {
+    pub fn open(path: &Path) -> Result<Store> {
         // Retried while another component makes the database's -wal and
         // -shm files (agentfs::retry_cantopen).
         let db = agentfs::retry_cantopen(|| {
@@ -225,13 +288,13 @@ impl Store {
             db.pragma_update(None, "synchronous", "FULL")?;
             Ok(db)
         })
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| Error::Open { path: path.to_owned(), source })?;
         db.execute_batch(SCHEMA)
             .and_then(|()| db.execute_batch(MESSAGE_TABLE))
-            .map_err(|e| format!("{}: session tables: {e}", path.display()))?;
+            .map_err(|source| Error::Tables { path: path.to_owned(), source })?;
         agentfs::rebuild_table_if(&db, "clawos_session_message", MESSAGE_TABLE_COLUMN_CHECK, MESSAGE_TABLE)
             .and_then(|_| agentfs::guard_audit_trail(&db))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| Error::Upgrade { path: path.to_owned(), source })?;
         Ok(Store { db: Mutex::new(db) })
     }
 
@@ -242,7 +305,7 @@ impl Store {
     }
 
     /// Makes `session_id` if it does not exist.
-    pub fn ensure_session(&self, session_id: &str) -> Result<(), String> {
+    pub fn ensure_session(&self, session_id: &str) -> Result<()> {
         let now = now_ms();
         self.db()
             .execute(
@@ -250,21 +313,21 @@ impl Store {
                 params![session_id, now],
             )
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 
     /// Whether `session_id` exists.
-    pub fn has_session(&self, session_id: &str) -> Result<bool, String> {
+    pub fn has_session(&self, session_id: &str) -> Result<bool> {
         self.db()
             .query_row("SELECT 1 FROM clawos_session WHERE session_id = ?1", [session_id], |_| Ok(()))
             .optional()
             .map(|found| found.is_some())
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 
     /// Appends `message` to the session; `notice` stores it as an operator
     /// notice (limits, compaction) that no prompt includes.
-    pub fn append(&self, session_id: &str, message: &ChatMessage, notice: bool, tokens: u64) -> Result<i64, String> {
+    pub fn append(&self, session_id: &str, message: &ChatMessage, notice: bool, tokens: u64) -> Result<i64> {
         self.write(|tx| insert_message(tx, session_id, message, notice, tokens))
     }
 
@@ -276,7 +339,7 @@ impl Store {
         message: &ChatMessage,
         tokens: u64,
         checkpoint: &Checkpoint<'_>,
-    ) -> Result<i64, String> {
+    ) -> Result<i64> {
         self.write(|tx| {
             let seq = insert_message(tx, session_id, message, false, tokens)?;
             update_checkpoint(tx, checkpoint)?;
@@ -285,42 +348,38 @@ impl Store {
     }
 
     /// Writes a running turn's checkpoint.
-    pub fn checkpoint(&self, checkpoint: &Checkpoint<'_>) -> Result<(), String> {
+    pub fn checkpoint(&self, checkpoint: &Checkpoint<'_>) -> Result<()> {
         self.write(|tx| update_checkpoint(tx, checkpoint))
     }
 
     /// Runs `body` in a transaction begun IMMEDIATE and commits it.
-    fn write<T>(&self, body: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, String>) -> Result<T, String> {
+    fn write<T>(&self, body: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
         let db = self.db();
-        let tx =
-            rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
+        let tx = rusqlite::Transaction::new_unchecked(&db, TransactionBehavior::Immediate)?;
         let value = body(&tx)?;
-        tx.commit().map_err(|e| e.to_string())?;
+        tx.commit()?;
         Ok(value)
     }
 
     /// The turns that started and never ended (agent-loop stopped under
     /// them), oldest first.
-    pub fn unfinished_turns(&self) -> Result<Vec<Unfinished>, String> {
+    pub fn unfinished_turns(&self) -> Result<Vec<Unfinished>> {
         let db = self.db();
         let mut statement = db
             .prepare(
                 "SELECT t.turn_id, t.session_id, c.hint, c.progress, c.in_flight FROM clawos_turn t
                  LEFT JOIN clawos_checkpoint c ON c.turn_id = t.turn_id WHERE t.ended_at_ms IS NULL ORDER BY t.started_at_ms, t.turn_id",
-            )
-            .map_err(|e| e.to_string())?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get(4)?))
-            })
-            .map_err(|e| e.to_string())?;
+            )?;
+        let rows = statement.query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get::<_, Option<String>>(3)?, row.get(4)?))
+        })?;
         let mut out = Vec::new();
         for row in rows {
-            let (turn_id, session_id, hint, progress, in_flight) = row.map_err(|e| e.to_string())?;
-            let progress = progress
-                .map(|json| serde_json::from_str(&json))
-                .transpose()
-                .map_err(|e| format!("checkpoint of turn {turn_id}: {e}"))?;
+            let (turn_id, session_id, hint, progress, in_flight) = row?;
+            let progress = match progress.map(|json| serde_json::from_str(&json)).transpose() {
+                Ok(progress) => progress,
+                Err(source) => return Err(Error::Checkpoint { turn_id, source }),
+            };
             out.push(Unfinished { turn_id, session_id, hint, progress, in_flight });
         }
         Ok(out)
@@ -328,33 +387,31 @@ impl Store {
 
     /// The messages a prompt is built from: not compacted, no notices; the
     /// summary of what was compacted first, then the rest oldest first.
-    pub fn context(&self, session_id: &str) -> Result<Vec<Stored>, String> {
+    pub fn context(&self, session_id: &str) -> Result<Vec<Stored>> {
         self.messages(session_id, "AND compacted = 0 AND role != 'notice'", "role != 'summary', seq")
     }
 
     /// The whole transcript, notices and compacted messages included.
-    pub fn transcript(&self, session_id: &str) -> Result<Vec<Stored>, String> {
+    pub fn transcript(&self, session_id: &str) -> Result<Vec<Stored>> {
         self.messages(session_id, "", "seq")
     }
 
-    fn messages(&self, session_id: &str, filter: &str, order: &str) -> Result<Vec<Stored>, String> {
+    fn messages(&self, session_id: &str, filter: &str, order: &str) -> Result<Vec<Stored>> {
         let sql = format!(
             "SELECT seq, role, content, tool_calls, tool_call_id, tokens, at_ms FROM clawos_session_message WHERE session_id = ?1 {filter} ORDER BY {order}"
         );
         let db = self.db();
-        let mut statement = db.prepare(&sql).map_err(|e| e.to_string())?;
-        let rows = statement
-            .query_map([session_id], |row| {
-                let role: String = row.get(1)?;
-                let tool_calls: Option<String> = row.get(3)?;
-                Ok((row.get(0)?, role, row.get(2)?, tool_calls, row.get(4)?, row.get::<_, i64>(5)?, row.get(6)?))
-            })
-            .map_err(|e| e.to_string())?;
+        let mut statement = db.prepare(&sql)?;
+        let rows = statement.query_map([session_id], |row| {
+            let role: String = row.get(1)?;
+            let tool_calls: Option<String> = row.get(3)?;
+            Ok((row.get(0)?, role, row.get(2)?, tool_calls, row.get(4)?, row.get::<_, i64>(5)?, row.get(6)?))
+        })?;
         let mut out = Vec::new();
         for row in rows {
-            let (seq, role, content, tool_calls, tool_call_id, tokens, at_ms) = row.map_err(|e| e.to_string())?;
+            let (seq, role, content, tool_calls, tool_call_id, tokens, at_ms) = row?;
             let tool_calls: Vec<ToolCall> = match tool_calls {
-                Some(json) => serde_json::from_str(&json).map_err(|e| format!("message {seq}: tool calls: {e}"))?,
+                Some(json) => serde_json::from_str(&json).map_err(|source| Error::ToolCalls { seq, source })?,
                 None => Vec::new(),
             };
             let chat_role = match role.as_str() {
@@ -383,183 +440,170 @@ impl Store {
         before: u64,
         after: u64,
         truncated: bool,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         self.write(|tx| {
             let compacted = tx
                 .execute(
                     "UPDATE clawos_session_message SET compacted = 1
                      WHERE session_id = ?1 AND compacted = 0 AND role != 'notice' AND (seq <= ?2 OR role = 'summary')",
                     params![session_id, through_seq],
-                )
-                .map_err(|e| e.to_string())?;
+                )?;
             let summary = ChatMessage::text(Role::System, summary);
             insert_message(tx, session_id, &summary, false, summary_tokens)?;
             tx.execute(
                 "INSERT INTO clawos_compaction (session_id, at_ms, messages, tokens_before, tokens_after, truncated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![session_id, now_ms(), compacted as i64, before as i64, after as i64, truncated],
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             Ok(())
         })
     }
 
     /// The agent's sessions, newest first.
-    pub fn sessions(&self) -> Result<Vec<SessionRow>, String> {
+    pub fn sessions(&self) -> Result<Vec<SessionRow>> {
         let db = self.db();
         let mut statement = db
             .prepare(
                 "SELECT s.session_id, s.created_at_ms, s.updated_at_ms, (SELECT COUNT(*) FROM clawos_session_message m WHERE m.session_id = s.session_id)
                  FROM clawos_session s ORDER BY s.updated_at_ms DESC, s.session_id",
-            )
-            .map_err(|e| e.to_string())?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok(SessionRow {
-                    session_id: row.get(0)?,
-                    created_at_ms: row.get(1)?,
-                    updated_at_ms: row.get(2)?,
-                    messages: row.get::<_, i64>(3)? as u64,
-                })
+            )?;
+        let rows = statement.query_map([], |row| {
+            Ok(SessionRow {
+                session_id: row.get(0)?,
+                created_at_ms: row.get(1)?,
+                updated_at_ms: row.get(2)?,
+                messages: row.get::<_, i64>(3)? as u64,
             })
-            .map_err(|e| e.to_string())?;
-        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+        })?;
+        rows.collect::<rusqlite::Result<_>>().map_err(Error::from)
     }
 
     /// Records the start of a turn, with its first checkpoint (nothing done
     /// yet; `hint` is the route it asked for).
-    pub fn turn_started(&self, turn_id: &str, session_id: &str, hint: Option<&str>) -> Result<(), String> {
+    pub fn turn_started(&self, turn_id: &str, session_id: &str, hint: Option<&str>) -> Result<()> {
         self.write(|tx| {
             let now = now_ms();
             tx.execute(
                 "INSERT INTO clawos_turn (turn_id, session_id, started_at_ms) VALUES (?1, ?2, ?3)",
                 params![turn_id, session_id, now],
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             tx.execute(
                 "INSERT OR REPLACE INTO clawos_checkpoint (turn_id, hint, at_ms) VALUES (?1, ?2, ?3)",
                 params![turn_id, hint, now],
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             Ok(())
         })
     }
 
     /// Records how a turn ended (its outcome as JSON); its checkpoint goes.
-    pub fn turn_ended(&self, turn_id: &str, outcome: &serde_json::Value) -> Result<(), String> {
+    pub fn turn_ended(&self, turn_id: &str, outcome: &serde_json::Value) -> Result<()> {
         self.write(|tx| {
             tx.execute(
                 "UPDATE clawos_turn SET ended_at_ms = ?2, outcome = ?3 WHERE turn_id = ?1",
                 params![turn_id, now_ms(), outcome.to_string()],
-            )
-            .map_err(|e| e.to_string())?;
-            tx.execute("DELETE FROM clawos_checkpoint WHERE turn_id = ?1", [turn_id]).map_err(|e| e.to_string())?;
+            )?;
+            tx.execute("DELETE FROM clawos_checkpoint WHERE turn_id = ?1", [turn_id])?;
             Ok(())
         })
     }
 
     /// A finished turn's outcome.
-    pub fn turn_outcome(&self, turn_id: &str) -> Result<Option<serde_json::Value>, String> {
+    pub fn turn_outcome(&self, turn_id: &str) -> Result<Option<serde_json::Value>> {
         let outcome: Option<Option<String>> = self
             .db()
             .query_row("SELECT outcome FROM clawos_turn WHERE turn_id = ?1", [turn_id], |row| row.get(0))
-            .optional()
-            .map_err(|e| e.to_string())?;
+            .optional()?;
         match outcome.flatten() {
-            Some(json) => serde_json::from_str(&json).map(Some).map_err(|e| e.to_string()),
+            Some(json) => serde_json::from_str(&json).map(Some).map_err(Error::Outcome),
             None => Ok(None),
         }
     }
 
     /// Records one request's spend (before its turn goes on, so a crash
     /// later in the turn still counts it).
-    pub fn spend(&self, row: &SpendRow<'_>) -> Result<(), String> {
+    pub fn spend(&self, row: &SpendRow<'_>) -> Result<()> {
         self.db()
             .execute(
                 "INSERT INTO clawos_spend (at_ms, turn_id, provider, model, input_tokens, output_tokens, estimated, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![now_ms(), row.turn_id, row.provider, row.model, row.usage.input_tokens as i64, row.usage.output_tokens as i64, row.usage.estimated, row.cost_usd],
             )
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 
     /// Whether the operator paused the agent.
-    pub fn paused(&self) -> Result<bool, String> {
+    pub fn paused(&self) -> Result<bool> {
         let value: Option<String> = self
             .db()
             .query_row("SELECT value FROM clawos_agent_setting WHERE key = 'paused'", [], |row| row.get(0))
-            .optional()
-            .map_err(|e| e.to_string())?;
+            .optional()?;
         Ok(value.as_deref() == Some("true"))
     }
 
     /// Pauses or resumes the agent.
-    pub fn set_paused(&self, paused: bool) -> Result<(), String> {
+    pub fn set_paused(&self, paused: bool) -> Result<()> {
         self.db()
             .execute(
                 "INSERT OR REPLACE INTO clawos_agent_setting (key, value) VALUES ('paused', ?1)",
                 [if paused { "true" } else { "false" }],
             )
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 
     /// The approved version of a guarded file, if it has one.
-    pub fn approved(&self, file: &str) -> Result<Option<String>, String> {
+    pub fn approved(&self, file: &str) -> Result<Option<String>> {
         self.db()
             .query_row("SELECT content FROM clawos_guard_approved WHERE file = ?1", [file], |row| row.get(0))
             .optional()
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 
     /// Makes `content` the approved version of `file`.
-    pub fn approve(&self, file: &str, content: &str) -> Result<(), String> {
-        self.db().execute(APPROVE, params![file, content, now_ms()]).map(drop).map_err(|e| e.to_string())
+    pub fn approve(&self, file: &str, content: &str) -> Result<()> {
+        self.db().execute(APPROVE, params![file, content, now_ms()]).map(drop).map_err(Error::from)
     }
 
     /// Holds a change to `file` for the operator.
-    pub fn hold(&self, file: &str, content: &str, reason: &str) -> Result<(), String> {
+    pub fn hold(&self, file: &str, content: &str, reason: &str) -> Result<()> {
         self.db()
             .execute(
                 "INSERT OR REPLACE INTO clawos_guard_hold (file, content, reason, held_at_ms) VALUES (?1, ?2, ?3, ?4)",
                 params![file, content, reason, now_ms()],
             )
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 
     /// The changes held for the operator, by file.
-    pub fn holds(&self) -> Result<Vec<Hold>, String> {
+    pub fn holds(&self) -> Result<Vec<Hold>> {
         let db = self.db();
-        let mut statement = db
-            .prepare("SELECT file, content, reason, held_at_ms FROM clawos_guard_hold ORDER BY file")
-            .map_err(|e| e.to_string())?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok(Hold { file: row.get(0)?, content: row.get(1)?, reason: row.get(2)?, held_at_ms: row.get(3)? })
-            })
-            .map_err(|e| e.to_string())?;
-        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+        let mut statement =
+            db.prepare("SELECT file, content, reason, held_at_ms FROM clawos_guard_hold ORDER BY file")?;
+        let rows = statement.query_map([], |row| {
+            Ok(Hold { file: row.get(0)?, content: row.get(1)?, reason: row.get(2)?, held_at_ms: row.get(3)? })
+        })?;
+        rows.collect::<rusqlite::Result<_>>().map_err(Error::from)
     }
 
     /// Ends the hold on `file`; with `approved`, that content becomes the
     /// approved version in the same transaction.
-    pub fn release(&self, file: &str, approved: Option<&str>) -> Result<(), String> {
+    pub fn release(&self, file: &str, approved: Option<&str>) -> Result<()> {
         self.write(|tx| {
             if let Some(content) = approved {
-                tx.execute(APPROVE, params![file, content, now_ms()]).map_err(|e| e.to_string())?;
+                tx.execute(APPROVE, params![file, content, now_ms()])?;
             }
-            tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file]).map_err(|e| e.to_string())?;
+            tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file])?;
             Ok(())
         })
     }
 
     /// Spend since `since_ms`, US dollars.
-    pub fn spent_since(&self, since_ms: i64) -> Result<f64, String> {
+    pub fn spent_since(&self, since_ms: i64) -> Result<f64> {
         self.db()
             .query_row("SELECT COALESCE(SUM(cost_usd), 0.0) FROM clawos_spend WHERE at_ms >= ?1", [since_ms], |row| {
                 row.get(0)
             })
-            .map_err(|e| e.to_string())
+            .map_err(Error::from)
     }
 }
 
@@ -570,30 +614,26 @@ fn insert_message(
     message: &ChatMessage,
     notice: bool,
     tokens: u64,
-) -> Result<i64, String> {
+) -> Result<i64> {
     let now = now_ms();
     let role = if notice { "notice" } else { role_name(message) };
     let tool_calls = (!message.tool_calls.is_empty())
         .then(|| serde_json::to_string(&message.tool_calls).expect("tool calls serialize"));
-    let seq: i64 = tx
-        .query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1",
-            [session_id],
-            |row| row.get(0),
-        )
-        .map_err(|e| e.to_string())?;
+    let seq: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM clawos_session_message WHERE session_id = ?1",
+        [session_id],
+        |row| row.get(0),
+    )?;
     tx.execute(
         "INSERT INTO clawos_session_message (session_id, seq, role, content, tool_calls, tool_call_id, tokens, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![session_id, seq, role, message.content, tool_calls, message.tool_call_id, tokens as i64, now],
-    )
-    .map_err(|e| e.to_string())?;
-    tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now])
-        .map_err(|e| e.to_string())?;
+    )?;
+    tx.execute("UPDATE clawos_session SET updated_at_ms = ?2 WHERE session_id = ?1", params![session_id, now])?;
     Ok(seq)
 }
 
 /// Writes a running turn's checkpoint over its last one (the hint stays).
-fn update_checkpoint(tx: &rusqlite::Transaction<'_>, checkpoint: &Checkpoint<'_>) -> Result<(), String> {
+fn update_checkpoint(tx: &rusqlite::Transaction<'_>, checkpoint: &Checkpoint<'_>) -> Result<()> {
     let progress = serde_json::to_string(checkpoint.progress).expect("outcomes serialize");
     tx.execute(
         "INSERT INTO clawos_checkpoint (turn_id, progress, in_flight, at_ms) VALUES (?1, ?2, ?3, ?4)
@@ -601,7 +641,7 @@ fn update_checkpoint(tx: &rusqlite::Transaction<'_>, checkpoint: &Checkpoint<'_>
         params![checkpoint.turn_id, progress, checkpoint.in_flight, now_ms()],
     )
     .map(drop)
-    .map_err(|e| e.to_string())
+    .map_err(Error::from)
 }
 
 /// Start of the current UTC day and month, ms since the epoch.

@@ -23,29 +23,82 @@ use crate::provider::reliable::{Reliable, RetryPolicy};
 use crate::provider::{ChatRequest, ChatResponse, KeySource, ProviderError};
 use crate::turn::{Answered, Thinker};
 
+/// Why a turn's model could not be built from the agent's config.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A route names a provider the config does not have (a route the
+    /// config's own check let through cannot: this is a hint's route).
+    #[error("no provider `{name}`")]
+    NoProvider {
+        /// The provider's name.
+        name: String,
+    },
+    /// The provider's table does not make a provider (its `base_url`, its
+    /// HTTP client): `provider::config::build`'s reason, which names it.
+    #[error("{0}")]
+    Provider(String),
+}
+
+/// Why a key could not be fetched from the vault. It goes to the provider
+/// as text ([`KeySource`]), which ends the request with it.
+#[derive(Debug, thiserror::Error)]
+enum KeyError {
+    /// security-agent is not reachable.
+    #[error(transparent)]
+    Connect(#[from] crate::tools::Error),
+    /// The vault refused or failed.
+    #[error("vault secret {secret_id}: {source}")]
+    Vault {
+        /// The secret.
+        secret_id: String,
+        /// security-agent's answer.
+        #[source]
+        source: clawos_api::CallError,
+    },
+    /// The answer is not base64.
+    #[error("vault secret {secret_id}: {source}")]
+    Base64 {
+        /// The secret.
+        secret_id: String,
+        /// The decoding error.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// The secret is not text.
+    #[error("vault secret {secret_id} is not UTF-8")]
+    NotUtf8 {
+        /// The secret.
+        secret_id: String,
+    },
+}
+
 /// API keys from the vault: security-agent's `secret_get`, as agent-loop,
 /// once per request; the vault's policy decides which secrets it may read.
 pub struct VaultKeys;
 
+impl VaultKeys {
+    async fn fetch(secret_id: String) -> Result<Zeroizing<String>, KeyError> {
+        let client = crate::tools::connect(ComponentId::SecurityAgent).await?;
+        let answer = security_agent::Client::new(&client)
+            .secret_get(&SecretGet { secret_id: secret_id.clone(), version: None })
+            .await;
+        client.goodbye().await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(source) => return Err(KeyError::Vault { secret_id, source }),
+        };
+        let bytes = match base64::engine::general_purpose::STANDARD.decode(answer.value_base64.as_bytes()) {
+            Ok(bytes) => Zeroizing::new(bytes),
+            Err(source) => return Err(KeyError::Base64 { secret_id, source }),
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else { return Err(KeyError::NotUtf8 { secret_id }) };
+        Ok(Zeroizing::new(text.trim_end_matches('\n').to_owned()))
+    }
+}
+
 impl KeySource for VaultKeys {
     fn key(&self, secret_id: &str) -> BoxFuture<'_, Result<Zeroizing<String>, String>> {
-        let secret_id = secret_id.to_owned();
-        async move {
-            let client = crate::tools::connect(ComponentId::SecurityAgent).await?;
-            let answer = security_agent::Client::new(&client)
-                .secret_get(&SecretGet { secret_id: secret_id.clone(), version: None })
-                .await;
-            client.goodbye().await;
-            let answer = answer.map_err(|e| format!("vault secret {secret_id}: {e}"))?;
-            let bytes = Zeroizing::new(
-                base64::engine::general_purpose::STANDARD
-                    .decode(answer.value_base64.as_bytes())
-                    .map_err(|e| format!("vault secret {secret_id}: {e}"))?,
-            );
-            let text = std::str::from_utf8(&bytes).map_err(|_| format!("vault secret {secret_id} is not UTF-8"))?;
-            Ok(Zeroizing::new(text.trim_end_matches('\n').to_owned()))
-        }
-        .boxed()
+        Self::fetch(secret_id.to_owned()).map(|key| key.map_err(|e| e.to_string())).boxed()
     }
 }
 
@@ -63,11 +116,11 @@ pub fn local_provider() -> ProviderConfig {
 }
 
 /// `name`'s provider table: the agent's, else the built-in `local`.
-fn provider_table(config: &AgentConfig, name: &str) -> Result<ProviderConfig, String> {
+fn provider_table(config: &AgentConfig, name: &str) -> Result<ProviderConfig, Error> {
     match config.providers.get(name) {
         Some(table) => Ok(table.clone()),
         None if name == LOCAL_PROVIDER => Ok(local_provider()),
-        None => Err(format!("no provider `{name}`")),
+        None => Err(Error::NoProvider { name: name.to_owned() }),
     }
 }
 
@@ -89,14 +142,14 @@ struct Chain {
 }
 
 /// The thinker for `route` with the agent's fallback routes after it.
-pub fn build(config: &AgentConfig, route: &Route, keys: Arc<dyn KeySource>) -> Result<Box<dyn Thinker>, String> {
+pub fn build(config: &AgentConfig, route: &Route, keys: Arc<dyn KeySource>) -> Result<Box<dyn Thinker>, Error> {
     let mut routes = vec![route.clone()];
     routes.extend(config.model.fallback.iter().filter(|fallback| *fallback != route).cloned());
     let mut chain = Vec::new();
     let mut tables = Vec::new();
     for route in routes {
         let table = provider_table(config, &route.provider)?;
-        let provider = provider_config::build(&route.provider, &table, keys.clone()).map_err(|e| e.to_string())?;
+        let provider = provider_config::build(&route.provider, &table, keys.clone()).map_err(Error::Provider)?;
         chain.push((provider, route.model.clone()));
         tables.push((route, table));
     }

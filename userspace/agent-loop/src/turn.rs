@@ -27,7 +27,7 @@ use crate::compaction;
 use crate::config::AgentConfig;
 use crate::provider::{estimate_tokens, ChatMessage, ChatRequest, ChatResponse, ProviderError, Role, ToolSpec};
 use crate::store::{self, Checkpoint, SpendRow, Store};
-use crate::tools::{self, Runner, Tool};
+use crate::tools::{self, BuiltIn, Runner, Tool};
 
 /// What a turn reports while it runs: to the operator who started it
 /// (events on their connection) and to the event bus.
@@ -108,6 +108,14 @@ enum Stop {
     Failed(String),
 }
 
+/// A store that fails ends the turn: what it did so far is stored, and
+/// what it would do next could not be.
+impl From<store::Error> for Stop {
+    fn from(error: store::Error) -> Self {
+        Stop::Failed(error.to_string())
+    }
+}
+
 impl From<ProviderError> for Stop {
     fn from(error: ProviderError) -> Self {
         match error {
@@ -181,6 +189,36 @@ enum Start<'a> {
     Resume { in_flight: Option<String> },
 }
 
+/// Where the loop of a turn is (`specs/agent/README.md`, "The loop"):
+/// each state's work decides the next one, until the model answers
+/// without a call or a [`Stop`] ends the turn. The checkpoint is written
+/// within the states: with every stored message and before each call.
+enum State {
+    /// Check the limits, ask the model (think), parse its answer and store it.
+    Think,
+    /// Run the calls of the answer stored as message `seq` at step `step`.
+    /// `allowed` is the action ID of a resumed turn's call that was
+    /// running: the policy allowed it then and is not asked again.
+    Execute { seq: i64, step: u32, calls: Vec<crate::provider::ToolCall>, allowed: Option<String> },
+    /// The model answered without calling a tool: the turn is done.
+    Answered,
+}
+
+/// What every request of a turn starts with, made once per turn.
+struct Prompt<'s> {
+    /// The system prompt.
+    system: String,
+    /// Its estimated tokens.
+    system_tokens: u64,
+    /// Whether the model takes native tool calls (else the tools are
+    /// described in the system prompt and calls parsed from its text).
+    native: bool,
+    /// The tools the model is told about.
+    specs: &'s [ToolSpec],
+    /// Their names.
+    known: Vec<&'s str>,
+}
+
 impl Turn<'_> {
     /// Runs the turn for `message` to its outcome (stored, and returned);
     /// without a message, the turn continues the session: the calls of its
@@ -241,137 +279,172 @@ impl Turn<'_> {
         outcome
     }
 
+    /// The loop of the turn, state by state (`specs/agent/README.md`, "The
+    /// loop"), from `start` until the model answers without a call or a
+    /// [`Stop`] ends it.
     async fn steps(&self, start: Start<'_>, specs: &[ToolSpec], outcome: &mut TurnOutcome) -> Result<(), Stop> {
+        let prompt = self.prompt(specs);
+        let mut state = self.begin(start, outcome)?;
+        loop {
+            state = match state {
+                State::Think => {
+                    self.check_limits(outcome)?;
+                    let request = self.request(&prompt).await?;
+                    let (step, response) = self.think(&request, outcome).await?;
+                    self.parse(&prompt, step, &response, outcome)?
+                }
+                State::Execute { seq, step, calls, allowed } => {
+                    self.execute(seq, step, calls, allowed.as_deref(), outcome).await?;
+                    State::Think
+                }
+                State::Answered => return Ok(()),
+            };
+        }
+    }
+
+    /// What the turn's prompts are made of: the system prompt (with the
+    /// tools described in it for a model without native tool calls) and
+    /// the tools' names, which text calls are parsed against.
+    fn prompt<'s>(&self, specs: &'s [ToolSpec]) -> Prompt<'s> {
         let native = self.thinker.native_tools();
         let system = system_prompt(self.agent, self.config, self.persona, specs, native);
         let system_tokens = estimate_tokens(&system);
-        let continuing = !matches!(start, Start::Message(_));
-        let in_flight = match start {
+        let known = specs.iter().map(|spec| spec.name.as_str()).collect();
+        Prompt { system, system_tokens, native, specs, known }
+    }
+
+    /// The first state: the operator's message stored with the turn's
+    /// first checkpoint, then a think; or, continuing or resuming, the
+    /// calls of the session's last answer that have no result yet.
+    fn begin(&self, start: Start<'_>, outcome: &TurnOutcome) -> Result<State, Stop> {
+        let allowed = match start {
             Start::Message(message) => {
                 let user = ChatMessage::text(Role::User, message);
-                self.store
-                    .append_checkpointed(
-                        self.session_id,
-                        &user,
-                        estimate_tokens(message),
-                        &self.checkpoint(outcome, None),
-                    )
-                    .map_err(Stop::Failed)?;
-                None
+                let checkpoint = self.checkpoint(outcome, None);
+                self.store.append_checkpointed(self.session_id, &user, estimate_tokens(message), &checkpoint)?;
+                return Ok(State::Think);
             }
             Start::Continue => {
-                self.store.checkpoint(&self.checkpoint(outcome, None)).map_err(Stop::Failed)?;
+                self.store.checkpoint(&self.checkpoint(outcome, None))?;
                 None
             }
             Start::Resume { in_flight } => in_flight,
         };
-        if continuing {
-            let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
-            if let Some((seq, calls)) = pending_calls(&context) {
-                self.execute(seq, outcome.steps, calls, in_flight.as_deref(), outcome).await?;
-            }
-        }
+        Ok(match pending_calls(&self.store.context(self.session_id)?) {
+            Some((seq, calls)) => State::Execute { seq, step: outcome.steps, calls, allowed },
+            None => State::Think,
+        })
+    }
+
+    /// The turn's limits before a request: steps, tokens, and the daily
+    /// and monthly spend.
+    fn check_limits(&self, outcome: &TurnOutcome) -> Result<(), Stop> {
         let limits = &self.config.limits;
-        let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
-        loop {
-            if outcome.steps >= limits.max_steps {
-                return Err(Stop::Limit(format!("steps per turn ({})", limits.max_steps)));
-            }
-            if outcome.input_tokens + outcome.output_tokens >= limits.max_tokens {
-                return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
-            }
-            self.check_spend()?;
-            let context = self.context(system_tokens, specs).await?;
-            let mut messages = vec![ChatMessage::text(Role::System, system.clone())];
-            messages.extend(context.into_iter().map(|stored| stored.message));
-            let request = ChatRequest {
-                model: self.thinker.model().to_owned(),
-                messages,
-                tools: if native { specs.to_vec() } else { Vec::new() },
-                max_tokens: self.config.model.max_tokens,
-                temperature: self.config.model.temperature,
-            };
-            outcome.steps += 1;
-            let step = outcome.steps;
-            let began = Instant::now();
-            self.reporter.step(&TurnStep {
-                turn_id: self.turn_id.into(),
-                step,
-                kind: StepKind::Think,
-                tool_name: None,
-                ok: None,
-                duration_ms: None,
-            });
-            self.reporter.publish(
-                "provider.request",
-                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}),
-            );
-            let on_text = |text: &str| self.reporter.text(text);
-            let answer = self.thinker.think(&request, &on_text, &self.cancel).await;
-            let ended = TurnStep {
-                ok: Some(answer.is_ok()),
-                duration_ms: Some(began.elapsed().as_millis() as u64),
-                ..TurnStep {
-                    turn_id: self.turn_id.into(),
-                    step,
-                    kind: StepKind::Think,
-                    tool_name: None,
-                    ok: None,
-                    duration_ms: None,
-                }
-            };
-            self.reporter.step(&ended);
-            let (response, answered) = match answer {
-                Ok(answer) => answer,
-                Err(error) => {
-                    self.reporter.publish(
-                        "provider.error",
-                        json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}),
-                    );
-                    return Err(error.into());
-                }
-            };
-            outcome.input_tokens += response.usage.input_tokens;
-            outcome.output_tokens += response.usage.output_tokens;
-            outcome.cost_usd += answered.cost_usd;
-            let spend = SpendRow {
-                turn_id: self.turn_id,
-                provider: &answered.provider,
-                model: &answered.model,
-                usage: response.usage,
-                cost_usd: answered.cost_usd,
-            };
-            self.store.spend(&spend).map_err(Stop::Failed)?;
-            self.reporter.publish(
-                "provider.response",
-                json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
-                       "input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens,
-                       "estimated": response.usage.estimated, "cost_usd": answered.cost_usd}),
-            );
-
-            // Parse: native calls, else calls the model printed as text.
-            let (text, calls) = if response.tool_calls.is_empty() && !native && !known.is_empty() {
-                crate::provider::text_calls::parse(&response.text, &known)
-            } else {
-                (response.text.clone(), response.tool_calls.clone())
-            };
-            if !outcome.answer.is_empty() && !text.is_empty() {
-                outcome.answer.push('\n');
-            }
-            outcome.answer.push_str(&text);
-            let assistant =
-                ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
-            let checkpoint = self.checkpoint(outcome, None);
-            let seq = self
-                .store
-                .append_checkpointed(self.session_id, &assistant, estimate_tokens(&response.text), &checkpoint)
-                .map_err(Stop::Failed)?;
-            if calls.is_empty() {
-                return Ok(());
-            }
-
-            self.execute(seq, step, calls, None, outcome).await?;
+        if outcome.steps >= limits.max_steps {
+            return Err(Stop::Limit(format!("steps per turn ({})", limits.max_steps)));
         }
+        if outcome.input_tokens + outcome.output_tokens >= limits.max_tokens {
+            return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
+        }
+        self.check_spend()
+    }
+
+    /// The next request: the system prompt and the session's context
+    /// (compacted first when it has grown too long).
+    async fn request(&self, prompt: &Prompt<'_>) -> Result<ChatRequest, Stop> {
+        let context = self.context(prompt.system_tokens, prompt.specs).await?;
+        let mut messages = vec![ChatMessage::text(Role::System, prompt.system.clone())];
+        messages.extend(context.into_iter().map(|stored| stored.message));
+        Ok(ChatRequest {
+            model: self.thinker.model().to_owned(),
+            messages,
+            tools: if prompt.native { prompt.specs.to_vec() } else { Vec::new() },
+            max_tokens: self.config.model.max_tokens,
+            temperature: self.config.model.temperature,
+        })
+    }
+
+    /// Think: one step, the request to the model, reported as it begins
+    /// and ends; its usage and spend are counted and stored before anything
+    /// else. Answers the step's number and the response.
+    async fn think(&self, request: &ChatRequest, outcome: &mut TurnOutcome) -> Result<(u32, ChatResponse), Stop> {
+        outcome.steps += 1;
+        let step = outcome.steps;
+        let began = Instant::now();
+        self.reporter.step(&self.think_step(step, None, None));
+        self.reporter.publish(
+            "provider.request",
+            json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "model": request.model}),
+        );
+        let on_text = |text: &str| self.reporter.text(text);
+        let answer = self.thinker.think(request, &on_text, &self.cancel).await;
+        let duration_ms = began.elapsed().as_millis() as u64;
+        self.reporter.step(&self.think_step(step, Some(answer.is_ok()), Some(duration_ms)));
+        let (response, answered) = match answer {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.reporter.publish(
+                    "provider.error",
+                    json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "error": error.to_string()}),
+                );
+                return Err(error.into());
+            }
+        };
+        outcome.input_tokens += response.usage.input_tokens;
+        outcome.output_tokens += response.usage.output_tokens;
+        outcome.cost_usd += answered.cost_usd;
+        let spend = SpendRow {
+            turn_id: self.turn_id,
+            provider: &answered.provider,
+            model: &answered.model,
+            usage: response.usage,
+            cost_usd: answered.cost_usd,
+        };
+        self.store.spend(&spend)?;
+        self.reporter.publish(
+            "provider.response",
+            json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
+                   "input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens,
+                   "estimated": response.usage.estimated, "cost_usd": answered.cost_usd}),
+        );
+        Ok((step, response))
+    }
+
+    /// The think step `step` as reported: begun (`ok` absent) or ended.
+    fn think_step(&self, step: u32, ok: Option<bool>, duration_ms: Option<u64>) -> TurnStep {
+        TurnStep { turn_id: self.turn_id.into(), step, kind: StepKind::Think, tool_name: None, ok, duration_ms }
+    }
+
+    /// Parse: the answer's calls (native ones, else the ones the model
+    /// printed as text), its text added to the turn's answer, and the
+    /// answer stored with the checkpoint. Its calls run next; without a
+    /// call the turn is answered.
+    fn parse(
+        &self,
+        prompt: &Prompt<'_>,
+        step: u32,
+        response: &ChatResponse,
+        outcome: &mut TurnOutcome,
+    ) -> Result<State, Stop> {
+        let (text, calls) = if response.tool_calls.is_empty() && !prompt.native && !prompt.known.is_empty() {
+            crate::provider::text_calls::parse(&response.text, &prompt.known)
+        } else {
+            (response.text.clone(), response.tool_calls.clone())
+        };
+        if !outcome.answer.is_empty() && !text.is_empty() {
+            outcome.answer.push('\n');
+        }
+        outcome.answer.push_str(&text);
+        let assistant =
+            ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
+        let checkpoint = self.checkpoint(outcome, None);
+        let seq = self.store.append_checkpointed(
+            self.session_id,
+            &assistant,
+            estimate_tokens(&response.text),
+            &checkpoint,
+        )?;
+        Ok(if calls.is_empty() { State::Answered } else { State::Execute { seq, step, calls, allowed: None } })
     }
 
     /// The checkpoint of this turn at `progress`, with the call running now.
@@ -410,9 +483,7 @@ impl Turn<'_> {
                     tool_calls: Vec::new(),
                     tool_call_id: Some(call.id.clone()),
                 };
-                self.store
-                    .append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None))
-                    .map_err(Stop::Failed)?;
+                self.store.append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None))?;
                 continue;
             }
             let began = Instant::now();
@@ -452,7 +523,7 @@ impl Turn<'_> {
                 None => {
                     // The checkpoint before the call: a restart from here
                     // runs it again with the same key, not twice.
-                    self.store.checkpoint(&self.checkpoint(outcome, Some(&action_id))).map_err(Stop::Failed)?;
+                    self.store.checkpoint(&self.checkpoint(outcome, Some(&action_id)))?;
                     tokio::select! {
                         result = self.tools.run(&action_id, &call.name, &call.arguments) => result,
                         () = self.cancel.cancelled() => return Err(Stop::Cancelled),
@@ -467,9 +538,7 @@ impl Turn<'_> {
             let tokens = estimate_tokens(&content);
             let message =
                 ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
-            self.store
-                .append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None))
-                .map_err(Stop::Failed)?;
+            self.store.append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None))?;
             halted = (self.after_tool)();
         }
         if let Some(why) = halted {
@@ -490,7 +559,7 @@ impl Turn<'_> {
             (limits.max_cost_per_month_usd, month, "cost per month"),
         ] {
             if let Some(limit) = limit {
-                let spent = self.store.spent_since(since).map_err(Stop::Failed)?;
+                let spent = self.store.spent_since(since)?;
                 if spent >= limit {
                     return Err(Stop::Limit(format!("{name} (${limit:.2}; spent ${spent:.4})")));
                 }
@@ -502,7 +571,7 @@ impl Turn<'_> {
     /// The session's context for the next request, compacted first when
     /// it passes its share of the context window.
     async fn context(&self, system_tokens: u64, specs: &[ToolSpec]) -> Result<Vec<store::Stored>, Stop> {
-        let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+        let context = self.store.context(self.session_id)?;
         let window = self.thinker.context_window().saturating_sub(u64::from(self.config.model.max_tokens));
         let threshold = (window as f64 * self.config.session.compact_at) as u64;
         let total = |messages: &[store::Stored]| system_tokens + messages.iter().map(|m| m.tokens).sum::<u64>();
@@ -519,11 +588,17 @@ impl Turn<'_> {
             let summary_tokens = estimate_tokens(&summary);
             let after = before - context[..split].iter().map(|m| m.tokens).sum::<u64>() + summary_tokens;
             if after < before {
-                self.store
-                    .compact(self.session_id, context[split - 1].seq, &summary, summary_tokens, before, after, false)
-                    .map_err(Stop::Failed)?;
+                self.store.compact(
+                    self.session_id,
+                    context[split - 1].seq,
+                    &summary,
+                    summary_tokens,
+                    before,
+                    after,
+                    false,
+                )?;
                 self.reporter.publish("session.compacted", json!({"agent": self.agent, "session_id": self.session_id, "tokens_before": before, "tokens_after": after}));
-                let compacted = self.store.context(self.session_id).map_err(Stop::Failed)?;
+                let compacted = self.store.context(self.session_id)?;
                 if total(&compacted) <= window {
                     return Ok(compacted);
                 }
@@ -531,7 +606,7 @@ impl Turn<'_> {
         }
         // The breaker: summarizing did not shrink the prompt enough (or
         // failed); cut the oldest messages, and say so.
-        let context = self.store.context(self.session_id).map_err(Stop::Failed)?;
+        let context = self.store.context(self.session_id)?;
         let split = compaction::truncation_point(&context, threshold.saturating_sub(system_tokens));
         if split == 0 {
             return Err(Stop::Limit(format!(
@@ -541,11 +616,17 @@ impl Turn<'_> {
         }
         let notice = format!("[{split} earlier messages were dropped to fit the context window]");
         let after = total(&context[split..]) + estimate_tokens(&notice);
-        self.store
-            .compact(self.session_id, context[split - 1].seq, &notice, estimate_tokens(&notice), before, after, true)
-            .map_err(Stop::Failed)?;
+        self.store.compact(
+            self.session_id,
+            context[split - 1].seq,
+            &notice,
+            estimate_tokens(&notice),
+            before,
+            after,
+            true,
+        )?;
         self.reporter.text(&format!("{notice}\n"));
-        self.store.context(self.session_id).map_err(Stop::Failed)
+        Ok(self.store.context(self.session_id)?)
     }
 
     /// The silent turn before a compaction (`specs/agent/README.md`,
@@ -555,7 +636,8 @@ impl Turn<'_> {
     /// Without `memory_store` among the agent's tools there is none. A
     /// failure costs only the flush: the compaction goes on.
     async fn flush_memory(&self, prefix: &[store::Stored], specs: &[ToolSpec]) {
-        let Some(spec) = specs.iter().find(|spec| spec.name == "memory_store") else { return };
+        const MEMORY_STORE: &str = BuiltIn::MemoryStore.name();
+        let Some(spec) = specs.iter().find(|spec| spec.name == MEMORY_STORE) else { return };
         let native = self.thinker.native_tools();
         let mut system = FLUSH_PROMPT.to_owned();
         if !native {
@@ -591,12 +673,12 @@ impl Turn<'_> {
             tracing::error!(agent = self.agent, "recording the memory flush's spend: {error}");
         }
         let calls = if response.tool_calls.is_empty() && !native {
-            crate::provider::text_calls::parse(&response.text, &["memory_store"]).1
+            crate::provider::text_calls::parse(&response.text, &[MEMORY_STORE]).1
         } else {
             response.tool_calls
         };
         let mut stored = 0;
-        for call in calls.iter().filter(|call| call.name == "memory_store").take(MAX_FLUSH_CALLS) {
+        for call in calls.iter().filter(|call| call.name == MEMORY_STORE).take(MAX_FLUSH_CALLS) {
             // Its own action IDs: the flush's answer is not a stored message.
             let action_id = format!("{}/flush-{}/{}", self.session_id, self.turn_id, call.id);
             let result = self.tools.call(&action_id, &call.name, &call.arguments).await;

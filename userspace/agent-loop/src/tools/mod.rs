@@ -4,7 +4,8 @@
 //! wasm-daemon's `execute_tool`.
 //!
 //! Owns: describing tools to the model (name, description, the JSON Schema
-//! of their arguments), what each call needs (`Permission`), and carrying
+//! of their arguments; the built-in tools' in `built_in`), what each call
+//! needs (`Permission`), and carrying
 //! a call to the component that runs it once security-agent's
 //! `check_policy` allows it (`specs/agent/README.md`, "Permissions and
 //! approvals"). Must not own: any permission decision. The policy decides
@@ -15,22 +16,68 @@
 //! the agent's `tool_calls` by wasm-daemon; the built-in calls are recorded
 //! here, in the same table, with the session.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
+mod built_in;
+
 use clawos_api::security_agent::{self, AgentPolicy, CheckPolicy, Decision, Permission};
 use clawos_api::wasm_daemon::{self, ExecuteTool, ToolRef};
-use clawos_ipc::IpcClient;
-use serde_json::{json, Value};
+use clawos_ipc::client::ConnectError;
+use clawos_ipc::{ComponentId, IpcClient};
+use serde_json::Value;
 
+pub use self::built_in::BuiltIn;
 use crate::provider::ToolSpec;
+
+/// Why agent-loop could not reach a component, or learn its tools.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The component's socket did not take the connection or the handshake.
+    #[error("connecting to {peer}: {source}")]
+    Connect {
+        /// The component.
+        peer: ComponentId,
+        /// Why.
+        #[source]
+        source: ConnectError,
+    },
+    /// wasm-daemon did not answer `method` (`tool_list`, `tool_inspect`).
+    #[error("wasm-daemon {method}: {source}")]
+    WasmDaemon {
+        /// The method.
+        method: &'static str,
+        /// Its error.
+        #[source]
+        source: clawos_api::CallError,
+    },
+}
+
+/// Why the agent database's tool-call records could not be read or written.
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    /// The database did not open.
+    #[error("{}: {source}", db.display())]
+    Open {
+        /// The agent database.
+        db: PathBuf,
+        /// AgentFS's reason.
+        #[source]
+        source: agentfs::Error,
+    },
+    /// A query or the insert failed.
+    #[error(transparent)]
+    AgentFs(#[from] agentfs::Error),
+    /// The blocking task that reads or writes them panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// Where a tool runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runs {
-    /// fs-engine, on the agent's files or memory.
-    BuiltIn,
+    /// fs-engine, on the agent's files or memory: a built-in tool.
+    BuiltIn(BuiltIn),
     /// wasm-daemon, in the sandbox.
     Wasm,
 }
@@ -49,54 +96,34 @@ pub struct Tool {
 /// The built-in tools: the agent's own files (paths relative to its
 /// directory, RULE-001), its memory, and a workspace's memory search.
 pub fn built_in() -> Vec<Tool> {
-    let tool = |name: &str, description: &str, parameters: Value| Tool {
-        spec: ToolSpec { name: name.into(), description: description.into(), parameters },
-        runs: Runs::BuiltIn,
-        needs: vec![match name {
-            "file_write" => Permission::FileWrite,
-            "memory_store" | "memory_forget" => Permission::MemoryWrite,
-            _ => Permission::Read,
-        }],
-    };
-    let path = json!({"type": "string", "description": "relative to your directory"});
-    vec![
-        tool("file_read", "Read a text file of yours.", json!({"type": "object", "properties": {"path": path}, "required": ["path"]})),
-        tool(
-            "file_write",
-            "Write (replace) a text file of yours.",
-            json!({"type": "object", "properties": {"path": path, "content": {"type": "string"}}, "required": ["path", "content"]}),
-        ),
-        tool("file_list", "List a directory of yours.", json!({"type": "object", "properties": {"path": path}})),
-        tool(
-            "memory_store",
-            "Remember something for later sessions. category: core (lasting facts, the default), daily (what happened today) or a name of your own.",
-            json!({"type": "object", "properties": {"content": {"type": "string"}, "category": {"type": "string"}}, "required": ["content"]}),
-        ),
-        tool(
-            "memory_recall",
-            "Recall what you remembered (and your files say) about a query.",
-            json!({"type": "object", "properties": {"query": {"type": "string"}, "category": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
-        ),
-        tool("memory_forget", "Forget a memory by its id.", json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]})),
-        tool(
-            "memory_search",
-            "Search memory for passages about a query.",
-            json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
-        ),
-    ]
+    BuiltIn::ALL
+        .into_iter()
+        .map(|tool| Tool {
+            spec: ToolSpec {
+                name: tool.name().into(),
+                description: tool.description().into(),
+                parameters: tool.parameters(),
+            },
+            runs: Runs::BuiltIn(tool),
+            needs: vec![tool.needs()],
+        })
+        .collect()
 }
 
 /// The installed WASM tools with their arguments' schemas, from
 /// wasm-daemon. A tool that does not load is left out (and logged).
-pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, String> {
+pub async fn wasm_tools(client: &IpcClient) -> Result<Vec<Tool>, Error> {
     let daemon = wasm_daemon::Client::new(client);
-    let list = daemon.tool_list(&clawos_api::NoParams {}).await.map_err(|e| format!("wasm-daemon tool_list: {e}"))?;
+    let list = daemon
+        .tool_list(&clawos_api::NoParams {})
+        .await
+        .map_err(|source| Error::WasmDaemon { method: "tool_list", source })?;
     let mut tools = Vec::new();
     for summary in list.tools {
         let details = daemon
             .tool_inspect(&ToolRef { tool_name: summary.tool_name.clone() })
             .await
-            .map_err(|e| format!("wasm-daemon tool_inspect: {e}"))?;
+            .map_err(|source| Error::WasmDaemon { method: "tool_inspect", source })?;
         match details.params_schema {
             Some(parameters) if details.loadable => {
                 // A tool granted any network access needs `network` too.
@@ -153,12 +180,12 @@ impl CallResult {
 }
 
 /// A connection to `peer` as agent-loop.
-pub async fn connect(peer: clawos_ipc::ComponentId) -> Result<IpcClient, String> {
-    let options = clawos_ipc::client::ClientOptions::new(clawos_ipc::ComponentId::AgentLoop.into());
+pub async fn connect(peer: ComponentId) -> Result<IpcClient, Error> {
+    let options = clawos_ipc::client::ClientOptions::new(ComponentId::AgentLoop.into());
     IpcClient::connect(peer, options)
         .await
         .map(|(client, _events)| client)
-        .map_err(|e| format!("connecting to {peer}: {e}"))
+        .map_err(|source| Error::Connect { peer, source })
 }
 
 /// Runs a turn's tool calls, in two halves so the turn can checkpoint
@@ -292,11 +319,11 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 wasm_daemon::Client::new(&cx.peers.wasm_daemon).with_timeout(clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT);
             daemon.execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
         }
-        Runs::BuiltIn => {
+        Runs::BuiltIn(built_in) => {
             let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
             match tokio::task::spawn_blocking(move || recorded(&db, &key))
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(RecordError::from)
                 .and_then(|found| found)
             {
                 Ok(Some(outcome)) => {
@@ -305,9 +332,11 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 }
                 Ok(None) => {
                     let started = SystemTime::now();
-                    let outcome =
-                        built_in_call(&cx.peers.fs_engine, agent, name, arguments, cx.memory_workspace, action_id)
-                            .await;
+                    // As text from here: the model reads it, the record keeps it.
+                    let outcome = built_in
+                        .call(&cx.peers.fs_engine, agent, arguments, cx.memory_workspace, action_id)
+                        .await
+                        .map_err(|e| e.to_string());
                     let (db, record_of) = (
                         cx.agent_db.to_owned(),
                         CallRecord {
@@ -321,7 +350,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                         record(&db, &record_of, &arguments_owned, &outcome_owned, started)
                     })
                     .await;
-                    if let Err(error) = written.map_err(|e| e.to_string()).and_then(|r| r) {
+                    if let Err(error) = written.map_err(RecordError::from).and_then(|r| r) {
                         tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
                     }
                     outcome
@@ -339,9 +368,9 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
 
 /// The outcome of the built-in call recorded with idempotency key `key`
 /// in the agent's `tool_calls`, if there is one.
-fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, String> {
-    let agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
-    Ok(agentfs.tool_call_by_key(key).map_err(|e| e.to_string())?.map(|call| call.outcome()))
+fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, RecordError> {
+    let agentfs = agentfs::AgentFs::open(db).map_err(|source| RecordError::Open { db: db.to_owned(), source })?;
+    Ok(agentfs.tool_call_by_key(key)?.map(|call| call.outcome()))
 }
 
 /// What a built-in call's record says it was.
@@ -360,8 +389,8 @@ fn record(
     arguments: &Value,
     outcome: &Result<Value, String>,
     started: SystemTime,
-) -> Result<(), String> {
-    let mut agentfs = agentfs::AgentFs::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
+) -> Result<(), RecordError> {
+    let mut agentfs = agentfs::AgentFs::open(db).map_err(|source| RecordError::Open { db: db.to_owned(), source })?;
     let call = agentfs::NewToolCall {
         name: &of.name,
         parameters: Some(arguments),
@@ -372,100 +401,8 @@ fn record(
         parent_call_id: None,
         idempotency_key: Some(&of.key),
     };
-    agentfs.record_tool_call(&call).map(drop).map_err(|e| e.to_string())
-}
-
-fn text_arg<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, String> {
-    arguments.get(key).and_then(Value::as_str).ok_or_else(|| format!("`{key}` (a string) is required"))
-}
-
-async fn built_in_call(
-    fs: &IpcClient,
-    agent: &str,
-    name: &str,
-    arguments: &Value,
-    memory_workspace: &str,
-    action_id: &str,
-) -> Result<Value, String> {
-    let fs = fs_engine::Client::new(fs);
-    let as_agent = Some(agent.to_owned());
-    match name {
-        "file_read" => {
-            let file = fs
-                .read_file(&ReadFile {
-                    path: text_arg(arguments, "path")?.into(),
-                    offset: 0,
-                    length: None,
-                    agent: as_agent,
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(Value::String(file.content.unwrap_or_else(|| "(binary file)".into())))
-        }
-        "file_write" => {
-            let params = WriteFile {
-                path: text_arg(arguments, "path")?.into(),
-                agent: as_agent,
-                content: Some(text_arg(arguments, "content")?.into()),
-                create_dirs: true,
-                ..WriteFile::default()
-            };
-            let written = fs.write_file(&params).await.map_err(|e| e.to_string())?;
-            Ok(json!({"path": written.path, "bytes_written": written.bytes_written}))
-        }
-        "file_list" => {
-            let path = arguments.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
-            let listing = fs.list_dir(&FilePath { path, agent: as_agent }).await.map_err(|e| e.to_string())?;
-            Ok(json!(listing.entries.iter().map(|entry| entry.name.clone()).collect::<Vec<_>>()))
-        }
-        "memory_store" => {
-            let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
-            // Once per action: a store asked for again after a crash finds its entry.
-            let params = MemoryStore {
-                agent: agent.into(),
-                content: text_arg(arguments, "content")?.into(),
-                category,
-                idempotency_key: Some(action_id.into()),
-            };
-            let entry = fs.memory_store(&params).await.map_err(|e| e.to_string())?;
-            Ok(json!({"id": entry.id, "category": entry.category, "path": entry.path}))
-        }
-        "memory_recall" => {
-            let category = arguments.get("category").and_then(Value::as_str).map(str::to_owned);
-            let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
-            let params =
-                MemoryRecall { agent: agent.into(), query: text_arg(arguments, "query")?.into(), category, limit };
-            let recall = fs.memory_recall(&params).await.map_err(|e| e.to_string())?;
-            Ok(json!(recall
-                .results
-                .iter()
-                .map(|hit| json!({"id": hit.id, "path": hit.path, "content": hit.content, "score": hit.score}))
-                .collect::<Vec<_>>()))
-        }
-        "memory_forget" => {
-            let entry = fs
-                .memory_forget(&MemoryId { agent: agent.into(), id: text_arg(arguments, "id")?.into() })
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(json!({"forgot": entry.id, "path": entry.path}))
-        }
-        "memory_search" => {
-            let limit = arguments.get("limit").and_then(Value::as_u64).map(|n| n.clamp(1, 20) as usize).or(Some(5));
-            let params = MemorySearch {
-                workspace: memory_workspace.into(),
-                query: text_arg(arguments, "query")?.into(),
-                limit,
-                fusion: None,
-            };
-            let found = fs.memory_search(&params).await.map_err(|e| e.to_string())?;
-            Ok(json!(found
-                .results
-                .iter()
-                .map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score}))
-                .collect::<Vec<_>>()))
-        }
-        other => Err(format!("`{other}` is not a built-in tool")),
-    }
+    agentfs.record_tool_call(&call)?;
+    Ok(())
 }
 
 /// Cuts `content` to at most `max` bytes (at a character boundary), with a
