@@ -199,20 +199,84 @@ vm_kill() {
   return 0
 }
 
-# check NAME CMD...: runs CMD, counts and reports the result, with its
-# time when it took 10 s or more (the suite's time is spent in few checks),
-# and records the time in VM_TIMES (scripts/times-report.sh).
+# check NAME CMD...: runs CMD on the host (most checks run vm_ssh), and
+# reports it (check_report).
 check() {
   local name=$1; shift
-  local output status=0 t0=$SECONDS took=""
+  local output status=0 t0=$SECONDS
   output=$("$@" 2>&1) || status=$?
-  (( SECONDS - t0 < 10 )) || took=" [$((SECONDS - t0)) s]"
-  [[ -z ${VM_TIMES:-} ]] || printf 'check\t%s\t%s\n' "$((SECONDS - t0))" "$name" >> "$VM_TIMES"
+  check_report "$name" "$status" "$((SECONDS - t0))" "$output"
+}
+
+# check_report NAME STATUS SECONDS OUTPUT: counts and prints a check's
+# result, with its time when it took 10 s or more (the suite's time is
+# spent in few checks) and the end of its output when it failed, and
+# records the time in VM_TIMES (scripts/times-report.sh).
+check_report() {
+  local name=$1 status=$2 took="" output=$4
+  (( $3 < 10 )) || took=" [$3 s]"
+  [[ -z ${VM_TIMES:-} ]] || printf 'check\t%s\t%s\n' "$3" "$name" >> "$VM_TIMES"
   if ((status == 0)); then
     PASSED=$((PASSED + 1)); printf '  ok   %s%s\n' "$name" "$took"
   else
     FAILED=$((FAILED + 1)); printf '  FAIL %s%s\n%s\n' "$name" "$took" "$(tail -n 30 <<<"$output" | sed 's/^/       /')"
   fi
+}
+
+# Checks that need nothing of the host run in the guest, from files of
+# their own (NN-name.guest.sh beside the host's NN-name.sh, with
+# tests/vm/guest/lib.sh's check): pushed once per boot, and run a group of
+# files to one SSH session, not a session per check.
+
+# vm_push_checks: tests/vm into the booted guest (/run/clawos-test/vm, a
+# tmpfs gone at the next boot), with env.sh holding the host's values the
+# guest files read: this build's version, root hash and kernel release.
+vm_push_checks() {
+  local env
+  env=$(printf 'version=%q\nroothash=%q\nkernel_release=%q\n' "${version:-}" "${roothash:-}" "$(cat "$OUT/kernel/release" 2>/dev/null)")
+  tar -C "$REPO/tests/vm" --exclude=target -cf - . |
+    vm_ssh 'rm -rf /run/clawos-test/vm && mkdir -p /run/clawos-test/vm && tar -xf - -C /run/clawos-test/vm' &&
+    vm_ssh 'cat > /run/clawos-test/vm/guest/env.sh' <<<"$env"
+}
+
+# guest_checks FILE...: runs guest check files (paths relative to
+# tests/vm) in one SSH session and reports each check as check does. A
+# session that ends before the files did (SSH, or the guest, went away) is
+# a failure of its own.
+guest_checks() {
+  local line status secs name output="" done=0 pending=""
+  flush_pending() {
+    [[ -n $pending ]] || return 0
+    IFS=$'\t' read -r status secs name <<<"$pending"
+    check_report "$name" "$([[ $status == ok ]] && echo 0 || echo 1)" "$secs" "${output%$'\n'}"
+    pending="" output=""
+  }
+  while IFS= read -r line; do
+    case $line in
+      @@check$'\t'*) flush_pending; pending=${line#@@check$'\t'} ;;
+      @@out$'\t'*) output+="${line#@@out$'\t'}"$'\n' ;;
+      @@log$'\t'*) flush_pending; log "${line#@@log$'\t'}" ;;
+      @@done) flush_pending; done=1 ;;
+      *) flush_pending; printf '%s\n' "$line" ;;
+    esac
+  done < <(vm_ssh "bash /run/clawos-test/vm/guest/run.sh $*" 2>&1)
+  flush_pending
+  ((done)) || check_report "the guest's checks in $* ran to their end" 1 0 "the SSH session ended before the guest's run did"
+}
+
+# run_checks DIR: DIR's check files in order: a host file (NN-name.sh) is
+# sourced here; guest files (NN-name.guest.sh) next to each other run in
+# the guest together (guest_checks). Pushes the files first (once a boot).
+run_checks() {
+  local file group=()
+  vm_push_checks || { check_report "the check files are pushed into the guest" 1 0 "vm_push_checks failed"; return; }
+  for file in "$REPO/tests/vm/$1"/*.sh; do
+    if [[ $file == *.guest.sh ]]; then group+=("${file#"$REPO/tests/vm/"}"); continue; fi
+    (( ${#group[@]} == 0 )) || { guest_checks "${group[@]}"; group=(); }
+    # shellcheck source=/dev/null  # each check file is checked on its own
+    source "$file"
+  done
+  (( ${#group[@]} == 0 )) || guest_checks "${group[@]}"
 }
 
 # lane NAME CMD...: runs CMD (boots and their checks, on VMs of its own)

@@ -68,10 +68,7 @@ VM_DISK_SIZE=4G
 vm_start "$IMAGE" "$VMS/main" --fresh --disk-size "$VM_DISK_SIZE"
 vm_wait_ready "$BOOT_TIMEOUT" || die "the image did not boot"
 READY_FIRST=$VM_READY_S
-for t in "$REPO"/tests/vm/checks/*.sh; do
-  # shellcheck source=/dev/null  # each check file is checked on its own
-  source "$t"
-done
+run_checks checks
 log "boot 1 done; powering off"
 vm_poweroff
 
@@ -80,10 +77,7 @@ log "boot 2: same disk and TPM state"
 vm_start "$IMAGE" "$VMS/main"
 if vm_wait_ready "$BOOT_TIMEOUT"; then
   READY_SECOND=$VM_READY_S
-  for t in "$REPO"/tests/vm/after-reboot/*.sh; do
-    # shellcheck source=/dev/null  # each check file is checked on its own
-    source "$t"
-  done
+  run_checks after-reboot
   UNSEAL_MS=$(vm_ssh "journalctl -b -u clawos-security-agent -o cat" | sed -n 's/.*unsealed in \([0-9]*\) ms.*/\1/p' | tail -n 1) || true
   CLAWFS_FORMAT_S=$(vm_ssh "journalctl -u clawos-clawfs-format -o cat" | sed -n 's/^clawfs-keys: formatted in \([0-9]*\) s.*/\1/p' | tail -n 1) || true
   vm_poweroff

@@ -1,8 +1,8 @@
-# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
+# shellcheck shell=bash
 # Workspace snapshots (issue 8, specs/clawfs/README.md "Snapshots") through
 # fs-engine: a snapshot taken online brings back the workspace's memory of
 # its moment.
-check "workspaces: a restored snapshot brings back the memory of its moment" vm_ssh '
+snapshot_restores_memory() {
   set -e
   clawctl workspace create vm-snap >/dev/null
   printf "# Alpha\nThe heron stands in the reeds.\n" > /tmp/vm-snap-a.md
@@ -15,4 +15,6 @@ check "workspaces: a restored snapshot brings back the memory of its moment" vm_
   clawctl workspace snapshot restore vm-snap "$snap"
   clawctl memory search -w vm-snap --json otter | jq -e "all(.results[]; .path | endswith(\"vm-snap-b.md\") | not)"
   clawctl memory search -w vm-snap --json heron | jq -e "any(.results[]; .path | endswith(\"vm-snap-a.md\"))"
-  clawctl workspace delete vm-snap >/dev/null'
+  clawctl workspace delete vm-snap >/dev/null
+}
+check "workspaces: a restored snapshot brings back the memory of its moment" snapshot_restores_memory

@@ -1,8 +1,0 @@
-# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
-# A TPM 2.0 is present and the boot chain measured the UKI into it.
-check "tpm: /dev/tpmrm0 is present" vm_ssh 'test -c /dev/tpmrm0'
-check "tpm: PCR 4 (firmware: the UKI) and PCR 11 (systemd-stub: its sections) are non-zero" vm_ssh '
-  pcrs=$(tpm2_pcrread sha256:4,11) || exit 1
-  echo "$pcrs"
-  echo "$pcrs" | grep -qE "^ +4 *: 0x[0-9A-F]{64}$" && echo "$pcrs" | grep -qE "^ +11 *: 0x[0-9A-F]{64}$" &&
-    ! echo "$pcrs" | grep -qE ": 0x0{64}$"'
