@@ -1,21 +1,4 @@
 # shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
-# systemd reports no failed unit and every ClawOS unit is active.
-check "units: no failed units" vm_ssh 'test -z "$(systemctl --failed --no-legend --plain)" || { systemctl --failed; false; }'
-check "units: every enabled ClawOS socket and long-running service is active" vm_ssh '
-  rc=0
-  for unit in $(systemctl list-unit-files --no-legend --plain "clawos-*" | awk "\$2==\"enabled\" {print \$1}"); do
-    [ "$(systemctl show -P Type "$unit")" = oneshot ] && continue
-    systemctl is-active -q "$unit" || { echo "$unit is $(systemctl is-active "$unit")"; rc=1; }
-  done
-  exit $rc'
-check "ssh: host key was generated on this box, not baked into the image" \
-  vm_ssh 'test -s /var/lib/clawos/ssh/ssh_host_ed25519_key && ! ls /etc/ssh/ssh_host_* 2>/dev/null'
-# The key's directory is the root's alone; the directory above it must stay
-# passable, or no component reaches its state directory
-# (clawos-ssh-hostkey.service makes it with StateDirectory=).
-check "ssh: the host key's directory is 0700, /var/lib/clawos above it 0755" \
-  vm_ssh 'test "$(stat -c "%a %U" /var/lib/clawos/ssh)" = "700 root" && test "$(stat -c "%a %U" /var/lib/clawos)" = "755 root"'
-
 # systemd's own exposure score of each ClawOS service (`systemd-analyze
 # security`: 0 is the most confined, 10 the least), against the scores
 # recorded in tests/vm/units-exposure.txt: a unit scoring worse than its

@@ -1,8 +1,8 @@
-# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
+# shellcheck shell=bash
 # fs-engine's file methods: an agent (here the operator acting as one with
 # --as, with that agent's rights only) stays inside its own directory
 # (RULE-001), and every request, allowed or refused, is in the audit log.
-check "clawfs: an agent's files stay in its own directory and every request is audited" vm_ssh '
+agent_files_confined_and_audited() {
   set -e
   log=/var/log/clawos/clawfs-audit.log
   test "$(stat -c %U:%G:%a $log)" = clawos-fs-engine:clawos-clawfs-audit:660
@@ -19,11 +19,13 @@ check "clawfs: an agent's files stay in its own directory and every request is a
   grep -q "\[INFO\] agent=kernel-engine operation=read path=/clawfs/agents/kernel-engine/notes/plan.md bytes=7 caller=operator$" $log
   grep -q "\[WARN\] agent=kernel-engine operation=read path=/clawfs/agents/fs-engine/identity.json denied=true reason=.*RULE-001" $log
   grep -q "\[WARN\] agent=kernel-engine operation=write path=../fs-engine/planted denied=true" $log
-  grep -q "\[INFO\] agent=kernel-engine operation=delete path=/clawfs/agents/kernel-engine/notes/plan.md caller=operator$" $log'
+  grep -q "\[INFO\] agent=kernel-engine operation=delete path=/clawfs/agents/kernel-engine/notes/plan.md caller=operator$" $log
+}
+check "clawfs: an agent's files stay in its own directory and every request is audited" agent_files_confined_and_audited
 
 # The image's embedder is all-MiniLM-L6-v2, run inside fs-engine: a query
 # finds the note it means although they share no word.
-check "clawfs: the in-box MiniLM model finds a note that shares no words with the query" vm_ssh '
+minilm_finds_by_meaning() {
   set -e
   clawctl workspace create vm-semantic >/dev/null
   printf "# Pets\n\nMy dog loves chasing the ball across the park every morning.\n" > /tmp/pets.md
@@ -32,7 +34,9 @@ check "clawfs: the in-box MiniLM model finds a note that shares no words with th
   clawctl memory index -w vm-semantic /tmp/pets.md /tmp/finance.md /tmp/weather.md >/dev/null
   answer=$(clawctl search -w vm-semantic --json storm forecast)
   echo "$answer" | jq -e ".vector.status == \"ran\" and (.results[0].path | endswith(\"weather.md\"))" >/dev/null || { echo "$answer"; exit 1; }
-  clawctl workspace delete vm-semantic >/dev/null'
+  clawctl workspace delete vm-semantic >/dev/null
+}
+check "clawfs: the in-box MiniLM model finds a note that shares no words with the query" minilm_finds_by_meaning
 
 # fs-engine loads the model in the background at idle priority (SCHED_IDLE,
 # which its unit's system call filter must allow), not on a search's path:
@@ -40,13 +44,13 @@ check "clawfs: the in-box MiniLM model finds a note that shares no words with th
 # loaded) is caught while it loads and its policy read from the kernel
 # (/proc/<pid>/task/<tid>/stat, field 41: 5 is SCHED_IDLE); then the load
 # must finish.
-check "clawfs: fs-engine loads the model in a thread at idle priority (SCHED_IDLE), and it loads" vm_ssh '
+model_preloaded_at_idle_priority() {
   since=$(date +%s)
   systemctl restart clawos-fs-engine || exit 1
   pid=$(systemctl show -P MainPID clawos-fs-engine) policy=""
   for _ in $(seq 400); do
-    for task in /proc/$pid/task/*; do
-      test "$(cat $task/comm 2>/dev/null)" = minilm-preload && policy=$(awk "{ print \$41 }" $task/stat 2>/dev/null) && break 2
+    for task in "/proc/$pid/task/"*; do
+      test "$(cat "$task/comm" 2>/dev/null)" = minilm-preload && policy=$(awk "{ print \$41 }" "$task/stat" 2>/dev/null) && break 2
     done
     sleep 0.05
   done
@@ -54,7 +58,9 @@ check "clawfs: fs-engine loads the model in a thread at idle priority (SCHED_IDL
   echo "minilm-preload policy $policy"
   test "$policy" = 5 || exit 1
   for _ in $(seq 60); do
-    journalctl -u clawos-fs-engine --since @$since -o cat | grep -qx "embedding model loaded" && exit 0
+    journalctl -u clawos-fs-engine --since "@$since" -o cat | grep -qx "embedding model loaded" && exit 0
     sleep 2
   done
-  journalctl -u clawos-fs-engine --since @$since -o cat | tail -n 20; exit 1'
+  journalctl -u clawos-fs-engine --since "@$since" -o cat | tail -n 20; exit 1
+}
+check "clawfs: fs-engine loads the model in a thread at idle priority (SCHED_IDLE), and it loads" model_preloaded_at_idle_priority
