@@ -294,6 +294,8 @@ lane() {
   (
     # shellcheck disable=SC2030  # the lane's own counts, handed on through its counts file
     PASSED=0 FAILED=0 t0=$SECONDS
+    # The main line's VM and shared connection are not the lane's to end.
+    VM_PID="" VM_SSH_SOCKET=""
     trap vm_kill EXIT
     "$@"
     [[ -z ${VM_TIMES:-} ]] || printf 'phase\t%s\t%s\n' "$((SECONDS - t0))" "$name (a lane)" >> "$VM_TIMES"
