@@ -294,8 +294,9 @@ lane() {
   (
     # shellcheck disable=SC2030  # the lane's own counts, handed on through its counts file
     PASSED=0 FAILED=0 t0=$SECONDS
-    # The main line's VM and shared connection are not the lane's to end.
-    VM_PID="" VM_SSH_SOCKET=""
+    # The main line's VM and shared connection are not the lane's to end;
+    # its own connections' sockets go in a directory of its own.
+    VM_PID="" VM_SSH_SOCKET="" VM_SSH_DIR=$(mktemp -d /tmp/clawos-vm-ssh.XXXXXX)
     trap vm_kill EXIT
     "$@"
     [[ -z ${VM_TIMES:-} ]] || printf 'phase\t%s\t%s\n' "$((SECONDS - t0))" "$name (a lane)" >> "$VM_TIMES"
