@@ -14,10 +14,10 @@
 # failed".
 #
 # The main line is boot 1, boot 2 and the update boots, one after the other
-# on one disk and TPM. Two parts that share nothing with it run as lanes
-# beside it (lane, tests/vm/lib.sh): `make usb` and the tampered image
-# beside boot 1, and boots 3-4 (on a copy of the disk after boot 2) beside
-# the update boots.
+# on one disk and TPM. Parts that share nothing with it run as lanes beside
+# it (lane, tests/vm/lib.sh): `make usb`, the tampered image and building
+# the updates beside boot 1, and boots 3-4 (on a copy of the disk after
+# boot 2) beside the update boots.
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
 source "$REPO/tests/vm/clawfs-tamper.sh"
@@ -29,6 +29,7 @@ BOOT_TIMEOUT=${CLAWOS_BOOT_TIMEOUT:-900}
 source "$OUT/image/sealed.env"
 # shellcheck disable=SC2154  # the variables sealed.env sets, which shellcheck cannot see
 : "${version:?}" "${roothash:?}" "${cmdline:?}" "${esp_offset:?}" "${esp_bytes:?}" "${root_offset:?}"
+source "$REPO/tests/vm/update.sh"
 trap 'vm_kill; lanes_kill' EXIT
 # Each check's and phase's time, for the report at the end: make test's
 # (scripts/test.sh, CLAWOS_TEST_TIMES), or this suite's own when run alone.
@@ -36,10 +37,11 @@ VM_TIMES=${CLAWOS_TEST_TIMES:-$VMS/times.tsv}
 mkdir -p "$VMS"
 [[ -n ${CLAWOS_TEST_TIMES:-} ]] || : > "$VM_TIMES"
 
-# The tampered image and `make usb` need no VM of the main line: a lane,
-# beside boot 1's first boot.
-tampered_and_usb() {
+# The tampered image, `make usb` and building the updates need no VM of the
+# main line: a lane, beside boot 1's first boot.
+tampered_usb_and_updates() {
   source "$REPO/tests/vm/usb.sh"
+  check "update: make update-artifacts builds $UPDATE_V2 and $UPDATE_V3 (a broken router), signed" update_build
   log "boot 5: tampered root filesystem (one flipped byte)"
   cp --sparse=always "$IMAGE" "$VMS/tampered.raw"
   # A byte of the erofs superblock's UUID field: erofs itself would never notice
@@ -59,7 +61,7 @@ PY
     bash -c "! grep -q 'Reached target.*Multi-User' '$VM_SERIAL'"
   rm -f "$VMS/tampered.raw"
 }
-lane "tampered and usb" tampered_and_usb
+lane tampered-usb-updates tampered_usb_and_updates
 
 phase "boot 1"
 log "boot 1: fresh VM"
@@ -71,6 +73,7 @@ READY_FIRST=$VM_READY_S
 run_checks checks
 log "boot 1 done; powering off"
 vm_poweroff
+lane_join tampered-usb-updates
 
 phase "boot 2"
 log "boot 2: same disk and TPM state"
@@ -142,10 +145,8 @@ changed_cmdline_boots() {
 lane "boots 3-4" changed_cmdline_boots
 
 phase "updates"
-source "$REPO/tests/vm/update.sh"
+update_boots
 lane_join "boots 3-4"
-
-lane_join "tampered and usb"
 
 phase floor
 log "floor: the same kernel booting a minimal initramfs"

@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2016,SC2154  # the guest's commands are single-quoted: their $ expands in the guest; version is sealed.env's, sourced by run.sh
 # The update boots of tests/vm/run.sh (specs/update/README.md), on the main
-# VM's disk and TPM after boot 2. The updates are served over HTTP from the
+# VM's disk and TPM after boot 2 (update_boots), with the updates built
+# beside boot 1 (update_build). The updates are served over HTTP from the
 # host (the guest reaches the host's loopback as 10.0.2.2), made by
 # scripts/update-artifacts.sh and signed with the release key the image
 # trusts: $version.2, and $version.3 whose router cannot start.
@@ -167,19 +168,31 @@ power_cut_survived() {
     clawctl fs check /clawfs/agents/wasm-agent/workspace.db"
 }
 
-UPDATE_BUILD_T0=$(date +%s)
-log "update: building $UPDATE_V2 and $UPDATE_V3 (make update-artifacts)"
+# update_build: $UPDATE_V2's and $UPDATE_V3's files (make
+# update-artifacts) from the image's OS tree. It needs no VM, so run.sh runs
+# it in a lane beside boot 1; its time goes to $VMS/update-build.s.
 # $UPDATE_V3's router cannot start, and its gate gives up after 20 s rather
 # than 300, so its three tries take minutes.
-broken="$VMS/update-broken-tree"; rm -rf "$broken"
-mkdir -p "$broken/usr/lib/systemd/system/clawos-router.service.d" "$broken/usr/lib/systemd/system/clawos-update-gate.service.d"
-printf '[Service]\nExecStart=\nExecStart=/bin/false\n' > "$broken/usr/lib/systemd/system/clawos-router.service.d/99-broken.conf"
-printf '[Service]\nExecStart=\nExecStart=/usr/bin/clawctl update gate --timeout-s 20\n' \
-  > "$broken/usr/lib/systemd/system/clawos-update-gate.service.d/99-test.conf"
-if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
-   UPDATE_VERSION="$UPDATE_V3" UPDATE_EXTRA_TREE="$broken" bash "$REPO/scripts/update-artifacts.sh"; then
+update_build() {
+  local t0=$SECONDS broken="$VMS/update-broken-tree"
+  rm -f "$VMS/update-build.s"; rm -rf "$broken"
+  mkdir -p "$broken/usr/lib/systemd/system/clawos-router.service.d" "$broken/usr/lib/systemd/system/clawos-update-gate.service.d"
+  printf '[Service]\nExecStart=\nExecStart=/bin/false\n' > "$broken/usr/lib/systemd/system/clawos-router.service.d/99-broken.conf"
+  printf '[Service]\nExecStart=\nExecStart=/usr/bin/clawctl update gate --timeout-s 20\n' \
+    > "$broken/usr/lib/systemd/system/clawos-update-gate.service.d/99-test.conf"
+  UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
+    UPDATE_VERSION="$UPDATE_V3" UPDATE_EXTRA_TREE="$broken" bash "$REPO/scripts/update-artifacts.sh" &&
+    echo "$((SECONDS - t0))" > "$VMS/update-build.s"
+}
+
+# update_boots: boots U1-U7 on the main VM's disk, with the files
+# update_build made.
+update_boots() {
+  if [[ ! -s $VMS/update-build.s ]]; then
+    FAILED=$((FAILED + 1)); echo "  FAIL the update boots: no update was built (update_build)"; return
+  fi
   # shellcheck disable=SC2034  # read by the summary of run.sh
-  UPDATE_BUILD_S=$(( $(date +%s) - UPDATE_BUILD_T0 ))
+  UPDATE_BUILD_S=$(cat "$VMS/update-build.s")
   update_serve
   # shellcheck disable=SC2034  # read by the summary of run.sh
   UPDATE_DOWNLOAD_MIB=$(du -cm --apparent-size "$OUT/update/$UPDATE_V2"/clawos_* | tail -n 1 | cut -f1)
@@ -279,6 +292,4 @@ if UPDATE_VERSION="$UPDATE_V2" bash "$REPO/scripts/update-artifacts.sh" &&
     FAILED=$((FAILED + 1)); echo "  FAIL boot U7 (back on $UPDATE_V2)"
   fi
   kill "$HTTP_PID" 2>/dev/null || true
-else
-  FAILED=$((FAILED + 1)); echo "  FAIL make update-artifacts"
-fi
+}
