@@ -507,6 +507,7 @@ mod tests {
         }
         let fifo =
             std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         for purpose in [OpenFor::Read, OpenFor::Write] {
             assert!(open_beneath(dir.path(), "asked", &["workspaces", "pipe"], purpose).is_err(), "{purpose:?}");

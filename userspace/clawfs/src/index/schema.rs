@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn an_index_opened_on_a_directory_without_its_workspace_database_makes_none() {
         let dir = tempfile::tempdir().unwrap();
-        let error = open_connection(dir.path()).err().expect("no workspace database");
+        let error = open_connection(dir.path()).expect_err("no workspace database");
         assert!(error.to_string().contains(DATABASE_FILE), "{error}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
