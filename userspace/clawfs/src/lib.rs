@@ -43,6 +43,7 @@ mod error;
 pub mod files;
 mod identity;
 mod index;
+pub mod layout;
 pub mod memory;
 pub mod names;
 pub mod namespace;
@@ -57,7 +58,8 @@ pub use identity::{
     Heuristic, History, Identity, IdentityBackup, LearnedPattern, Memory, Performance, State, IDENTITY_BACKUPS_KEPT,
     IDENTITY_VERSION,
 };
-pub use index::{digest_chunk, IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
+pub use index::{digest_chunk, IndexReport, MemoryIndex};
+pub use layout::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
 pub use namespace::{
     agent_dir, create_namespace, identity_checksum, initial_identity, DirSpec, NamespaceReport, Owners,
     AGENT_DIR_GROUP, AGENT_DIR_MODE, AGENT_DIR_OWNER, TOP_LEVEL,

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::embed::Embedder;
 use crate::error::{io, Error, Result};
-use crate::index::{open_agentfs, MemoryIndex, DATABASE_FILE};
+use crate::index::{open_agentfs, MemoryIndex};
+use crate::layout::{agent_dir, AGENTS_DIR, DATABASE_FILE, METADATA_FILE, SNAPSHOTS_DIR};
 use crate::names::{validate_workspace_name, validate_workspace_to_open};
 
 /// HNSW parameters, stored per workspace in `metadata.json`; their ranges
@@ -135,7 +136,7 @@ impl Clawfs {
 
     /// `/clawfs/workspaces`.
     pub fn workspaces_dir(&self) -> PathBuf {
-        self.config.root.join("workspaces")
+        crate::layout::workspaces_dir(&self.config.root)
     }
 
     /// The directory of workspace `name` (validated).
@@ -148,7 +149,7 @@ impl Clawfs {
     /// workspace.
     pub fn init(&self, owners: crate::Owners) -> Result<crate::NamespaceReport> {
         let mut report = crate::create_namespace(&self.config.root, owners)?;
-        if !self.workspaces_dir().join("default").join("metadata.json").exists() {
+        if !self.workspaces_dir().join("default").join(METADATA_FILE).exists() {
             self.create_unchecked("default", "system")?;
             report.created.push("workspaces/default".into());
         }
@@ -184,10 +185,10 @@ impl Clawfs {
             encryption_enabled: false,
         };
         let created = (|| {
-            fs::create_dir(dir.join("snapshots")).map_err(io("create directory", dir.join("snapshots")))?;
+            fs::create_dir(dir.join(SNAPSHOTS_DIR)).map_err(io("create directory", dir.join(SNAPSHOTS_DIR)))?;
             let db = dir.join(DATABASE_FILE);
             open_agentfs(&db)?;
-            write_json_atomic(&dir.join("metadata.json"), &metadata)
+            write_json_atomic(&dir.join(METADATA_FILE), &metadata)
         })();
         if let Err(error) = created {
             // A half-made workspace would block the name; take it away again.
@@ -253,10 +254,10 @@ impl Clawfs {
     /// parameters hold, and `workspace_id` in its search hits is
     /// `agents/<agent>`.
     pub fn open_agent_memory(&self, agent: &str, embedder: Option<Arc<dyn Embedder>>) -> Result<MemoryIndex> {
-        let dir = crate::namespace::agent_dir(&self.config.root, agent)?;
+        let dir = agent_dir(&self.config.root, agent)?;
         let now = now_rfc3339();
         let metadata = WorkspaceMetadata {
-            workspace_id: format!("agents/{agent}"),
+            workspace_id: format!("{AGENTS_DIR}/{agent}"),
             created_at: now.clone(),
             updated_at: now,
             vector_dimension: self.config.vector_dimension,
@@ -276,13 +277,13 @@ impl Clawfs {
         metadata.vector_dimension = embedder.dimension();
         let count = MemoryIndex::reembed(&dir, &metadata, embedder)?;
         metadata.updated_at = now_rfc3339();
-        write_json_atomic(&dir.join("metadata.json"), &metadata)?;
+        write_json_atomic(&dir.join(METADATA_FILE), &metadata)?;
         Ok(count)
     }
 }
 
 fn read_metadata(dir: &Path) -> Result<WorkspaceMetadata> {
-    let path = dir.join("metadata.json");
+    let path = dir.join(METADATA_FILE);
     let bytes = fs::read(&path).map_err(io("read", &path))?;
     serde_json::from_slice(&bytes).map_err(|source| Error::Json { path, source })
 }

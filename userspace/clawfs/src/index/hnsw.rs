@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use usearch::{IndexOptions, MetricKind, ScalarKind};
 
 use super::schema::{bytes_vector, sqlite, VectorState};
-use super::{MemoryIndex, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
+use super::MemoryIndex;
 use crate::error::{io, Error, Result};
+use crate::layout::{HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
 use crate::workspace::{write_json_atomic, WorkspaceMetadata};
 
 /// How the HNSW graph stores its vectors ([`quantize`]) and compares them.

@@ -24,8 +24,8 @@
 //! in and out, vectors brought along, re-embedding) and `query` (hybrid
 //! search, nearest vectors, the digest). This file holds what they share:
 //! [`MemoryIndex`] and opening it.
-//! Must not own: a workspace's directory and `metadata.json`
-//! ([`crate::Clawfs`]), cutting Markdown into chunks ([`crate::chunk`]),
+//! Must not own: the names of its files ([`crate::layout`]), a workspace's
+//! directory and `metadata.json` ([`crate::Clawfs`]), cutting Markdown into chunks ([`crate::chunk`]),
 //! fusing rankings ([`crate::search`]), or an agent's memory entries
 //! ([`crate::memory`]).
 
@@ -43,6 +43,7 @@ use usearch::Index;
 use crate::bm25::{self, ChunkLengths};
 use crate::embed::Embedder;
 use crate::error::Result;
+use crate::layout::{HNSW_FILE, SEARCH_FILE};
 use crate::workspace::WorkspaceMetadata;
 use hnsw::hnsw_error;
 use schema::{open_connection, read_state, sqlite, VectorState, FTS_DOCSIZE_TABLE};
@@ -50,19 +51,6 @@ use schema::{open_connection, read_state, sqlite, VectorState, FTS_DOCSIZE_TABLE
 pub use query::digest_chunk;
 pub(crate) use schema::open_agentfs;
 pub use write::IndexReport;
-
-/// The workspace database's file name.
-pub const DATABASE_FILE: &str = "workspace.db";
-/// The search index's database (chunks, their FTS5 table, vectors),
-/// beside the workspace database. A file of its own: the reference AgentFS
-/// SDK's engine cannot open a database holding an FTS5 table, and the
-/// workspace database must stay one it opens (specs/clawfs/README.md,
-/// "Search index").
-pub const SEARCH_FILE: &str = "search.db";
-/// The HNSW index file, beside the database.
-pub const HNSW_FILE: &str = "workspace.hnsw";
-/// What the HNSW file holds, for the check on open.
-pub const HNSW_SIDECAR_FILE: &str = "workspace.hnsw.json";
 
 /// An open workspace memory index.
 pub struct MemoryIndex {

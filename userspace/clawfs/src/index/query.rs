@@ -15,9 +15,10 @@ use sha2::{Digest, Sha256};
 
 use super::hnsw::{hnsw_error, quantize};
 use super::schema::{bytes_vector, sqlite, FTS_DOCSIZE_TABLE};
-use super::{MemoryIndex, HNSW_FILE, SEARCH_FILE};
+use super::MemoryIndex;
 use crate::bm25::{self, ChunkLengths};
 use crate::error::{Error, Result};
+use crate::layout::{HNSW_FILE, SEARCH_FILE};
 use crate::search::{fuse, LegReport, SearchHit, SearchRequest, SearchResponse};
 
 /// Hits each leg of a top-`limit` search fetches before fusion.

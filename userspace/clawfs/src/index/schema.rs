@@ -16,8 +16,8 @@ use rusqlite::{params, Connection, Transaction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{DATABASE_FILE, SEARCH_FILE};
 use crate::error::{Error, Result};
+use crate::layout::{DATABASE_FILE, SEARCH_FILE};
 
 /// FTS5's record of each chunk's length in tokens, which [`crate::bm25`]
 /// caches.

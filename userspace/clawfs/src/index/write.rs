@@ -20,11 +20,12 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use super::schema::{open_connection, sqlite, vector_bytes, vector_hash, write_state, VectorState, FTS_DOCSIZE_TABLE};
-use super::{MemoryIndex, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
+use super::MemoryIndex;
 use crate::bm25::ChunkLengths;
 use crate::chunk::{chunk_markdown, Chunk};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
+use crate::layout::{HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
 use crate::workspace::WorkspaceMetadata;
 
 /// Texts embedded per embedder call while re-embedding.
