@@ -21,10 +21,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::fsio::{dir_entries, write_json_atomic};
 use crate::layout::{agents_dir, identity_backups_dir, IDENTITY_FILE};
 use crate::names::validate_agent_name;
 use crate::namespace::{identity_checksum, initial_identity};
-use crate::workspace::{dir_entries, write_json_atomic, Clawfs};
+use crate::workspace::Clawfs;
 
 /// The schema version this build writes.
 pub const IDENTITY_VERSION: u64 = 1;

@@ -661,8 +661,8 @@ fn unescape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metadata::{HnswParams, WorkspaceMetadata};
     use crate::namespace::{create_namespace, Owners};
-    use crate::workspace::{HnswParams, WorkspaceMetadata};
     use crate::HashingEmbedder;
     use std::sync::Arc;
 

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
+use crate::fsio::write_json_atomic;
 use crate::index::open_agentfs;
 use crate::layout::{
     agents_dir, AGENTS_DIR, AGENT_SUBDIRS, BRAIN_FILES, DATABASE_FILE, IDENTITY_FILE, IDENTITY_MD, MEMORY_MD, SOUL_MD,
@@ -259,7 +260,7 @@ fn write_new_json(path: &Path, value: &Value, rel: &str, report: &mut NamespaceR
     if path.exists() {
         return Ok(());
     }
-    crate::workspace::write_json_atomic(path, value)?;
+    write_json_atomic(path, value)?;
     report.created.push(rel.to_owned());
     Ok(())
 }

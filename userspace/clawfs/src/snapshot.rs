@@ -18,9 +18,10 @@ use fsutil::today;
 use rusqlite::Connection;
 
 use crate::error::{io, Error, Result};
+use crate::fsio::{dir_entries, sync_dir};
 use crate::layout::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE, SNAPSHOTS_DIR};
 use crate::names::parse_snapshot_file;
-use crate::workspace::{dir_entries, sync_dir, Clawfs};
+use crate::workspace::Clawfs;
 
 /// One snapshot of a workspace.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]

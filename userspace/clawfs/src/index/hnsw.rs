@@ -18,8 +18,9 @@ use usearch::{IndexOptions, MetricKind, ScalarKind};
 use super::schema::{bytes_vector, sqlite, VectorState};
 use super::MemoryIndex;
 use crate::error::{io, Error, Result};
+use crate::fsio::write_json_atomic;
 use crate::layout::{HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
-use crate::workspace::{write_json_atomic, WorkspaceMetadata};
+use crate::metadata::WorkspaceMetadata;
 
 /// How the HNSW graph stores its vectors ([`quantize`]) and compares them.
 /// Recorded in the sidecar: a file built another way is rebuilt on open.

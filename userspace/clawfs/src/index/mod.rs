@@ -44,7 +44,7 @@ use crate::bm25::{self, ChunkLengths};
 use crate::embed::Embedder;
 use crate::error::Result;
 use crate::layout::{HNSW_FILE, SEARCH_FILE};
-use crate::workspace::WorkspaceMetadata;
+use crate::metadata::WorkspaceMetadata;
 use hnsw::hnsw_error;
 use schema::{open_connection, read_state, sqlite, VectorState, FTS_DOCSIZE_TABLE};
 

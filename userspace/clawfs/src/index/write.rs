@@ -26,7 +26,7 @@ use crate::chunk::{chunk_markdown, Chunk};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::layout::{HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
-use crate::workspace::WorkspaceMetadata;
+use crate::metadata::WorkspaceMetadata;
 
 /// Texts embedded per embedder call while re-embedding.
 const EMBED_BATCH: usize = 64;
