@@ -10,6 +10,10 @@
 //! command line `clawctl`'s.
 //!
 //! Core concepts:
+//! - [`layout`] names everything ClawFS lays out under `/clawfs` (an
+//!   agent's `workspace.db`, its brain files, a workspace's
+//!   `metadata.json`, ...): every module and every other crate spells
+//!   those names through it.
 //! - [`Clawfs`] is an instance: a root and one vector dimension for every
 //!   workspace ([`Config`]). Changing the dimension is [`Clawfs::reindex`],
 //!   never implicit.
