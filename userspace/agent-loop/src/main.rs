@@ -342,7 +342,7 @@ impl Daemon {
 
     fn agent_dir(&self, agent: &str) -> Result<PathBuf, MethodError> {
         clawfs::names::validate_agent_name(agent).map_err(|e| error(ErrorCode::Enoent, e.to_string()))?;
-        let dir = self.config.clawfs_root.join("agents").join(agent);
+        let dir = clawfs::layout::agents_dir(&self.config.clawfs_root).join(agent);
         if !clawfs::namespace::agent_exists(&self.config.clawfs_root, agent) {
             return Err(error(ErrorCode::Enoent, format!("no agent `{agent}`")));
         }
@@ -355,7 +355,7 @@ impl Daemon {
 
     /// The agent's config: its `config.toml`, the default when there is none.
     fn load_config(dir: &Path) -> Result<AgentConfig, String> {
-        let path = dir.join(clawfs::files::AGENT_CONFIG_FILE);
+        let path = dir.join(clawfs::layout::AGENT_CONFIG_FILE);
         match std::fs::read_to_string(&path) {
             Ok(text) => AgentConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentConfig::default()),
