@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
+use clawfs::layout::MEMORY_MD;
 use clawfs::memory::{render_entry, AgentMemory, Category};
 use clawfs::{Clawfs, Config, Owners};
 use rand::rngs::StdRng;
@@ -128,8 +129,8 @@ fn main() -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(7);
 
     // The files, as months of an agent's life would leave them.
-    let agent_dir = dir.path().join("agents/default");
-    let mut core = std::fs::read_to_string(agent_dir.join("memory.md"))?;
+    let agent_dir = clawfs::namespace::agent_dir(dir.path(), clawfs::names::FIRST_AGENT)?;
+    let mut core = std::fs::read_to_string(agent_dir.join(MEMORY_MD))?;
     let mut daily: Vec<String> =
         (0..100).map(|day| Category::Daily.header(&fsutil::rfc3339(1_760_000_000 + day * 86_400)[..10])).collect();
     let mut questions = Vec::new();
@@ -147,7 +148,7 @@ fn main() -> anyhow::Result<()> {
             questions.push((fact, id));
         }
     }
-    std::fs::write(agent_dir.join("memory.md"), &core)?;
+    std::fs::write(agent_dir.join(MEMORY_MD), &core)?;
     for (day, text) in daily.iter().enumerate() {
         std::fs::write(
             agent_dir.join(format!("logs/{}.md", &fsutil::rfc3339(1_760_000_000 + day as u64 * 86_400)[..10])),
@@ -203,17 +204,17 @@ fn main() -> anyhow::Result<()> {
     }
     println!(
         "store into memory.md at {} bytes: p50 {}, p95 {} ({} stores; append, re-index, one chunk embedded)",
-        std::fs::metadata(agent_dir.join("memory.md"))?.len(),
+        std::fs::metadata(agent_dir.join(MEMORY_MD))?.len(),
         ms(percentile(&mut store_times, 0.5)),
         ms(percentile(&mut store_times, 0.95)),
         cli.stores
     );
 
-    let mut edited = std::fs::read_to_string(agent_dir.join("memory.md"))?;
+    let mut edited = std::fs::read_to_string(agent_dir.join(MEMORY_MD))?;
     edited.push_str("\n## Written by the operator\nThe generator in the barn needs new oil every spring.\n");
-    std::fs::write(agent_dir.join("memory.md"), edited)?;
+    std::fs::write(agent_dir.join(MEMORY_MD), edited)?;
     let started = Instant::now();
-    let report = memory.sync(&mut index, "memory.md")?;
+    let report = memory.sync(&mut index, MEMORY_MD)?;
     let resync = started.elapsed();
     let recall = memory.recall(&index, "when does the generator get oil?", None, 5)?;
     anyhow::ensure!(

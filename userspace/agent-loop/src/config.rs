@@ -8,7 +8,7 @@
 //! (`provider::config`), or the enforcement of a limit (the turn).
 //!
 //! The file is the operator's: ClawFS keeps it read-only to the agent
-//! (`clawfs::files::AGENT_CONFIG_FILE`), so nothing a model says can widen
+//! (`clawfs::layout::AGENT_CONFIG_FILE`), so nothing a model says can widen
 //! its own limits. A missing file is the default config: the in-box model.
 
 use std::collections::BTreeMap;
@@ -447,7 +447,7 @@ impl AgentConfig {
     /// The config of the agent whose directory is `dir`: its `config.toml`,
     /// the default when there is none.
     pub fn load(dir: &Path) -> Result<AgentConfig, LoadError> {
-        let path = dir.join(clawfs::files::AGENT_CONFIG_FILE);
+        let path = dir.join(clawfs::layout::AGENT_CONFIG_FILE);
         match std::fs::read_to_string(&path) {
             Ok(text) => AgentConfig::parse(&text).map_err(|source| LoadError::Invalid { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentConfig::default()),

@@ -45,7 +45,7 @@ pub enum Error {
 }
 
 /// The files the guard watches, relative to the agent's directory.
-pub const GUARDED: [&str; 2] = ["soul.md", "identity.md"];
+pub const GUARDED: [&str; 2] = [clawfs::layout::SOUL_MD, clawfs::layout::IDENTITY_MD];
 
 /// A change of at most this many bytes (added plus removed) is never large.
 const SMALL_CHANGE_BYTES: usize = 64;

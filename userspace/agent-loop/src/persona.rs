@@ -18,14 +18,16 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use clawfs::layout::{IDENTITY_MD, SOUL_MD, USER_MD};
+
 use crate::provider::estimate_tokens;
 
 /// A persona as an AIEOS v1.1 document.
 pub const AIEOS_FILE: &str = "aieos.json";
 /// The brain files in order of importance, before `instructions/`.
-pub const BRAIN_FILES: [&str; 4] = ["soul.md", "identity.md", AIEOS_FILE, "user.md"];
-/// Durable rules, one markdown file each.
-pub const INSTRUCTIONS_DIR: &str = "instructions";
+pub const BRAIN_FILES: [&str; 4] = [SOUL_MD, IDENTITY_MD, AIEOS_FILE, USER_MD];
+/// Durable rules, one markdown file each (its name is ClawFS's layout).
+pub const INSTRUCTIONS_DIR: &str = clawfs::layout::INSTRUCTIONS_DIR;
 /// Largest file read; a larger one is left out (it could not fit a budget).
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 /// The sections of an AIEOS v1.1 document the model is given, in order.

@@ -55,7 +55,7 @@ impl Registry {
     /// The directory of agent `agent`, which must exist.
     pub fn dir(&self, agent: &str) -> Result<PathBuf, Error> {
         clawfs::names::validate_agent_name(agent)?;
-        let dir = self.clawfs_root.join("agents").join(agent);
+        let dir = clawfs::layout::agents_dir(&self.clawfs_root).join(agent);
         if !clawfs::namespace::agent_exists(&self.clawfs_root, agent) {
             return Err(Error::NoAgent { agent: agent.to_owned() });
         }

@@ -24,7 +24,9 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{io, Error, Result};
-use crate::index::{DATABASE_FILE, HNSW_FILE, SEARCH_FILE};
+use crate::layout::{
+    agent_exists, AGENTS_DIR, DATABASE_FILE, HNSW_FILE, IDENTITY_FILE, SEARCH_FILE, SPECS_DIR, VAULT_DIR,
+};
 
 /// Largest read or write in one request (the IPC message limit is 4 MiB,
 /// and base64 grows data by a third).
@@ -71,17 +73,16 @@ pub struct Resolved {
 
 /// Files in an agent directory that only their own methods change.
 fn maintained_by_clawfs(name: &str) -> bool {
-    name == "identity.json"
+    name == IDENTITY_FILE
         || name == AGENT_CONFIG_FILE
         || name.starts_with(DATABASE_FILE)
         || name.starts_with(SEARCH_FILE)
         || name.starts_with(HNSW_FILE)
 }
 
-/// An agent's configuration in its directory (`specs/agent/README.md`): the
-/// operator's, read-only to the agent, so nothing the agent does can widen
-/// its own limits.
-pub const AGENT_CONFIG_FILE: &str = "config.toml";
+/// An agent's configuration ([`crate::layout::AGENT_CONFIG_FILE`]), named
+/// here too because its rule is here: read-only to the agent.
+pub use crate::layout::AGENT_CONFIG_FILE;
 
 /// The components of `relative` after `base`, checked lexically: `.` and
 /// empty components are dropped, `..` is refused. `asked` is the path as
@@ -204,12 +205,12 @@ pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access
     if let Requester::Agent(agent) = requester {
         // An agent that does not exist has no directory to write into; a
         // write with `create_dirs` must not make one.
-        if !crate::namespace::agent_exists(root, agent) {
+        if !agent_exists(root, agent) {
             return Err(denied(format!("`{agent}` is not an agent of this box")));
         }
     }
     let parts = match requester {
-        Requester::Agent(agent) if !path.starts_with('/') => components(path, vec!["agents", agent], path)?,
+        Requester::Agent(agent) if !path.starts_with('/') => components(path, vec![AGENTS_DIR, agent], path)?,
         _ if path.starts_with('/') => parse(path)?,
         _ => {
             return Err(denied(
@@ -218,12 +219,12 @@ pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access
         }
     };
     match (requester, parts.as_slice(), access) {
-        (Requester::Operator, ["vault", ..], _) => {
+        (Requester::Operator, [VAULT_DIR, ..], _) => {
             return Err(denied("the vault is reached through `clawctl secret`, not as files".into()))
         }
         (Requester::Operator, _, _) => {}
-        (Requester::Agent(_), ["specs", ..], Access::Read) => {}
-        (Requester::Agent(agent), ["agents", owner, rest @ ..], _) if owner == &agent => {
+        (Requester::Agent(_), [SPECS_DIR, ..], Access::Read) => {}
+        (Requester::Agent(agent), [AGENTS_DIR, owner, rest @ ..], _) if owner == &agent => {
             if access == Access::Write && rest.first().is_some_and(|name| maintained_by_clawfs(name)) {
                 return Err(denied(format!(
                     "{} is maintained by ClawFS and changes only through its own methods",
@@ -507,6 +508,7 @@ mod tests {
         }
         let fifo =
             std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         for purpose in [OpenFor::Read, OpenFor::Write] {
             assert!(open_beneath(dir.path(), "asked", &["workspaces", "pipe"], purpose).is_err(), "{purpose:?}");

@@ -21,9 +21,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::fsio::{dir_entries, write_json_atomic};
+use crate::layout::{agents_dir, identity_backups_dir, IDENTITY_FILE};
 use crate::names::validate_agent_name;
 use crate::namespace::{identity_checksum, initial_identity};
-use crate::workspace::{dir_entries, write_json_atomic, Clawfs};
+use crate::workspace::Clawfs;
 
 /// The schema version this build writes.
 pub const IDENTITY_VERSION: u64 = 1;
@@ -106,11 +108,11 @@ pub struct IdentityBackup {
 
 impl Clawfs {
     fn identity_path(&self, agent: &str) -> PathBuf {
-        self.config().root.join("agents").join(agent).join("identity.json")
+        agents_dir(&self.config().root).join(agent).join(IDENTITY_FILE)
     }
 
     fn identity_backup_dir(&self, agent: &str) -> PathBuf {
-        self.config().root.join("vault/identity-backups").join(agent)
+        identity_backups_dir(&self.config().root, agent)
     }
 
     /// Reads and verifies `agent`'s identity file, migrating (and rewriting)

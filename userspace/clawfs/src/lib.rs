@@ -10,6 +10,10 @@
 //! command line `clawctl`'s.
 //!
 //! Core concepts:
+//! - [`layout`] names everything ClawFS lays out under `/clawfs` (an
+//!   agent's `workspace.db`, its brain files, a workspace's
+//!   `metadata.json`, ...): every module and every other crate spells
+//!   those names through it.
 //! - [`Clawfs`] is an instance: a root and one vector dimension for every
 //!   workspace ([`Config`]). Changing the dimension is [`Clawfs::reindex`],
 //!   never implicit.
@@ -41,9 +45,12 @@ pub mod chunk;
 pub mod embed;
 mod error;
 pub mod files;
+mod fsio;
 mod identity;
 mod index;
+pub mod layout;
 pub mod memory;
+mod metadata;
 pub mod names;
 pub mod namespace;
 pub mod search;
@@ -53,15 +60,18 @@ mod workspace;
 pub use embed::{CachedEmbedder, EmbedError, Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
 pub use error::{Error, Result};
 pub use files::{DirEntry, EntryKind};
+pub use fsio::write_json_atomic;
 pub use identity::{
     Heuristic, History, Identity, IdentityBackup, LearnedPattern, Memory, Performance, State, IDENTITY_BACKUPS_KEPT,
     IDENTITY_VERSION,
 };
-pub use index::{digest_chunk, IndexReport, MemoryIndex, DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
+pub use index::{digest_chunk, IndexReport, MemoryIndex};
+pub use layout::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
+pub use metadata::{HnswParams, WorkspaceMetadata};
 pub use namespace::{
     agent_dir, create_namespace, identity_checksum, initial_identity, DirSpec, NamespaceReport, Owners,
     AGENT_DIR_GROUP, AGENT_DIR_MODE, AGENT_DIR_OWNER, TOP_LEVEL,
 };
 pub use search::{Fusion, LegReport, SearchHit, SearchRequest, SearchResponse};
 pub use snapshot::Snapshot;
-pub use workspace::{write_json_atomic, Clawfs, Config, HnswParams, WorkspaceMetadata, DIMENSION_RANGE};
+pub use workspace::{Clawfs, Config, DIMENSION_RANGE};

@@ -3,7 +3,8 @@
 //! truth, and the ClawFS hybrid index of those files, which is derived from
 //! them and can be rebuilt from them alone.
 //!
-//! Owns: which file each category's entries live in, the entry format,
+//! Owns: which file each category's entries live in (the files' and
+//! directories' names are [`crate::layout`]'s), the entry format,
 //! store / get / list / forget / count on those files, recall through the
 //! index, re-indexing one changed file, rebuilding the index, and hygiene
 //! (archiving old daily logs, purging old archives).
@@ -25,6 +26,7 @@ use crate::chunk::heading;
 use crate::error::{io, Error, Result};
 use crate::files::{self, Access, Requester, Resolved, WriteMode};
 use crate::index::{IndexReport, MemoryIndex};
+use crate::layout::{agent_exists, ARCHIVE_DIR, CACHE_DIR, LOGS_DIR, MEMORY_DIR, MEMORY_MD};
 use crate::search::{LegReport, SearchRequest};
 
 /// Longest entry, bytes: a memory is a fact or a decision, not a document
@@ -41,9 +43,18 @@ const MAX_CATEGORY_BYTES: usize = 32;
 const MAX_DEPTH: usize = 3;
 /// Directories of an agent whose files are not memory: `cache/` is the
 /// agent's scratch space, `archive/` what hygiene took out of recall.
-const NOT_INDEXED: [&str; 2] = ["cache", "archive"];
-/// Where hygiene moves daily logs, under the agent's directory.
-const ARCHIVE_DIR: &str = "archive/logs";
+const NOT_INDEXED: [&str; 2] = [CACHE_DIR, ARCHIVE_DIR];
+
+/// Where hygiene moves daily logs, `archive/logs/` under the agent's
+/// directory.
+fn archived_logs() -> String {
+    format!("{ARCHIVE_DIR}/{LOGS_DIR}")
+}
+
+/// `path` without its leading `dir/`, when it is under `dir`.
+fn in_dir<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
+    path.strip_prefix(dir)?.strip_prefix('/')
+}
 
 /// What an entry is (the model and the operator choose one when storing).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,9 +105,9 @@ impl Category {
     /// to the agent's directory.
     pub fn file(&self, date: &str) -> String {
         match self {
-            Category::Core => "memory.md".to_owned(),
-            Category::Daily => format!("logs/{date}.md"),
-            other => format!("memory/{}.md", other.name()),
+            Category::Core => MEMORY_MD.to_owned(),
+            Category::Daily => format!("{LOGS_DIR}/{date}.md"),
+            other => format!("{MEMORY_DIR}/{}.md", other.name()),
         }
     }
 
@@ -104,13 +115,13 @@ impl Category {
     /// directory); `None` for the other Markdown files (soul, persona,
     /// instructions), which recall finds but which hold no entries.
     fn of_file(path: &str) -> Option<Category> {
-        if path == "memory.md" {
+        if path == MEMORY_MD {
             return Some(Category::Core);
         }
-        if let Some(date) = path.strip_prefix("logs/").and_then(|name| name.strip_suffix(".md")) {
+        if let Some(date) = in_dir(path, LOGS_DIR).and_then(|name| name.strip_suffix(".md")) {
             return fsutil::days_from_date(date).map(|_| Category::Daily);
         }
-        let name = path.strip_prefix("memory/")?.strip_suffix(".md")?;
+        let name = in_dir(path, MEMORY_DIR)?.strip_suffix(".md")?;
         Category::parse(name).ok().filter(|category| !matches!(category, Category::Core | Category::Daily))
     }
 
@@ -214,7 +225,7 @@ pub fn is_indexed(path: &str) -> bool {
 impl<'a> AgentMemory<'a> {
     /// The memory of `agent` under `root`; the agent must exist.
     pub fn new(root: &'a Path, agent: &'a str) -> Result<Self> {
-        if !crate::namespace::agent_exists(root, agent) {
+        if !agent_exists(root, agent) {
             return Err(Error::Denied {
                 path: format!("/clawfs/agents/{agent}"),
                 reason: format!("`{agent}` is not an agent of this box"),
@@ -480,19 +491,20 @@ impl<'a> AgentMemory<'a> {
     ) -> Result<Hygiene> {
         let mut report = Hygiene::default();
         let age = |name: &str| name.strip_suffix(".md").and_then(fsutil::days_from_date).map(|day| today - day);
-        for name in self.names_in("logs")? {
+        let archive = archived_logs();
+        for name in self.names_in(LOGS_DIR)? {
             if age(&name).is_some_and(|age| age > i64::from(archive_after_days)) {
-                let from = self.resolve(&format!("logs/{name}"), Access::Write)?;
-                let to = self.make_parent(&format!("{ARCHIVE_DIR}/{name}"))?;
+                let from = self.resolve(&format!("{LOGS_DIR}/{name}"), Access::Write)?;
+                let to = self.make_parent(&format!("{archive}/{name}"))?;
                 fs::rename(&from.real, &to.real).map_err(io("rename", &from.real))?;
-                index.remove_document(&format!("logs/{name}"))?;
-                report.archived.push(format!("logs/{name}"));
+                index.remove_document(&format!("{LOGS_DIR}/{name}"))?;
+                report.archived.push(format!("{LOGS_DIR}/{name}"));
             }
         }
-        for name in self.names_in(ARCHIVE_DIR)? {
+        for name in self.names_in(&archive)? {
             if age(&name).is_some_and(|age| age > i64::from(purge_after_days)) {
-                files::delete(&self.resolve(&format!("{ARCHIVE_DIR}/{name}"), Access::Write)?)?;
-                report.purged.push(format!("{ARCHIVE_DIR}/{name}"));
+                files::delete(&self.resolve(&format!("{archive}/{name}"), Access::Write)?)?;
+                report.purged.push(format!("{archive}/{name}"));
             }
         }
         Ok(report)
@@ -649,8 +661,8 @@ fn unescape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metadata::{HnswParams, WorkspaceMetadata};
     use crate::namespace::{create_namespace, Owners};
-    use crate::workspace::{HnswParams, WorkspaceMetadata};
     use crate::HashingEmbedder;
     use std::sync::Arc;
 

@@ -3,19 +3,33 @@
 //! directories (the first agent at every start, the others when the
 //! operator creates them). Creation is idempotent, so fs-engine runs it at
 //! every start and repairs what is missing without touching what is there.
+//!
+//! Owns: making the tree, its owners, groups and modes, an agent's initial
+//! files (the brain files' starting texts, `state.json`, `identity.json`),
+//! removing and listing agents. Must not own: the names of what it makes
+//! ([`crate::layout`]), nor what those files hold later (their own modules).
 
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fsutil::now_rfc3339;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{io, Error, Result};
-use crate::index::{open_agentfs, DATABASE_FILE};
+use crate::fsio::write_json_atomic;
+use crate::index::open_agentfs;
+use crate::layout::{
+    agents_dir, AGENTS_DIR, AGENT_SUBDIRS, BRAIN_FILES, DATABASE_FILE, IDENTITY_FILE, IDENTITY_MD, MEMORY_MD, SOUL_MD,
+    SPECS_DIR, STATE_FILE, SYSTEM_DIR, TOOLS_DIR, USER_MD, VAULT_DIR, WORKSPACES_DIR,
+};
 use crate::names::FIRST_AGENT;
+
+/// Where an agent's directory is, and whether it exists, are the layout's;
+/// named here too, where agents are made and removed.
+pub use crate::layout::{agent_dir, agent_exists};
 
 /// One directory of the namespace with its owner, group and mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,16 +54,16 @@ pub struct DirSpec {
 /// `clawos-fs-engine`, the only writer of workspace databases.
 /// `tmpfiles.d/clawos-clawfs.conf` repeats this table for first boot.
 pub const TOP_LEVEL: [DirSpec; 6] = [
-    DirSpec { path: "system", owner: "root", group: "root", mode: 0o555 },
+    DirSpec { path: SYSTEM_DIR, owner: "root", group: "root", mode: 0o555 },
     // fs-engine creates the agents' directories here (setgid on the
     // appliance, see AGENT_DIR_MODE).
-    DirSpec { path: "agents", owner: "clawos-fs-engine", group: "clawos-agents", mode: 0o750 },
-    DirSpec { path: "tools", owner: "clawos-wasm-daemon", group: "clawos-agents", mode: 0o755 },
-    DirSpec { path: "workspaces", owner: "clawos-fs-engine", group: "clawos-users", mode: 0o750 },
-    DirSpec { path: "vault", owner: "clawos-security-agent", group: "clawos-security-agent", mode: 0o700 },
+    DirSpec { path: AGENTS_DIR, owner: "clawos-fs-engine", group: "clawos-agents", mode: 0o750 },
+    DirSpec { path: TOOLS_DIR, owner: "clawos-wasm-daemon", group: "clawos-agents", mode: 0o755 },
+    DirSpec { path: WORKSPACES_DIR, owner: "clawos-fs-engine", group: "clawos-users", mode: 0o750 },
+    DirSpec { path: VAULT_DIR, owner: "clawos-security-agent", group: "clawos-security-agent", mode: 0o700 },
     // Read-only, but with x: a directory without x cannot be entered, so
     // nobody could read the specs; 0555 keeps them read-only and readable.
-    DirSpec { path: "specs", owner: "root", group: "root", mode: 0o555 },
+    DirSpec { path: SPECS_DIR, owner: "root", group: "root", mode: 0o555 },
 ];
 
 /// Owner of every agent directory: fs-engine writes there on the agent's
@@ -112,12 +126,12 @@ pub fn create_namespace(root: &Path, owners: Owners) -> Result<NamespaceReport> 
 /// markdown its operator reads and edits, and the agent through fs-engine.
 const BRAIN: [(&str, &str); 4] = [
     (
-        "soul.md",
+        SOUL_MD,
         "# Soul\n\nI am honest about what I know and what I did. I act only through my tools and within the limits I was given. I never reveal secrets or try to change these rules.\n",
     ),
-    ("identity.md", "# Identity\n\nI am {agent}, an AI agent on a ClawOS box.\n"),
-    ("user.md", "# User\n"),
-    ("memory.md", "# Memory\n"),
+    (IDENTITY_MD, "# Identity\n\nI am {agent}, an AI agent on a ClawOS box.\n"),
+    (USER_MD, "# User\n"),
+    (MEMORY_MD, "# Memory\n"),
 ];
 
 /// Creates agent `agent`'s directory under `root` with `logs/`, `cache/`,
@@ -126,9 +140,9 @@ const BRAIN: [(&str, &str); 4] = [
 /// what exists alone.
 pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut NamespaceReport) -> Result<()> {
     crate::names::validate_agent_name(agent)?;
-    let agent_rel = format!("agents/{agent}");
+    let agent_rel = format!("{AGENTS_DIR}/{agent}");
     ensure_dir(root, &agent_rel, AGENT_DIR_MODE, report)?;
-    for sub in ["logs", "cache", "instructions"] {
+    for sub in AGENT_SUBDIRS {
         ensure_dir(root, &format!("{agent_rel}/{sub}"), AGENT_DIR_MODE, report)?;
     }
     let dir = root.join(&agent_rel);
@@ -151,9 +165,9 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
         report.created.push(format!("{agent_rel}/{DATABASE_FILE}"));
     }
     let state = json!({ "agent_id": agent, "status": "idle", "updated_at": now_rfc3339() });
-    write_new_json(&dir.join("state.json"), &state, &format!("{agent_rel}/state.json"), report)?;
+    write_new_json(&dir.join(STATE_FILE), &state, &format!("{agent_rel}/{STATE_FILE}"), report)?;
     let identity = initial_identity(agent);
-    write_new_json(&dir.join("identity.json"), &identity, &format!("{agent_rel}/identity.json"), report)?;
+    write_new_json(&dir.join(IDENTITY_FILE), &identity, &format!("{agent_rel}/{IDENTITY_FILE}"), report)?;
     for (name, text) in BRAIN {
         let path = dir.join(name);
         if !path.exists() {
@@ -165,10 +179,8 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
         }
     }
     if owners == Owners::Apply {
-        let brain = BRAIN.iter().map(|(name, _)| *name);
-        for entry in
-            ["", "logs", "cache", "instructions", DATABASE_FILE, "state.json", "identity.json"].into_iter().chain(brain)
-        {
+        let files = [DATABASE_FILE, STATE_FILE, IDENTITY_FILE].into_iter().chain(BRAIN_FILES);
+        for entry in [""].into_iter().chain(AGENT_SUBDIRS).chain(files) {
             chown(&dir.join(entry), AGENT_DIR_OWNER, AGENT_DIR_GROUP)?;
         }
     }
@@ -182,16 +194,10 @@ pub fn remove_agent(root: &Path, agent: &str) -> Result<()> {
     fsutil::sync_dir(dir.parent().expect("an agent directory has a parent")).map_err(io("sync directory", root))
 }
 
-/// Whether agent `agent` exists: its name is valid and its directory is
-/// there (a directory, not a symlink).
-pub fn agent_exists(root: &Path, agent: &str) -> bool {
-    agent_dir(root, agent).is_ok_and(|dir| fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()))
-}
-
 /// The agents under `root`, sorted by name: every directory of `agents/`
 /// with a valid agent name.
 pub fn list_agents(root: &Path) -> Result<Vec<String>> {
-    let dir = root.join("agents");
+    let dir = agents_dir(root);
     let mut agents = Vec::new();
     for entry in fs::read_dir(&dir).map_err(io("read directory", &dir))? {
         let entry = entry.map_err(io("read directory", &dir))?;
@@ -254,7 +260,7 @@ fn write_new_json(path: &Path, value: &Value, rel: &str, report: &mut NamespaceR
     if path.exists() {
         return Ok(());
     }
-    crate::workspace::write_json_atomic(path, value)?;
+    write_json_atomic(path, value)?;
     report.created.push(rel.to_owned());
     Ok(())
 }
@@ -285,12 +291,6 @@ fn lookup_group(name: &str) -> Option<u32> {
     let entry = unsafe { libc::getgrnam(name.as_ptr()) };
     // SAFETY: checked non-NULL just before the read.
     (!entry.is_null()).then(|| unsafe { (*entry).gr_gid })
-}
-
-/// The directory of `agent` under `root`.
-pub fn agent_dir(root: &Path, agent: &str) -> Result<PathBuf> {
-    crate::names::validate_agent_name(agent)?;
-    Ok(root.join("agents").join(agent))
 }
 
 #[cfg(test)]
@@ -325,6 +325,7 @@ mod tests {
             assert_eq!(state["agent_id"], agent);
         }
         assert!(report.created.contains(&format!("agents/default/{DATABASE_FILE}")));
+        assert_eq!(BRAIN.map(|(name, _)| name), BRAIN_FILES, "every brain file the layout names is made");
 
         // A second run keeps everything, including edited files.
         fs::write(root.join("agents/default/state.json"), b"{\"edited\":true}").unwrap();
@@ -356,11 +357,5 @@ mod tests {
         remove_agent(&root, "helper").unwrap();
         assert!(!agent_exists(&root, "helper"));
         assert_eq!(list_agents(&root).unwrap(), ["default"]);
-    }
-
-    #[test]
-    fn agent_dirs_refuse_unknown_agents() {
-        assert!(agent_dir(Path::new("/clawfs"), "../vault").is_err());
-        assert_eq!(agent_dir(Path::new("/clawfs"), "fs-engine").unwrap(), Path::new("/clawfs/agents/fs-engine"));
     }
 }

@@ -18,9 +18,10 @@ use fsutil::today;
 use rusqlite::Connection;
 
 use crate::error::{io, Error, Result};
-use crate::index::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
+use crate::fsio::{dir_entries, sync_dir};
+use crate::layout::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE, SNAPSHOTS_DIR};
 use crate::names::parse_snapshot_file;
-use crate::workspace::{dir_entries, sync_dir, Clawfs};
+use crate::workspace::Clawfs;
 
 /// One snapshot of a workspace.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -92,7 +93,7 @@ fn remove_if_present(path: &Path) -> Result<()> {
 impl Clawfs {
     fn snapshots_dir(&self, workspace: &str) -> Result<PathBuf> {
         self.workspace(workspace)?;
-        Ok(self.workspace_dir(workspace)?.join("snapshots"))
+        Ok(self.workspace_dir(workspace)?.join(SNAPSHOTS_DIR))
     }
 
     /// Takes today's snapshot of `workspace`, replacing one taken earlier

@@ -6,60 +6,28 @@
 //! [`Config`]; a workspace whose `metadata.json` says otherwise is
 //! refused with [`Error::DimensionMismatch`] until it is explicitly
 //! re-indexed ([`Clawfs::reindex`]), never converted silently.
+//!
+//! Owns: the instance ([`Clawfs`], [`Config`]) and the user workspaces'
+//! life: making one (directory, database, `metadata.json`, `snapshots/`),
+//! listing, opening its index, re-indexing, deleting; opening an agent's
+//! index. Must not own: the names of their files ([`crate::layout`]),
+//! `metadata.json`'s format (`metadata`), the index itself
+//! ([`MemoryIndex`]), or the namespace (`namespace`).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use fsutil::now_rfc3339;
-use serde::{Deserialize, Serialize};
 
 use crate::embed::Embedder;
 use crate::error::{io, Error, Result};
-use crate::index::{open_agentfs, MemoryIndex, DATABASE_FILE};
+use crate::fsio::{dir_entries, write_json_atomic};
+use crate::index::{open_agentfs, MemoryIndex};
+use crate::layout::{agent_dir, AGENTS_DIR, DATABASE_FILE, METADATA_FILE, SNAPSHOTS_DIR};
+use crate::metadata::{read_metadata, HnswParams, WorkspaceMetadata};
 use crate::names::{validate_workspace_name, validate_workspace_to_open};
-
-/// HNSW parameters, stored per workspace in `metadata.json`; their ranges
-/// and defaults are specs/clawfs/README.md's ("Workspaces").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HnswParams {
-    /// Connections per node, 8..=64. Default 16.
-    pub m: usize,
-    /// Candidate list size while building, 100..=1000. Default 100, not
-    /// the customary 200: see [`HnswParams::default`].
-    pub ef_construction: usize,
-    /// Candidate list size while searching, 10..=200. Default 50.
-    pub ef_search: usize,
-}
-
-impl Default for HnswParams {
-    /// m 16 and ef_search 50; ef_construction 100, the bottom of the
-    /// allowed range (and Qdrant's default), not the customary 200. The
-    /// vector leg re-ranks 200 graph candidates exactly, which makes up for
-    /// the thinner graph: at 100,000 clustered 1536-dimension vectors,
-    /// recall@10 0.989 instead of 0.999, for 2,500 instead of 1,700
-    /// inserts/s (clawfs-bench, 2 cores).
-    fn default() -> Self {
-        HnswParams { m: 16, ef_construction: 100, ef_search: 50 }
-    }
-}
-
-impl HnswParams {
-    /// Checks the ranges of specs/clawfs/README.md ("Workspaces").
-    pub fn validate(&self) -> Result<()> {
-        let check = |name: &str, value: usize, range: std::ops::RangeInclusive<usize>| {
-            if range.contains(&value) {
-                Ok(())
-            } else {
-                Err(Error::Config(format!("hnsw {name} = {value} is outside {}..={}", range.start(), range.end())))
-            }
-        };
-        check("m", self.m, 8..=64)?;
-        check("ef_construction", self.ef_construction, 100..=1000)?;
-        check("ef_search", self.ef_search, 10..=200)
-    }
-}
+use crate::namespace::{create_namespace, NamespaceReport, Owners};
 
 /// Smallest and largest vector dimension (specs/clawfs/README.md,
 /// "Workspaces").
@@ -95,26 +63,6 @@ impl Config {
     }
 }
 
-/// `metadata.json` of a workspace (specs/clawfs/README.md, "Workspaces").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WorkspaceMetadata {
-    /// The workspace name.
-    pub workspace_id: String,
-    /// Creation time, RFC 3339 UTC.
-    pub created_at: String,
-    /// Last change of the metadata, RFC 3339 UTC.
-    pub updated_at: String,
-    /// Dimension of every vector stored in the workspace.
-    pub vector_dimension: usize,
-    /// Its HNSW parameters.
-    pub hnsw_params: HnswParams,
-    /// Who created it.
-    pub owner: String,
-    /// Whether the database is encrypted (not supported yet: always false).
-    pub encryption_enabled: bool,
-}
-
 /// The ClawFS instance: its root and settings.
 #[derive(Debug, Clone)]
 pub struct Clawfs {
@@ -135,7 +83,7 @@ impl Clawfs {
 
     /// `/clawfs/workspaces`.
     pub fn workspaces_dir(&self) -> PathBuf {
-        self.config.root.join("workspaces")
+        crate::layout::workspaces_dir(&self.config.root)
     }
 
     /// The directory of workspace `name` (validated).
@@ -144,11 +92,11 @@ impl Clawfs {
         Ok(self.workspaces_dir().join(name))
     }
 
-    /// Creates the namespace ([`crate::create_namespace`]) and the `default`
+    /// Creates the namespace ([`create_namespace`]) and the `default`
     /// workspace.
-    pub fn init(&self, owners: crate::Owners) -> Result<crate::NamespaceReport> {
-        let mut report = crate::create_namespace(&self.config.root, owners)?;
-        if !self.workspaces_dir().join("default").join("metadata.json").exists() {
+    pub fn init(&self, owners: Owners) -> Result<NamespaceReport> {
+        let mut report = create_namespace(&self.config.root, owners)?;
+        if !self.workspaces_dir().join("default").join(METADATA_FILE).exists() {
             self.create_unchecked("default", "system")?;
             report.created.push("workspaces/default".into());
         }
@@ -184,10 +132,10 @@ impl Clawfs {
             encryption_enabled: false,
         };
         let created = (|| {
-            fs::create_dir(dir.join("snapshots")).map_err(io("create directory", dir.join("snapshots")))?;
+            fs::create_dir(dir.join(SNAPSHOTS_DIR)).map_err(io("create directory", dir.join(SNAPSHOTS_DIR)))?;
             let db = dir.join(DATABASE_FILE);
             open_agentfs(&db)?;
-            write_json_atomic(&dir.join("metadata.json"), &metadata)
+            write_json_atomic(&dir.join(METADATA_FILE), &metadata)
         })();
         if let Err(error) = created {
             // A half-made workspace would block the name; take it away again.
@@ -253,10 +201,10 @@ impl Clawfs {
     /// parameters hold, and `workspace_id` in its search hits is
     /// `agents/<agent>`.
     pub fn open_agent_memory(&self, agent: &str, embedder: Option<Arc<dyn Embedder>>) -> Result<MemoryIndex> {
-        let dir = crate::namespace::agent_dir(&self.config.root, agent)?;
+        let dir = agent_dir(&self.config.root, agent)?;
         let now = now_rfc3339();
         let metadata = WorkspaceMetadata {
-            workspace_id: format!("agents/{agent}"),
+            workspace_id: format!("{AGENTS_DIR}/{agent}"),
             created_at: now.clone(),
             updated_at: now,
             vector_dimension: self.config.vector_dimension,
@@ -276,38 +224,9 @@ impl Clawfs {
         metadata.vector_dimension = embedder.dimension();
         let count = MemoryIndex::reembed(&dir, &metadata, embedder)?;
         metadata.updated_at = now_rfc3339();
-        write_json_atomic(&dir.join("metadata.json"), &metadata)?;
+        write_json_atomic(&dir.join(METADATA_FILE), &metadata)?;
         Ok(count)
     }
-}
-
-fn read_metadata(dir: &Path) -> Result<WorkspaceMetadata> {
-    let path = dir.join("metadata.json");
-    let bytes = fs::read(&path).map_err(io("read", &path))?;
-    serde_json::from_slice(&bytes).map_err(|source| Error::Json { path, source })
-}
-
-/// Writes `value` as JSON so that readers see the old file or the new one,
-/// never a torn one: temporary file, fsync, rename, fsync of the directory.
-/// A new file gets mode 0666 less the umask, as `File::create` gives.
-pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| Error::Json { path: path.into(), source })?;
-    bytes.push(b'\n');
-    fsutil::write_atomic(path, &bytes, 0o666).map_err(io("write", path))
-}
-
-/// The entries of `dir`; none if it does not exist (yet).
-pub(crate) fn dir_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
-    match fs::read_dir(dir) {
-        Ok(entries) => entries.collect::<std::io::Result<_>>().map_err(io("list", dir)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(error) => Err(io("list", dir)(error)),
-    }
-}
-
-/// fsync(2) of a directory, so renames and removals in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    fsutil::sync_dir(dir).map_err(io("fsync directory", dir))
 }
 
 #[cfg(test)]

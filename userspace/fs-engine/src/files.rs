@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use clawfs::audit::{AuditLog, Entry};
 use clawfs::files::{self, Access, Requester, WriteMode};
+use clawfs::layout::{agents_dir, AGENT_CONFIG_FILE};
 use clawfs::namespace::{self, NamespaceReport, Owners};
 use clawos_api::fs_engine::{
     AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile,
@@ -176,7 +177,7 @@ impl FileService {
 
     /// `agent_dir_create` for `caller`: the directory, then `config.toml`
     /// (0640: agent-loop reads it through the group, the agent never
-    /// writes it, `clawfs::files::AGENT_CONFIG_FILE`).
+    /// writes it, `clawfs::layout::AGENT_CONFIG_FILE`).
     pub fn create_agent(&self, caller: Principal, p: AgentDirCreate) -> Result<AgentDirCreated, MethodError> {
         clawfs::names::validate_agent_name(&p.agent).map_err(|e| MethodError::new(ErrorCode::Eproto, e.to_string()))?;
         let display = format!("/clawfs/agents/{}", p.agent);
@@ -194,7 +195,7 @@ impl FileService {
         // Owners were set on agents/ by systemd-tmpfiles (setgid group).
         namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default())
             .map_err(crate::method_error)?;
-        let config = self.root.join("agents").join(&p.agent).join(files::AGENT_CONFIG_FILE);
+        let config = agents_dir(&self.root).join(&p.agent).join(AGENT_CONFIG_FILE);
         // write_atomic's mode is narrowed by the unit's UMask=0077; the
         // group must read it, so the mode is set after.
         fsutil::write_atomic(&config, p.config.as_bytes(), 0o640)

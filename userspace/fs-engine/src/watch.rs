@@ -19,6 +19,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clawfs::layout::agents_dir;
 use clawfs::memory::is_indexed;
 use notify::{Event, EventKind, RecursiveMode, Watcher};
 
@@ -47,7 +48,7 @@ pub fn today() -> i64 {
 
 /// Starts watching `root`/agents on a thread of its own.
 pub fn start(root: &Path, state: Arc<Mutex<State>>, hygiene: Hygiene) -> Result<(), String> {
-    let agents = root.join("agents");
+    let agents = agents_dir(root);
     let (sender, events) = std::sync::mpsc::channel();
     let mut watcher = notify::recommended_watcher(sender).map_err(|e| format!("inotify: {e}"))?;
     watcher.watch(&agents, RecursiveMode::Recursive).map_err(|e| format!("watching {}: {e}", agents.display()))?;
@@ -59,7 +60,7 @@ pub fn start(root: &Path, state: Arc<Mutex<State>>, hygiene: Hygiene) -> Result<
             run(&events, &agents, &state, hygiene);
         })
         .map_err(|e| format!("cannot start the memory watch thread: {e}"))?;
-    tracing::info!("re-indexing agents' memory files under {} when they change", root.join("agents").display());
+    tracing::info!("re-indexing agents' memory files under {} when they change", agents_dir(root).display());
     Ok(())
 }
 

@@ -472,7 +472,7 @@ fn agent_database(clawfs_root: &Path, agent: &str) -> Result<PathBuf, MethodErro
             format!("agent {agent:?} must be lowercase letters, digits and hyphens"),
         ));
     }
-    Ok(clawfs_root.join("agents").join(agent).join(clawfs::DATABASE_FILE))
+    Ok(clawfs::layout::agents_dir(clawfs_root).join(agent).join(clawfs::DATABASE_FILE))
 }
 
 fn error_code(error: &CallError) -> ErrorCode {
