@@ -17,10 +17,15 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedMutexGuard;
 
+/// A call's key on one agent database: the database's path and the key.
+type Entry = (PathBuf, String);
+/// The gate of one key: held while a call with it is looked up and run.
+type Gate = Arc<tokio::sync::Mutex<()>>;
+
 /// The keys of calls running or being looked up now, per agent database.
 #[derive(Default)]
 pub struct KeyedCalls {
-    running: Mutex<HashMap<(PathBuf, String), Arc<tokio::sync::Mutex<()>>>>,
+    running: Mutex<HashMap<Entry, Gate>>,
 }
 
 /// Held while a keyed call is looked up and run (moved into the thread
@@ -29,8 +34,8 @@ pub struct KeyedCalls {
 /// for it to be dropped.
 pub struct Held {
     calls: Arc<KeyedCalls>,
-    entry: (PathBuf, String),
-    gate: Arc<tokio::sync::Mutex<()>>,
+    entry: Entry,
+    gate: Gate,
     guard: Option<OwnedMutexGuard<()>>,
 }
 
@@ -43,7 +48,7 @@ impl KeyedCalls {
         Held { calls: self.clone(), entry, gate, guard: Some(guard) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(PathBuf, String), Arc<tokio::sync::Mutex<()>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Entry, Gate>> {
         self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
