@@ -235,15 +235,15 @@ anthropic_text_reply() { # TEXT INPUT_TOKENS OUTPUT_TOKENS
 check_retry_and_fallback() {
   local flaky
   flaky=$(jq -cn '{replies: [{status: 429, headers: {"retry-after": "2"}}, {status: 500}, {status: 500}]}') &&
-    start_provider clawos-test-vm-flaky 18085 "$flaky" &&
-    start_provider clawos-test-vm-claude 18086 "$(jq -cn --argjson r "$(anthropic_text_reply "Answered by the fallback." 42 5)" '{replies: [$r]}')" ||
+    start_provider clawos-test-vm-flaky 18090 "$flaky" &&
+    start_provider clawos-test-vm-claude 18091 "$(jq -cn --argjson r "$(anthropic_text_reply "Answered by the fallback." 42 5)" '{replies: [$r]}')" ||
     return 1
   vm_ssh '
     set -e
     printf "%s\n" "[model]" "provider = \"flaky\"" "model = \"scripted-1\"" "max_retries = 2" "backoff_base_ms = 10" \
       "fallback = [{ provider = \"claude\", model = \"scripted-2\" }]" "[tools]" "allow = []" \
-      "[providers.flaky]" "kind = \"openai\"" "base_url = \"http://127.0.0.1:18085/v1\"" \
-      "[providers.claude]" "kind = \"anthropic\"" "base_url = \"http://127.0.0.1:18086\"" > /run/clawos-test/fallback.toml
+      "[providers.flaky]" "kind = \"openai\"" "base_url = \"http://127.0.0.1:18090/v1\"" \
+      "[providers.claude]" "kind = \"anthropic\"" "base_url = \"http://127.0.0.1:18091/v1\"" > /run/clawos-test/fallback.toml
     clawctl agent create vm-fallback --config /run/clawos-test/fallback.toml >/dev/null
     out=$(clawctl chat --agent vm-fallback -m "Anyone there?" --json) || { echo "$out"; exit 1; }
     echo "$out" | jq -e ".status == \"done\" and .answer == \"Answered by the fallback.\" and .input_tokens >= 42" >/dev/null || { echo "$out"; exit 1; }
@@ -266,18 +266,20 @@ check "agent turns: a 429 is retried after its Retry-After; the route's spent re
 # system prompt, so the second turn passes it and the first does not.
 check_compaction() {
   local long script
-  long=$(printf 'Survey line %s: the north field drains slowly after rain. ' $(seq 30))
+  # About 1,800 tokens (four bytes a token): far past the 300 tokens of
+  # room the window below leaves beside the system prompt.
+  long=$(printf 'Survey line %s: the north field drains slowly after rain. ' $(seq 120))
   script=$(jq -cn --argjson r1 "$(text_reply "$long" 100 400)" \
                   --argjson r2 "$(tool_call_reply f-1 memory_store '{"content": "The boiler code is 4471."}')" \
                   --argjson r3 "$(text_reply "Summary: survey notes on the north field." 500 10)" \
                   --argjson r4 "$(text_reply "Done." 100 1)" '{replies: [$r1, $r2, $r3, $r4]}') &&
-    start_provider clawos-test-vm-compact 18087 "$script" || return 1
+    start_provider clawos-test-vm-compact 18092 "$script" || return 1
   vm_ssh '
     set -e
     config() { # CONTEXT_WINDOW
       printf "%s\n" "[model]" "provider = \"scripted\"" "model = \"scripted-1\"" "max_retries = 0" "max_tokens = 64" \
         "[session]" "keep_recent = 1" "[autonomy]" "level = \"full\"" "[tools]" "allow = [\"memory_store\"]" \
-        "[providers.scripted]" "kind = \"openai\"" "base_url = \"http://127.0.0.1:18087/v1\"" \
+        "[providers.scripted]" "kind = \"openai\"" "base_url = \"http://127.0.0.1:18092/v1\"" \
         "[providers.scripted.models.\"scripted-1\"]" "context_window = $1"
     }
     config 100000 > /run/clawos-test/compact.toml
