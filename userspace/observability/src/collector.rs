@@ -10,8 +10,8 @@ use clawos_api::observability::{AllMetrics, ComponentMetrics, ComponentStatus, C
 use clawos_api::router::{self, SubscribeEvents};
 use clawos_api::NoParams;
 use clawos_ipc::health::HealthTracker;
-use clawos_ipc::message::HEARTBEAT;
 use clawos_ipc::message::HealthStatus;
+use clawos_ipc::message::HEARTBEAT;
 use clawos_ipc::{Body, ClientOptions, ComponentId, Heartbeat, IpcClient, Message, Principal};
 use clawos_runtime::{COMPONENT_READY, COMPONENT_SHUTDOWN};
 use serde_json::Value;
