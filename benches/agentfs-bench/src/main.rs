@@ -48,6 +48,10 @@ struct Timings {
     delete: Duration,
 }
 
+/// A row of the table: the workload, its time in a column, and how many
+/// files or bytes it handles (for its rate).
+type Row = (&'static str, fn(&Timings) -> Duration, f64);
+
 impl Timings {
     /// The best of two runs, workload by workload.
     fn best(self, other: Timings) -> Timings {
@@ -72,20 +76,19 @@ fn posix(root: &Path, sizes: &Sizes) -> Timings {
     let small = root.join("small");
     fs::create_dir(&small).unwrap();
     let big: Vec<u8> = (0..BLOCK).map(|i| (i % 251) as u8).collect();
-    let mut timings = Timings::default();
-    timings.create = timed(|| {
+    let create = timed(|| {
         for n in 0..sizes.files {
             fs::File::create(small.join(format!("f{n}"))).unwrap().write_all(&SMALL_FILE).unwrap();
         }
     });
-    timings.write_big = timed(|| {
+    let write_big = timed(|| {
         let mut file = fs::File::create(root.join("big")).unwrap();
         for _ in 0..sizes.big_mib {
             file.write_all(&big).unwrap();
         }
         file.sync_all().unwrap();
     });
-    timings.read_big = timed(|| {
+    let read_big = timed(|| {
         let mut file = fs::File::open(root.join("big")).unwrap();
         let mut buffer = vec![0u8; BLOCK];
         let mut total = 0;
@@ -98,7 +101,7 @@ fn posix(root: &Path, sizes: &Sizes) -> Timings {
         }
         assert_eq!(total, sizes.big_mib * BLOCK);
     });
-    timings.traverse = timed(|| {
+    let traverse = timed(|| {
         let mut seen = 0;
         let mut pending = vec![root.to_path_buf()];
         while let Some(dir) = pending.pop() {
@@ -113,8 +116,8 @@ fn posix(root: &Path, sizes: &Sizes) -> Timings {
         }
         assert_eq!(seen, sizes.files + 2);
     });
-    timings.delete = timed(|| fs::remove_dir_all(&small).unwrap());
-    timings
+    let delete = timed(|| fs::remove_dir_all(&small).unwrap());
+    Timings { create, write_big, read_big, traverse, delete }
 }
 
 /// The same workloads through the library; `batched` groups the small-file
@@ -135,23 +138,22 @@ fn library(db: &Path, sizes: &Sizes, batched: bool) -> Timings {
             }
         }
     };
-    let mut timings = Timings::default();
-    timings.create = timed(|| each(&mut fs, &|fs, name| fs.write_file(name, &SMALL_FILE)));
-    timings.write_big = timed(|| {
+    let create = timed(|| each(&mut fs, &|fs, name| fs.write_file(name, &SMALL_FILE)));
+    let write_big = timed(|| {
         fs.create("/big", 0o644).unwrap();
         for block in 0..sizes.big_mib {
             fs.write("/big", (block * BLOCK) as u64, &big).unwrap();
         }
         fs.sync().unwrap();
     });
-    timings.read_big = timed(|| {
+    let read_big = timed(|| {
         let mut total = 0;
         for block in 0..sizes.big_mib {
             total += fs.read("/big", (block * BLOCK) as u64, BLOCK as u64).unwrap().len();
         }
         assert_eq!(total, sizes.big_mib * BLOCK);
     });
-    timings.traverse = timed(|| {
+    let traverse = timed(|| {
         let mut seen = 0;
         let mut pending = vec!["/".to_owned()];
         while let Some(dir) = pending.pop() {
@@ -165,11 +167,11 @@ fn library(db: &Path, sizes: &Sizes, batched: bool) -> Timings {
         }
         assert_eq!(seen, sizes.files + 2);
     });
-    timings.delete = timed(|| {
+    let delete = timed(|| {
         each(&mut fs, &|fs, name| fs.unlink(name));
         fs.rmdir("/small").unwrap();
     });
-    timings
+    Timings { create, write_big, read_big, traverse, delete }
 }
 
 /// Runs `work` with this thread, and the threads it starts, on `cpu` only
@@ -285,7 +287,7 @@ fn main() {
         "{:<28} {:>12} {:>12} {:>9} {:>12} {:>9} {:>12} {:>9}",
         "workload", "host", "library", "x host", "lib batched", "x host", "FUSE", "x host"
     );
-    let rows: [(&str, fn(&Timings) -> Duration, f64); 5] = [
+    let rows: [Row; 5] = [
         ("create+write+close small", |t| t.create, sizes.files as f64),
         ("sequential write big", |t| t.write_big, (sizes.big_mib * BLOCK) as f64),
         ("sequential read big", |t| t.read_big, (sizes.big_mib * BLOCK) as f64),

@@ -432,11 +432,8 @@ fn held_out_queries(
         let (mut samples, mut on_topic, mut returned) = (Vec::with_capacity(queries), 0usize, 0usize);
         for (topic, question) in &questions {
             let started = Instant::now();
-            let response = index.search(&SearchRequest {
-                query: question.clone(),
-                fusion: fusion.clone(),
-                ..SearchRequest::new("")
-            })?;
+            let response =
+                index.search(&SearchRequest { query: question.clone(), fusion, ..SearchRequest::new("") })?;
             samples.push(started.elapsed());
             returned += response.results.len();
             on_topic += response.results.iter().filter(|hit| topics[document_number(&hit.path)] == *topic).count();

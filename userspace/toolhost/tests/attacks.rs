@@ -174,6 +174,7 @@ fn reading_a_fifo_fails_instead_of_blocking() {
     let reader = file_tool(dir.path(), &Fixture::FileRead, 16);
     let fifo =
         std::ffi::CString::new(dir.path().join("workspaces/pipe").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     let host = host(dir.path());
     let (done, outcome) = std::sync::mpsc::channel();

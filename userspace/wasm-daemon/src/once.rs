@@ -17,10 +17,13 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedMutexGuard;
 
+/// The gate of each (agent database, key) whose call runs or is looked up now.
+type Gates = HashMap<(PathBuf, String), Arc<tokio::sync::Mutex<()>>>;
+
 /// The keys of calls running or being looked up now, per agent database.
 #[derive(Default)]
 pub struct KeyedCalls {
-    running: Mutex<HashMap<(PathBuf, String), Arc<tokio::sync::Mutex<()>>>>,
+    running: Mutex<Gates>,
 }
 
 /// Held while a keyed call is looked up and run (moved into the thread
@@ -43,7 +46,7 @@ impl KeyedCalls {
         Held { calls: self.clone(), entry, gate, guard: Some(guard) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(PathBuf, String), Arc<tokio::sync::Mutex<()>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Gates> {
         self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
