@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction;
 use crate::config::AgentConfig;
-use crate::provider::{estimate_tokens, ChatMessage, ChatRequest, ChatResponse, ProviderError, Role, ToolSpec};
+use crate::provider::{estimate_tokens, ChatMessage, ChatRequest, ChatResponse, ProviderError, Role, ToolSpec, Usage};
 use crate::store::{self, Checkpoint, SpendRow, Store};
 use crate::tools::{self, BuiltIn, Runner, Tool};
 
@@ -393,14 +393,7 @@ impl Turn<'_> {
         outcome.input_tokens += response.usage.input_tokens;
         outcome.output_tokens += response.usage.output_tokens;
         outcome.cost_usd += answered.cost_usd;
-        let spend = SpendRow {
-            turn_id: self.turn_id,
-            provider: &answered.provider,
-            model: &answered.model,
-            usage: response.usage,
-            cost_usd: answered.cost_usd,
-        };
-        self.store.spend(&spend)?;
+        self.spend(response.usage, &answered)?;
         self.reporter.publish(
             "provider.response",
             json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "provider": answered.provider, "model": answered.model,
@@ -435,8 +428,7 @@ impl Turn<'_> {
             outcome.answer.push('\n');
         }
         outcome.answer.push_str(&text);
-        let assistant =
-            ChatMessage { role: Role::Assistant, content: text, tool_calls: calls.clone(), tool_call_id: None };
+        let assistant = ChatMessage::calls(text, calls.clone());
         let checkpoint = self.checkpoint(outcome, None);
         let seq = self.store.append_checkpointed(
             self.session_id,
@@ -445,6 +437,17 @@ impl Turn<'_> {
             &checkpoint,
         )?;
         Ok(if calls.is_empty() { State::Answered } else { State::Execute { seq, step, calls, allowed: None } })
+    }
+
+    /// Records what one answer of this turn used and cost.
+    fn spend(&self, usage: Usage, answered: &Answered) -> store::Result<()> {
+        self.store.spend(&SpendRow {
+            turn_id: self.turn_id,
+            provider: &answered.provider,
+            model: &answered.model,
+            usage,
+            cost_usd: answered.cost_usd,
+        })
     }
 
     /// The checkpoint of this turn at `progress`, with the call running now.
@@ -477,12 +480,7 @@ impl Turn<'_> {
                 None => None,
             };
             if let Some(why) = not_run {
-                let refused = ChatMessage {
-                    role: Role::Tool,
-                    content: why.into(),
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some(call.id.clone()),
-                };
+                let refused = ChatMessage::tool_result(call.id.clone(), why);
                 self.store.append_checkpointed(self.session_id, &refused, 10, &self.checkpoint(outcome, None))?;
                 continue;
             }
@@ -536,8 +534,7 @@ impl Turn<'_> {
             self.reporter.publish("tool.completed", json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name, "ok": !result.is_error, "duration_ms": duration_ms}));
             let content = tools::cut(result.content, self.config.tools.max_result_bytes);
             let tokens = estimate_tokens(&content);
-            let message =
-                ChatMessage { role: Role::Tool, content, tool_calls: Vec::new(), tool_call_id: Some(call.id) };
+            let message = ChatMessage::tool_result(call.id, content);
             self.store.append_checkpointed(self.session_id, &message, tokens, &self.checkpoint(outcome, None))?;
             halted = (self.after_tool)();
         }
@@ -662,14 +659,7 @@ impl Turn<'_> {
                 return tracing::warn!(agent = self.agent, "the memory flush before compaction failed: {error}")
             }
         };
-        let spend = SpendRow {
-            turn_id: self.turn_id,
-            provider: &answered.provider,
-            model: &answered.model,
-            usage: response.usage,
-            cost_usd: answered.cost_usd,
-        };
-        if let Err(error) = self.store.spend(&spend) {
+        if let Err(error) = self.spend(response.usage, &answered) {
             tracing::error!(agent = self.agent, "recording the memory flush's spend: {error}");
         }
         let calls = if response.tool_calls.is_empty() && !native {
@@ -711,14 +701,7 @@ impl Turn<'_> {
         };
         match self.thinker.think(&request, &|_| {}, &self.cancel).await {
             Ok((response, answered)) if !response.text.trim().is_empty() => {
-                let spend = SpendRow {
-                    turn_id: self.turn_id,
-                    provider: &answered.provider,
-                    model: &answered.model,
-                    usage: response.usage,
-                    cost_usd: answered.cost_usd,
-                };
-                if let Err(error) = self.store.spend(&spend) {
+                if let Err(error) = self.spend(response.usage, &answered) {
                     tracing::error!(agent = self.agent, "recording the summary's spend: {error}");
                 }
                 Some(format!("Summary of the earlier conversation: {}", response.text.trim()))
@@ -813,12 +796,7 @@ pub fn abandon(store: &Store, session_id: &str, turn_id: &str, why: &str) -> Tur
     match store.context(session_id) {
         Ok(context) => {
             for call in pending_calls(&context).map(|(_, calls)| calls).unwrap_or_default() {
-                let refused = ChatMessage {
-                    role: Role::Tool,
-                    content: format!("error: not run: {why}"),
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some(call.id),
-                };
+                let refused = ChatMessage::tool_result(call.id, format!("error: not run: {why}"));
                 if let Err(error) = store.append(session_id, &refused, false, 10) {
                     tracing::error!(turn = turn_id, "storing a call's result: {error}");
                 }

@@ -12,7 +12,7 @@ use clawos_agent_loop::provider::{KeySource, Role, ToolSpec};
 use clawos_agent_loop::store::Store;
 use clawos_agent_loop::thinker;
 use clawos_agent_loop::tools::{CallResult, Runner};
-use clawos_agent_loop::turn::{Reporter, Turn};
+use clawos_agent_loop::turn::{Reporter, Thinker, Turn};
 use clawos_api::agent_loop::{TurnStatus, TurnStep};
 use clawos_scripted_provider::{openai, Script, Server};
 use futures::future::BoxFuture;
@@ -142,6 +142,31 @@ fn soul_guard(tools: &Tools) -> impl Fn() -> Option<String> + Send + Sync + '_ {
     || tools.calls.lock().unwrap().iter().any(|(name, _)| name == "rewrite-soul").then(|| "soul.md: held".to_owned())
 }
 
+/// Turn `turn_id` of agent `a` in session `s1`.
+fn agent_turn<'a>(
+    config: &'a AgentConfig,
+    store: &'a Store,
+    thinker: &'a dyn Thinker,
+    tools: &'a Tools,
+    turn_id: &'a str,
+    after_tool: &'a (dyn Fn() -> Option<String> + Send + Sync),
+    reporter: &'a Seen,
+) -> Turn<'a> {
+    Turn {
+        agent: "a",
+        config,
+        store,
+        thinker,
+        tools,
+        session_id: "s1",
+        turn_id,
+        persona: "",
+        after_tool,
+        cancel: CancellationToken::new(),
+        reporter,
+    }
+}
+
 /// Runs one turn for `message` (a continuation without one) with `tools`.
 async fn run_with(
     dir: tempfile::TempDir,
@@ -159,19 +184,7 @@ async fn run_with(
     let thinker = thinker::build(&config, &config.model.route(), Arc::new(NoKeys)).unwrap();
     let seen = Seen::default();
     let after_tool = soul_guard(&tools);
-    let turn = Turn {
-        agent: "a",
-        config: &config,
-        store: &store,
-        thinker: &*thinker,
-        tools: &tools,
-        session_id: "s1",
-        turn_id: &turn_id,
-        persona: "",
-        after_tool: &after_tool,
-        cancel: CancellationToken::new(),
-        reporter: &seen,
-    };
+    let turn = agent_turn(&config, &store, &*thinker, &tools, &turn_id, &after_tool, &seen);
     let outcome = turn.run(message, &specs()).await;
     drop(turn);
     drop(after_tool);
@@ -291,8 +304,14 @@ async fn each_limit_ends_the_turn_with_a_message_naming_it() {
     assert_eq!(outcome.status, TurnStatus::Limit);
     assert!(outcome.message.unwrap().contains("tokens per turn (5)"));
 
-    // Cost per day, checked before the request that would spend more: the
-    // first turn spends $2, the next one is refused without a request.
+    // Cost per day.
+    assert_the_next_turn_is_refused_for_spend("[limits]\nmax_cost_per_day_usd = 1.0\n", "cost per day ($1.00").await;
+}
+
+/// Spend limits are checked before the request that would spend more:
+/// under `limits`, a first turn spends $2, and the next one is refused
+/// without a request, with a message naming the limit (`named`).
+async fn assert_the_next_turn_is_refused_for_spend(limits: &str, named: &str) {
     let server = Server::start(
         Script::new()
             .reply(openai::text(["expensive"], Some((2_000_000, 10))))
@@ -300,13 +319,12 @@ async fn each_limit_ends_the_turn_with_a_message_naming_it() {
     )
     .await
     .unwrap();
-    let (outcome, _store, _tools, _seen, dir) = run_turn(&server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
+    let (outcome, _store, _tools, _seen, dir) = run_turn(&server, limits, true).await;
     assert_eq!(outcome.status, TurnStatus::Done);
     assert!(outcome.cost_usd > 2.0, "{outcome:?}");
-    let (outcome, _store, _tools, _seen, _dir) =
-        run_turn_in(dir, &server, "[limits]\nmax_cost_per_day_usd = 1.0\n", true).await;
+    let (outcome, _store, _tools, _seen, _dir) = run_turn_in(dir, &server, limits, true).await;
     assert_eq!((outcome.status, outcome.steps), (TurnStatus::Limit, 0));
-    assert!(outcome.message.unwrap().contains("cost per day ($1.00"));
+    assert!(outcome.message.unwrap().contains(named), "{named}");
     assert_eq!(server.served(), 1);
 }
 
@@ -421,19 +439,7 @@ async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once(
     store.turn_started("t-cut", "s1", None).unwrap();
     let (tools, seen) = (Tools { hangs: true, ..Tools::default() }, Seen::default());
     let after_tool = soul_guard(&tools);
-    let turn = Turn {
-        agent: "a",
-        config: &config,
-        store: &store,
-        thinker: &*thinker,
-        tools: &tools,
-        session_id: "s1",
-        turn_id: "t-cut",
-        persona: "",
-        after_tool: &after_tool,
-        cancel: CancellationToken::new(),
-        reporter: &seen,
-    };
+    let turn = agent_turn(&config, &store, &*thinker, &tools, "t-cut", &after_tool, &seen);
     let cut = tokio::time::timeout(std::time::Duration::from_secs(2), turn.run(Some("count"), &specs())).await;
     assert!(cut.is_err(), "the hanging call returned");
     drop(turn);
@@ -451,19 +457,7 @@ async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once(
     // This time the tool answers.
     let resumed_tools = Tools::default();
     let after_tool = soul_guard(&resumed_tools);
-    let turn = Turn {
-        agent: "a",
-        config: &config,
-        store: &store,
-        thinker: &*thinker,
-        tools: &resumed_tools,
-        session_id: "s1",
-        turn_id: "t-cut",
-        persona: "",
-        after_tool: &after_tool,
-        cancel: CancellationToken::new(),
-        reporter: &seen,
-    };
+    let turn = agent_turn(&config, &store, &*thinker, &resumed_tools, "t-cut", &after_tool, &seen);
     let outcome = turn.resume(progress, found.in_flight, &specs()).await;
     assert_eq!(
         (outcome.status, outcome.answer.as_str(), outcome.steps, outcome.tool_calls),
@@ -490,12 +484,7 @@ async fn a_cut_off_turn_that_cannot_resume_is_ended_and_its_call_answered() {
     store.append("s1", &clawos_agent_loop::provider::ChatMessage::text(Role::User, "count"), false, 1).unwrap();
     let call =
         clawos_agent_loop::provider::ToolCall { id: "c1".into(), name: "text-stats".into(), arguments: json!({}) };
-    let asked = clawos_agent_loop::provider::ChatMessage {
-        role: Role::Assistant,
-        content: String::new(),
-        tool_calls: vec![call],
-        tool_call_id: None,
-    };
+    let asked = clawos_agent_loop::provider::ChatMessage::calls("", vec![call]);
     store.append("s1", &asked, false, 1).unwrap();
     assert_eq!(store.unfinished_turns().unwrap().len(), 1);
 
@@ -528,19 +517,6 @@ async fn the_wall_time_limit_ends_a_turn_whose_model_answers_too_slowly() {
 async fn the_monthly_cost_limit_refuses_the_turn_before_its_request() {
     // No daily limit: the month's alone stops the second turn, before its
     // request is sent.
-    let server = Server::start(
-        Script::new()
-            .reply(openai::text(["expensive"], Some((2_000_000, 10))))
-            .reply(openai::text(["never sent"], None)),
-    )
-    .await
-    .unwrap();
-    let limits = "[limits]\nmax_cost_per_month_usd = 1.0\n";
-    let (outcome, _store, _tools, _seen, dir) = run_turn(&server, limits, true).await;
-    assert_eq!(outcome.status, TurnStatus::Done);
-    assert!(outcome.cost_usd > 2.0, "{outcome:?}");
-    let (outcome, _store, _tools, _seen, _dir) = run_turn_in(dir, &server, limits, true).await;
-    assert_eq!((outcome.status, outcome.steps), (TurnStatus::Limit, 0));
-    assert!(outcome.message.unwrap().contains("cost per month ($1.00"));
-    assert_eq!(server.served(), 1);
+    assert_the_next_turn_is_refused_for_spend("[limits]\nmax_cost_per_month_usd = 1.0\n", "cost per month ($1.00")
+        .await;
 }

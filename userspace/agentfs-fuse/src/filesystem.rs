@@ -315,6 +315,8 @@ impl Drop for WorkspaceFs {
     }
 }
 
+/// The umask argument of `mknod`, `mkdir` and `create` goes unused (`_`):
+/// the kernel has already applied it to `mode` (no FUSE_DONT_MASK).
 impl Filesystem for WorkspaceFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
         // Kernels without READDIRPLUS send plain READDIR and LOOKUPs.
@@ -381,21 +383,11 @@ impl Filesystem for WorkspaceFs {
         }
     }
 
-    fn mknod(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        // The kernel has already applied the umask to `mode` (no FUSE_DONT_MASK).
+    fn mknod(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _: u32, rdev: u32, reply: ReplyEntry) {
         self.create_entry(req, parent, name, reply, |fs, path| fs.mknod(path, mode, rdev.into()));
     }
 
-    fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _: u32, reply: ReplyEntry) {
         self.create_entry(req, parent, name, reply, |fs, path| fs.mkdir(path, mode));
     }
 
@@ -726,7 +718,7 @@ impl Filesystem for WorkspaceFs {
         parent: u64,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        _: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {

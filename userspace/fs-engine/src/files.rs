@@ -44,6 +44,18 @@ impl FileService {
         log.record(entry).map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
     }
 
+    /// Records an allowed `operation` on `path` for `agent`, asked by `caller`.
+    fn record_allowed(
+        &self,
+        caller: Principal,
+        agent: &str,
+        operation: &str,
+        path: &str,
+        bytes: Option<u64>,
+    ) -> Result<(), MethodError> {
+        self.record(&Entry { agent, operation, path, bytes, denied: None, caller: caller.as_str() })
+    }
+
     /// Resolves `path` for whoever the request is for, auditing a refusal.
     fn resolve<'a>(
         &self,
@@ -92,17 +104,10 @@ impl FileService {
     /// `read_file` for `caller`.
     pub fn read(&self, caller: Principal, p: ReadFile) -> Result<FileContent, MethodError> {
         let (requester, file) = self.resolve(caller, p.agent.as_deref(), "read", &p.path, Access::Read)?;
-        let entry = |operation, bytes| Entry {
-            agent: requester.name(),
-            operation,
-            path: &file.display,
-            bytes,
-            denied: None,
-            caller: caller.as_str(),
-        };
-        self.record(&entry("open", None))?;
+        let record = |operation, bytes| self.record_allowed(caller, requester.name(), operation, &file.display, bytes);
+        record("open", None)?;
         let read = files::read(&file, p.offset, p.length).map_err(crate::method_error)?;
-        self.record(&entry("read", Some(read.data.len() as u64)))?;
+        record("read", Some(read.data.len() as u64))?;
         let (content, content_base64) = match String::from_utf8(read.data) {
             Ok(text) => (Some(text), None),
             Err(bytes) => (None, Some(base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes()))),
@@ -120,15 +125,8 @@ impl FileService {
             _ => return Err(MethodError::bad_params("write_file: give exactly one of content and content_base64")),
         };
         let (requester, file) = self.resolve(caller, p.agent.as_deref(), "write", &p.path, Access::Write)?;
-        let entry = |operation, bytes| Entry {
-            agent: requester.name(),
-            operation,
-            path: &file.display,
-            bytes,
-            denied: None,
-            caller: caller.as_str(),
-        };
-        self.record(&entry("open", None))?;
+        let record = |operation, bytes| self.record_allowed(caller, requester.name(), operation, &file.display, bytes);
+        record("open", None)?;
         if p.create_dirs {
             // The parent was checked with the file: it lies inside the same allowed tree.
             if let Some(parent) = file.real.parent() {
@@ -141,21 +139,14 @@ impl FileService {
         }
         let mode = if p.append { WriteMode::Append } else { WriteMode::Replace };
         let size = files::write(&file, &data, mode).map_err(crate::method_error)?;
-        self.record(&entry("write", Some(data.len() as u64)))?;
+        record("write", Some(data.len() as u64))?;
         Ok(FileWritten { path: file.display.clone(), bytes_written: data.len(), size })
     }
 
     /// `list_dir` for `caller`.
     pub fn list(&self, caller: Principal, p: FilePath) -> Result<DirListing, MethodError> {
         let (requester, dir) = self.resolve(caller, p.agent.as_deref(), "list", &p.path, Access::Read)?;
-        self.record(&Entry {
-            agent: requester.name(),
-            operation: "list",
-            path: &dir.display,
-            bytes: None,
-            denied: None,
-            caller: caller.as_str(),
-        })?;
+        self.record_allowed(caller, requester.name(), "list", &dir.display, None)?;
         let entries = files::list(&dir).map_err(crate::method_error)?;
         Ok(DirListing { path: dir.display.clone(), entries })
     }
@@ -163,14 +154,7 @@ impl FileService {
     /// `delete_file` for `caller`.
     pub fn delete(&self, caller: Principal, p: FilePath) -> Result<FileDeleted, MethodError> {
         let (requester, path) = self.resolve(caller, p.agent.as_deref(), "delete", &p.path, Access::Write)?;
-        self.record(&Entry {
-            agent: requester.name(),
-            operation: "delete",
-            path: &path.display,
-            bytes: None,
-            denied: None,
-            caller: caller.as_str(),
-        })?;
+        self.record_allowed(caller, requester.name(), "delete", &path.display, None)?;
         files::delete(&path).map_err(crate::method_error)?;
         Ok(FileDeleted { path: path.display.clone() })
     }
@@ -184,14 +168,7 @@ impl FileService {
         if namespace::agent_exists(&self.root, &p.agent) {
             return Err(MethodError::new(ErrorCode::Eperm, format!("agent `{}` already exists", p.agent)));
         }
-        self.record(&Entry {
-            agent: &p.agent,
-            operation: "agent_create",
-            path: &display,
-            bytes: None,
-            denied: None,
-            caller: caller.as_str(),
-        })?;
+        self.record_allowed(caller, &p.agent, "agent_create", &display, None)?;
         // Owners were set on agents/ by systemd-tmpfiles (setgid group).
         namespace::create_agent(&self.root, &p.agent, Owners::Keep, &mut NamespaceReport::default())
             .map_err(crate::method_error)?;
@@ -210,14 +187,7 @@ impl FileService {
         if !namespace::agent_exists(&self.root, &p.agent) {
             return Err(MethodError::new(ErrorCode::Enoent, format!("no agent `{}`", p.agent)));
         }
-        self.record(&Entry {
-            agent: &p.agent,
-            operation: "agent_remove",
-            path: &display,
-            bytes: None,
-            denied: None,
-            caller: caller.as_str(),
-        })?;
+        self.record_allowed(caller, &p.agent, "agent_remove", &display, None)?;
         namespace::remove_agent(&self.root, &p.agent).map_err(crate::method_error)
     }
 }

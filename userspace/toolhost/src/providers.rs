@@ -90,6 +90,32 @@ pub struct MemoryResults {
     pub vector_leg: String,
 }
 
+/// What a tool gets of ClawFS's hybrid search (the answer of fs-engine's
+/// `memory_search`).
+impl From<clawfs::SearchResponse> for MemoryResults {
+    fn from(response: clawfs::SearchResponse) -> Self {
+        MemoryResults {
+            hits: response.results.into_iter().map(MemoryHit::from).collect(),
+            keyword_leg: describe_leg(&response.keyword),
+            vector_leg: describe_leg(&response.vector),
+        }
+    }
+}
+
+impl From<clawfs::SearchHit> for MemoryHit {
+    fn from(clawfs::SearchHit { workspace, path, heading, content, score, .. }: clawfs::SearchHit) -> Self {
+        MemoryHit { workspace, path, heading, content, score }
+    }
+}
+
+/// A leg report as one line for the tool.
+fn describe_leg(leg: &clawfs::LegReport) -> String {
+    match leg {
+        clawfs::LegReport::Ran { candidates } => format!("ran ({candidates} candidates)"),
+        clawfs::LegReport::NotRun { reason } => format!("not run: {reason}"),
+    }
+}
+
 /// Why a memory search returned no results. The tool gets the message as
 /// its error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -203,6 +229,12 @@ impl KvBackend for MemoryKv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leg_reports_read_as_one_line() {
+        assert_eq!(describe_leg(&clawfs::LegReport::Ran { candidates: 12 }), "ran (12 candidates)");
+        assert_eq!(describe_leg(&clawfs::LegReport::NotRun { reason: "no embedder".into() }), "not run: no embedder");
+    }
 
     #[test]
     fn memory_kv_counts_keys_per_agent_and_tool() {

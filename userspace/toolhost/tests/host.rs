@@ -267,16 +267,19 @@ impl CredentialProvider for TestVault {
     }
 }
 
+/// A host whose tools' HTTP requests carry [`TestVault`]'s credential,
+/// trusting the certificates of `ca_bundle_pem` (`None`: the web roots).
+fn vault_host(clawfs_root: &std::path::Path, ca_bundle_pem: Option<Vec<u8>>) -> ToolHost {
+    let credentials = Arc::new(TestVault);
+    ToolHost::new(HostConfig { clawfs_root: clawfs_root.into(), credentials, ca_bundle_pem, ..HostConfig::default() })
+        .unwrap()
+}
+
 #[test]
 fn http_reaches_granted_host_with_injected_redacted_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, server) = echo_server(1);
-    let host = ToolHost::new(HostConfig {
-        clawfs_root: dir.path().into(),
-        credentials: Arc::new(TestVault),
-        ..HostConfig::default()
-    })
-    .unwrap();
+    let host = vault_host(dir.path(), None);
     let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
     let response = call(&host, &getter, json!(format!("http://{authority}/status"))).unwrap();
     // The server saw the credential; the tool only ever saw it redacted.
@@ -289,13 +292,7 @@ fn http_reaches_granted_host_with_injected_redacted_credentials() {
 fn https_verifies_the_server_and_carries_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, ca_pem, server) = tls_echo_server(1);
-    let config = HostConfig {
-        clawfs_root: dir.path().into(),
-        credentials: Arc::new(TestVault),
-        ca_bundle_pem: Some(ca_pem.into_bytes()),
-        ..HostConfig::default()
-    };
-    let host = ToolHost::new(config).unwrap();
+    let host = vault_host(dir.path(), Some(ca_pem.into_bytes()));
     let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
     let response = call(&host, &getter, json!(format!("https://{authority}/secure"))).unwrap();
     assert_eq!(response["path"], "/secure");
@@ -308,12 +305,7 @@ fn https_to_a_server_outside_the_trusted_roots_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (authority, _ca_pem, server) = tls_echo_server(1);
     // The web roots (the default) do not include the test's self-signed CA.
-    let host = ToolHost::new(HostConfig {
-        clawfs_root: dir.path().into(),
-        credentials: Arc::new(TestVault),
-        ..HostConfig::default()
-    })
-    .unwrap();
+    let host = vault_host(dir.path(), None);
     let getter = install(dir.path(), &Fixture::HttpGet, &[&format!("network:outbound:{authority}")], 16, 5);
     // The fixture traps on a transport error: the handshake was refused.
     assert!(matches!(call(&host, &getter, json!(format!("https://{authority}/"))), Err(CallError::Trap { .. })));

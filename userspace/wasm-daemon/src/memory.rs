@@ -5,20 +5,12 @@
 
 use std::time::Duration;
 
-use clawos_api::fs_engine::{self, LegReport, MemorySearch as SearchParams};
+use clawos_api::fs_engine::{self, MemorySearch as SearchParams};
 use clawos_ipc::ComponentId;
-use clawos_toolhost::{MemoryError, MemoryHit, MemoryResults, MemorySearch};
+use clawos_toolhost::{MemoryError, MemoryResults, MemorySearch};
 
 /// How long one search may take.
 const SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A leg report as one line for the tool.
-fn describe_leg(leg: &LegReport) -> String {
-    match leg {
-        LegReport::Ran { candidates } => format!("ran ({candidates} candidates)"),
-        LegReport::NotRun { reason } => format!("not run: {reason}"),
-    }
-}
 
 pub struct FsEngineMemory {
     runtime: tokio::runtime::Handle,
@@ -45,31 +37,6 @@ impl MemorySearch for FsEngineMemory {
             async |client| fs_engine::Client::new(client).with_timeout(SEARCH_TIMEOUT).memory_search(&params).await,
         )
         .map_err(MemoryError::Failed)?;
-        Ok(MemoryResults {
-            hits: answer
-                .results
-                .into_iter()
-                .map(|hit| MemoryHit {
-                    workspace: hit.workspace,
-                    path: hit.path,
-                    heading: hit.heading,
-                    content: hit.content,
-                    score: hit.score,
-                })
-                .collect(),
-            keyword_leg: describe_leg(&answer.keyword),
-            vector_leg: describe_leg(&answer.vector),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn leg_reports_read_as_one_line() {
-        assert_eq!(describe_leg(&LegReport::Ran { candidates: 12 }), "ran (12 candidates)");
-        assert_eq!(describe_leg(&LegReport::NotRun { reason: "no embedder".into() }), "not run: no embedder");
+        Ok(MemoryResults::from(answer))
     }
 }

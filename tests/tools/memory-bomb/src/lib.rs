@@ -7,13 +7,7 @@ wit_bindgen::generate!({ path: "../../../specs/wit", world: "tool" });
 struct MemoryBomb;
 
 impl Guest for MemoryBomb {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            params_schema: "{}".into(),
-        }
-    }
+    hostile_tool::describe!();
 
     fn run(_params_json: String) -> Result<String, ToolError> {
         let mut hoard: Vec<Vec<u8>> = Vec::new();

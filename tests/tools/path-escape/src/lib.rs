@@ -18,13 +18,7 @@ struct Params {
 struct PathEscape;
 
 impl Guest for PathEscape {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            params_schema: "{}".into(),
-        }
-    }
+    hostile_tool::describe!();
 
     fn run(params_json: String) -> Result<String, ToolError> {
         let Params { paths } =

@@ -47,13 +47,7 @@ fn in_memory(masked: &[u8]) -> bool {
 struct SecretRead;
 
 impl Guest for SecretRead {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            params_schema: "{}".into(),
-        }
-    }
+    hostile_tool::describe!();
 
     fn run(params_json: String) -> Result<String, ToolError> {
         let params: Params = serde_json::from_str(&params_json).map_err(|e| ToolError::InvalidParams(e.to_string()))?;

@@ -6,13 +6,7 @@ wit_bindgen::generate!({ path: "../../../specs/wit", world: "tool" });
 struct SpinForever;
 
 impl Guest for SpinForever {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            params_schema: "{}".into(),
-        }
-    }
+    hostile_tool::describe!();
 
     fn run(_params_json: String) -> Result<String, ToolError> {
         let mut counter: u64 = 0;

@@ -12,12 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
-use futures::FutureExt as _;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use super::http::{Protocol, Wire};
+use super::http::{optional_fields, Answer, Protocol};
 use super::openai::arguments;
 use super::{
     estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage,
@@ -70,16 +67,11 @@ pub fn body(request: &ChatRequest) -> Value {
     if !system.is_empty() {
         body["system"] = system.join("\n\n").into();
     }
-    if let Some(temperature) = request.temperature {
-        body["temperature"] = temperature.into();
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
-            .collect();
-    }
+    optional_fields(
+        &mut body,
+        request,
+        |tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}),
+    );
     body
 }
 
@@ -186,71 +178,50 @@ impl Assembly {
     }
 }
 
-async fn stream(
-    wire: &Wire,
-    request: &ChatRequest,
-    on_text: TextSink<'_>,
-    cancel: &CancellationToken,
-) -> Result<ChatResponse, ProviderError> {
-    let key = wire.key().await?;
-    let key = key.as_deref().map(String::as_str);
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("anthropic-version", reqwest::header::HeaderValue::from_static(API_VERSION));
-    if let Some(key) = key {
-        let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| ProviderError::Key {
-            provider: wire.name.clone(),
-            reason: "the key is not a valid header value".into(),
-        })?;
-        value.set_sensitive(true);
-        headers.insert("x-api-key", value);
-    }
-    let mut events = wire.post_stream("messages", headers, &body(request), key, cancel).await?;
-    let mut assembly = Assembly::default();
-    while !assembly.stopped {
-        let Some(event) = wire.next_event(&mut events, cancel).await? else {
-            return Err(wire.interrupted("the stream ended before message_stop"));
-        };
-        if event.data.trim().is_empty() {
-            continue;
-        }
-        let data: Value = serde_json::from_str(&event.data)
-            .map_err(|e| wire.malformed(format!("an event is not JSON ({e}): {}", event.data), key))?;
-        let name = if event.event.is_empty() {
-            data.get("type").and_then(Value::as_str).unwrap_or("").to_owned()
-        } else {
-            event.event.clone()
-        };
-        if name == "error" {
-            // Mid-stream errors (`overloaded_error`, `api_error`) are
-            // the provider's: as transient as their HTTP statuses.
-            let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
-            let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
-            let status = match kind {
-                "overloaded_error" => 529,
-                "rate_limit_error" => 429,
-                "api_error" => 500,
-                _ => 400,
-            };
-            return Err(ProviderError::Status {
-                provider: wire.name.clone(),
-                status,
-                message: super::http::redact(&format!("{kind}: {message}"), key),
-                retry_after_ms: None,
-            });
-        }
-        assembly.event(&name, &data, on_text).map_err(|e| wire.malformed(e, key))?;
-    }
-    Ok(assembly.finish(request))
-}
-
 impl Protocol for Anthropic {
-    fn stream<'a>(
-        wire: &'a Wire,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
-        stream(wire, request, on_text, cancel).boxed()
+    const PATH: &'static str = "messages";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
+
+    fn key_header(key: &str) -> (&'static str, String) {
+        ("x-api-key", key.to_owned())
+    }
+
+    fn body(request: &ChatRequest) -> Value {
+        body(request)
+    }
+
+    async fn read(mut answer: Answer<'_>, on_text: TextSink<'_>) -> Result<ChatResponse, ProviderError> {
+        let mut assembly = Assembly::default();
+        while !assembly.stopped {
+            let Some(event) = answer.next().await? else {
+                return Err(answer.interrupted("the stream ended before message_stop"));
+            };
+            if event.data.trim().is_empty() {
+                continue;
+            }
+            let data: Value = serde_json::from_str(&event.data)
+                .map_err(|e| answer.malformed(format!("an event is not JSON ({e}): {}", event.data)))?;
+            let name = if event.event.is_empty() {
+                data.get("type").and_then(Value::as_str).unwrap_or("").to_owned()
+            } else {
+                event.event.clone()
+            };
+            if name == "error" {
+                // Mid-stream errors (`overloaded_error`, `api_error`) are
+                // the provider's: as transient as their HTTP statuses.
+                let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+                let status = match kind {
+                    "overloaded_error" => 529,
+                    "rate_limit_error" => 429,
+                    "api_error" => 500,
+                    _ => 400,
+                };
+                return Err(answer.status(status, &format!("{kind}: {message}")));
+            }
+            assembly.event(&name, &data, on_text).map_err(|e| answer.malformed(e))?;
+        }
+        Ok(assembly.finish(answer.request))
     }
 }
 
@@ -266,27 +237,15 @@ mod tests {
             messages: vec![
                 ChatMessage::text(Role::System, "sys"),
                 ChatMessage::text(Role::User, "hi"),
-                ChatMessage {
-                    role: Role::Assistant,
-                    content: "let me look".into(),
-                    tool_calls: vec![
+                ChatMessage::calls(
+                    "let me look",
+                    vec![
                         ToolCall { id: "a".into(), name: "t".into(), arguments: json!({"x": 1}) },
                         ToolCall { id: "b".into(), name: "t".into(), arguments: json!({}) },
                     ],
-                    tool_call_id: None,
-                },
-                ChatMessage {
-                    role: Role::Tool,
-                    content: "1".into(),
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some("a".into()),
-                },
-                ChatMessage {
-                    role: Role::Tool,
-                    content: "2".into(),
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some("b".into()),
-                },
+                ),
+                ChatMessage::tool_result("a", "1"),
+                ChatMessage::tool_result("b", "2"),
             ],
             tools: Vec::new(),
             max_tokens: 10,

@@ -1,5 +1,6 @@
 //! What both protocols share on the wire: one POST whose answer is a
-//! server-sent event stream, the key fetched for that request only, HTTP
+//! server-sent event stream, the key fetched for that request only and sent
+//! in a sensitive header, the body fields both name alike, HTTP
 //! errors with their `Retry-After`, and reading events under an idle
 //! timeout and the turn's cancellation. The idle timer counts bytes, not
 //! events: a provider that sends SSE comments (`: keep-alive`) while its
@@ -9,6 +10,7 @@
 //! the key out of every one of them ([`redact`]). Must not own: what the
 //! events mean (`openai`, `anthropic`).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,18 +18,19 @@ use std::time::{Duration, Instant};
 
 use eventsource_stream::{Event, Eventsource as _};
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt as _};
+use futures::{FutureExt as _, Stream, StreamExt as _};
+use reqwest::header::{HeaderMap, HeaderValue};
 use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
 use super::config::ProviderConfig;
-use super::{Capabilities, ChatRequest, ChatResponse, KeySource, Provider, ProviderError, TextSink};
+use super::{Capabilities, ChatRequest, ChatResponse, KeySource, Provider, ProviderError, TextSink, ToolSpec};
 
 /// Longest part of an error body quoted in an error.
 const QUOTED_CHARS: usize = 300;
 
 /// The events of one answer, and when its bytes last arrived.
-pub(super) struct Events {
+struct Events {
     stream: Pin<Box<dyn Stream<Item = Result<Event, eventsource_stream::EventStreamError<reqwest::Error>>> + Send>>,
     /// When the answer's headers arrived.
     opened: Instant,
@@ -43,26 +46,38 @@ impl Events {
 }
 
 /// One provider's connection settings, shared by its requests.
-pub(super) struct Wire {
+struct Wire {
     /// The provider's name in the agent's config.
-    pub name: String,
+    name: String,
     /// Its table.
-    pub config: ProviderConfig,
+    config: ProviderConfig,
     /// Its HTTP client.
-    pub client: reqwest::Client,
+    client: reqwest::Client,
     /// Where its key comes from.
-    pub keys: Arc<dyn KeySource>,
+    keys: Arc<dyn KeySource>,
 }
 
-/// A wire protocol: how one request is sent and its stream read.
+/// A wire protocol: what one request carries and what its events mean.
+/// Sending it and reading the stream is the same for every protocol
+/// ([`HttpProvider`], [`Answer`]).
 pub(super) trait Protocol: Send + Sync + 'static {
-    /// Sends `request` over `wire` and assembles the streamed answer.
-    fn stream<'a>(
-        wire: &'a Wire,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>>;
+    /// Where requests go, under the provider's base URL.
+    const PATH: &'static str;
+    /// Headers every request carries besides the key's.
+    const HEADERS: &'static [(&'static str, &'static str)] = &[];
+
+    /// The header carrying `key`: its name and value.
+    fn key_header(key: &str) -> (&'static str, String);
+
+    /// The request body.
+    fn body(request: &ChatRequest) -> serde_json::Value;
+
+    /// Assembles the answer from its events; text goes to `on_text` as it
+    /// arrives.
+    fn read(
+        answer: Answer<'_>,
+        on_text: TextSink<'_>,
+    ) -> impl Future<Output = Result<ChatResponse, ProviderError>> + Send;
 }
 
 /// A provider: a protocol over one table's connection.
@@ -94,13 +109,81 @@ impl<P: Protocol> Provider for HttpProvider<P> {
         on_text: TextSink<'a>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
-        P::stream(&self.wire, request, on_text, cancel)
+        async move {
+            let key = self.wire.key().await?;
+            let key = key.as_deref().map(String::as_str);
+            let headers = self.wire.headers::<P>(key)?;
+            let events = self.wire.post_stream(P::PATH, headers, &P::body(request), key, cancel).await?;
+            P::read(Answer { wire: &self.wire, request, key, cancel, events }, on_text).await
+        }
+        .boxed()
+    }
+}
+
+/// One request's answer as it streams in: its events, and what reading them
+/// needs (the request, the key to redact from anything quoted, the turn's
+/// cancellation).
+pub(super) struct Answer<'a> {
+    wire: &'a Wire,
+    /// The request answered.
+    pub request: &'a ChatRequest,
+    key: Option<&'a str>,
+    cancel: &'a CancellationToken,
+    events: Events,
+}
+
+impl Answer<'_> {
+    /// The next event, `None` at the end of the stream; idle when no byte
+    /// arrived for the idle timeout.
+    pub async fn next(&mut self) -> Result<Option<Event>, ProviderError> {
+        let idle = self.wire.config.idle_timeout();
+        loop {
+            let idle_at = self.events.idle_at(idle);
+            tokio::select! {
+                // `next` is cancel-safe: an event is never lost to the timer.
+                next = self.events.stream.next() => return match next {
+                    None => Ok(None),
+                    Some(Ok(event)) => Ok(Some(event)),
+                    Some(Err(e)) => Err(self.interrupted(&e.to_string())),
+                },
+                () = tokio::time::sleep_until(idle_at.into()) => {
+                    if self.events.idle_at(idle) <= Instant::now() {
+                        return Err(ProviderError::Idle { provider: self.wire.name.clone(), idle_ms: idle.as_millis() as u64 });
+                    }
+                }
+                () = self.cancel.cancelled() => return Err(ProviderError::Cancelled),
+            }
+        }
+    }
+
+    /// The stream ended before its terminal marker.
+    pub fn interrupted(&self, reason: &str) -> ProviderError {
+        ProviderError::Interrupted { provider: self.wire.name.clone(), reason: reason.to_owned() }
+    }
+
+    /// An event that is not the protocol.
+    pub fn malformed(&self, reason: impl std::fmt::Display) -> ProviderError {
+        ProviderError::Malformed {
+            provider: self.wire.name.clone(),
+            reason: redact(&cut(&reason.to_string()), self.key),
+        }
+    }
+
+    /// An error the provider sent in the stream, as its HTTP `status` would
+    /// have been.
+    pub fn status(&self, status: u16, message: &str) -> ProviderError {
+        ProviderError::Status {
+            provider: self.wire.name.clone(),
+            status,
+            message: redact(message, self.key),
+            retry_after_ms: None,
+        }
     }
 }
 
 /// `text` with every occurrence of `key` replaced: nothing a provider
 /// echoes (an error body quoting the request, a header) carries it on.
-pub(super) fn redact(text: &str, key: Option<&str>) -> String {
+fn redact(text: &str, key: Option<&str>) -> String {
     match key {
         Some(key) if key.len() >= 4 => text.replace(key, "[redacted]"),
         _ => text.to_owned(),
@@ -124,7 +207,7 @@ fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
 
 impl Wire {
     /// The key for one request, when the provider has one.
-    pub async fn key(&self) -> Result<Option<Zeroizing<String>>, ProviderError> {
+    async fn key(&self) -> Result<Option<Zeroizing<String>>, ProviderError> {
         let Some(secret) = &self.config.api_key_secret else { return Ok(None) };
         self.keys
             .key(secret)
@@ -136,10 +219,10 @@ impl Wire {
     /// POSTs `body` to `path` under `base_url` with `headers` and answers
     /// the event stream of a 2xx answer; any other status is
     /// [`ProviderError::Status`] with the provider's message.
-    pub async fn post_stream(
+    async fn post_stream(
         &self,
         path: &str,
-        headers: reqwest::header::HeaderMap,
+        headers: HeaderMap,
         body: &serde_json::Value,
         key: Option<&str>,
         cancel: &CancellationToken,
@@ -177,41 +260,38 @@ impl Wire {
         Ok(Events { stream: Box::pin(bytes.eventsource()), opened, last_bytes_ms })
     }
 
-    /// The next event, `None` at the end of the stream; idle when no byte
-    /// arrived for the idle timeout.
-    pub async fn next_event(
-        &self,
-        events: &mut Events,
-        cancel: &CancellationToken,
-    ) -> Result<Option<Event>, ProviderError> {
-        let idle = self.config.idle_timeout();
-        loop {
-            let idle_at = events.idle_at(idle);
-            tokio::select! {
-                // `next` is cancel-safe: an event is never lost to the timer.
-                next = events.stream.next() => return match next {
-                    None => Ok(None),
-                    Some(Ok(event)) => Ok(Some(event)),
-                    Some(Err(e)) => Err(self.interrupted(&e.to_string())),
-                },
-                () = tokio::time::sleep_until(idle_at.into()) => {
-                    if events.idle_at(idle) <= Instant::now() {
-                        return Err(ProviderError::Idle { provider: self.name.clone(), idle_ms: idle.as_millis() as u64 });
-                    }
-                }
-                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-            }
+    /// The headers of a request of protocol `P`: its own, and the key's
+    /// when the provider has one (marked sensitive: never logged).
+    fn headers<P: Protocol>(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        for &(name, value) in P::HEADERS {
+            headers.insert(name, HeaderValue::from_static(value));
         }
+        if let Some(key) = key {
+            let (name, value) = P::key_header(key);
+            let mut value = HeaderValue::from_str(&value).map_err(|_| ProviderError::Key {
+                provider: self.name.clone(),
+                reason: "the key is not a valid header value".into(),
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        Ok(headers)
     }
+}
 
-    /// The stream ended before its terminal marker.
-    pub fn interrupted(&self, reason: &str) -> ProviderError {
-        ProviderError::Interrupted { provider: self.name.clone(), reason: reason.to_owned() }
+/// Sets what both protocols send under the same names, and only when the
+/// request has it: `temperature`, and `tools`, each as `tool` describes it.
+pub(super) fn optional_fields(
+    body: &mut serde_json::Value,
+    request: &ChatRequest,
+    tool: impl Fn(&ToolSpec) -> serde_json::Value,
+) {
+    if let Some(temperature) = request.temperature {
+        body["temperature"] = temperature.into();
     }
-
-    /// An event that is not the protocol.
-    pub fn malformed(&self, reason: impl std::fmt::Display, key: Option<&str>) -> ProviderError {
-        ProviderError::Malformed { provider: self.name.clone(), reason: redact(&cut(&reason.to_string()), key) }
+    if !request.tools.is_empty() {
+        body["tools"] = request.tools.iter().map(tool).collect();
     }
 }
 

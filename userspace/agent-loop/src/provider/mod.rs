@@ -67,6 +67,21 @@ impl ChatMessage {
     pub fn text(role: Role, content: impl Into<String>) -> Self {
         ChatMessage { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
     }
+
+    /// The model's answer calling `tool_calls`, with its text.
+    pub fn calls(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        ChatMessage { role: Role::Assistant, content: content.into(), tool_calls, tool_call_id: None }
+    }
+
+    /// The result of the tool call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
 }
 
 /// A tool as the model is told about it.

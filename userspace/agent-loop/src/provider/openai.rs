@@ -10,12 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
-use futures::FutureExt as _;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use super::http::{Protocol, Wire};
+use super::http::{optional_fields, Answer, Protocol};
 use super::{
     estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage,
 };
@@ -48,16 +45,11 @@ pub fn body(request: &ChatRequest) -> Value {
         "stream_options": {"include_usage": true},
         "max_tokens": request.max_tokens,
     });
-    if let Some(temperature) = request.temperature {
-        body["temperature"] = temperature.into();
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| json!({"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}))
-            .collect();
-    }
+    optional_fields(
+        &mut body,
+        request,
+        |tool| json!({"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}),
+    );
     body
 }
 
@@ -160,53 +152,38 @@ impl Assembly {
     }
 }
 
-async fn stream(
-    wire: &Wire,
-    request: &ChatRequest,
-    on_text: TextSink<'_>,
-    cancel: &CancellationToken,
-) -> Result<ChatResponse, ProviderError> {
-    let key = wire.key().await?;
-    let key = key.as_deref().map(String::as_str);
-    let mut headers = reqwest::header::HeaderMap::new();
-    if let Some(key) = key {
-        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-            ProviderError::Key { provider: wire.name.clone(), reason: "the key is not a valid header value".into() }
-        })?;
-        value.set_sensitive(true);
-        headers.insert(reqwest::header::AUTHORIZATION, value);
+impl Protocol for OpenAi {
+    const PATH: &'static str = "chat/completions";
+
+    fn key_header(key: &str) -> (&'static str, String) {
+        ("authorization", format!("Bearer {key}"))
     }
-    let mut events = wire.post_stream("chat/completions", headers, &body(request), key, cancel).await?;
-    let mut assembly = Assembly::default();
-    loop {
-        let Some(event) = wire.next_event(&mut events, cancel).await? else {
-            if assembly.finish.is_some() {
+
+    fn body(request: &ChatRequest) -> Value {
+        body(request)
+    }
+
+    async fn read(mut answer: Answer<'_>, on_text: TextSink<'_>) -> Result<ChatResponse, ProviderError> {
+        let mut assembly = Assembly::default();
+        loop {
+            let Some(event) = answer.next().await? else {
+                if assembly.finish.is_some() {
+                    break;
+                }
+                return Err(answer.interrupted("the stream ended before [DONE] or a finish reason"));
+            };
+            let data = event.data.trim();
+            if data == "[DONE]" {
                 break;
             }
-            return Err(wire.interrupted("the stream ended before [DONE] or a finish reason"));
-        };
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            break;
+            if data.is_empty() {
+                continue;
+            }
+            let chunk: Value = serde_json::from_str(data)
+                .map_err(|e| answer.malformed(format!("a chunk is not JSON ({e}): {data}")))?;
+            assembly.chunk(&chunk, on_text).map_err(|e| answer.malformed(e))?;
         }
-        if data.is_empty() {
-            continue;
-        }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| wire.malformed(format!("a chunk is not JSON ({e}): {data}"), key))?;
-        assembly.chunk(&chunk, on_text).map_err(|e| wire.malformed(e, key))?;
-    }
-    assembly.finish(request).map_err(|e| wire.malformed(e, key))
-}
-
-impl Protocol for OpenAi {
-    fn stream<'a>(
-        wire: &'a Wire,
-        request: &'a ChatRequest,
-        on_text: TextSink<'a>,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
-        stream(wire, request, on_text, cancel).boxed()
+        assembly.finish(answer.request).map_err(|e| answer.malformed(e))
     }
 }
 
@@ -221,18 +198,11 @@ mod tests {
             messages: vec![
                 ChatMessage::text(Role::System, "sys"),
                 ChatMessage::text(Role::User, "hi"),
-                ChatMessage {
-                    role: Role::Assistant,
-                    content: String::new(),
-                    tool_calls: vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: json!({"a": 1}) }],
-                    tool_call_id: None,
-                },
-                ChatMessage {
-                    role: Role::Tool,
-                    content: "42".into(),
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some("c1".into()),
-                },
+                ChatMessage::calls(
+                    "",
+                    vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: json!({"a": 1}) }],
+                ),
+                ChatMessage::tool_result("c1", "42"),
             ],
             tools: vec![ToolSpec { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }],
             max_tokens: 10,
