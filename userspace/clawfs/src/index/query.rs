@@ -102,20 +102,7 @@ impl MemoryIndex {
         let fused = fuse(&keyword_hits, &vector_hits, request.fusion, request.limit);
         let results = fused
             .into_iter()
-            .map(|(key, score, keyword_score, vector_score)| {
-                let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
-                Ok(SearchHit {
-                    workspace: self.workspace.clone(),
-                    chunk_id,
-                    path,
-                    heading,
-                    ordinal,
-                    content,
-                    score,
-                    keyword_score,
-                    vector_score,
-                })
-            })
+            .map(|(key, score, keyword_score, vector_score)| self.hit(key, score, keyword_score, vector_score))
             .collect::<Result<_>>()?;
         Ok(SearchResponse { results, keyword, vector, fusion: request.fusion })
     }
@@ -133,21 +120,24 @@ impl MemoryIndex {
         }
         self.nearest(vector, limit)?
             .into_iter()
-            .map(|(key, similarity)| {
-                let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
-                Ok(SearchHit {
-                    workspace: self.workspace.clone(),
-                    chunk_id,
-                    path,
-                    heading,
-                    ordinal,
-                    content,
-                    score: similarity,
-                    keyword_score: None,
-                    vector_score: Some(similarity),
-                })
-            })
+            .map(|(key, similarity)| self.hit(key, similarity, None, Some(similarity)))
             .collect()
+    }
+
+    /// The hit of chunk `key` with its scores.
+    fn hit(&self, key: u64, score: f32, keyword_score: Option<f32>, vector_score: Option<f32>) -> Result<SearchHit> {
+        let (chunk_id, path, heading, ordinal, content) = self.chunk(key)?;
+        Ok(SearchHit {
+            workspace: self.workspace.clone(),
+            chunk_id,
+            path,
+            heading,
+            ordinal,
+            content,
+            score,
+            keyword_score,
+            vector_score,
+        })
     }
 
     /// Up to `count` chunks nearest to `query`: HNSW candidates re-ranked
