@@ -158,7 +158,12 @@ power_cut_survived() {
     for i in $files; do [ \"\$(cat /clawfs/agents/kernel-engine/cut/\$i)\" = cut-\$i ] || { echo \"file \$i lost\"; exit 1; }; done
     rm -rf /clawfs/agents/kernel-engine/cut /clawfs/cut-bulk" || return 1
   # The notes first: wasm-daemon opening the database recovers its
-  # write-ahead log, which the checker's read-only connection cannot.
+  # write-ahead log, which the checker's read-only connection cannot. The
+  # tool's first call after the boot compiles it (tens of seconds on an
+  # emulated CPU, past clawctl's 10 s): it is made until it answers, so the
+  # count below is of notes, not of timeouts.
+  vm_ssh 'for _ in $(seq 60); do clawctl tool run scratchpad "{\"op\":\"get\",\"key\":\"cut-0\"}" --agent wasm-agent >/dev/null 2>&1 && exit 0; sleep 2; done; exit 1' ||
+    { echo "scratchpad never answered after the cut"; return 1; }
   found=$(vm_ssh "for i in \$(seq 1 $notes); do
       clawctl tool run scratchpad '{\"op\":\"get\",\"key\":\"cut-'\$i'\"}' --agent wasm-agent | jq -e --arg v v\$i '.value == \$v' >/dev/null || break
       echo \$i; done | tail -n 1") || return 1
