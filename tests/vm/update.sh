@@ -237,9 +237,10 @@ update_boots() {
       update_refused_and_nothing_changed bad-signature
     check "update: an update with one changed byte in its root image is refused, nothing changes" \
       update_refused_and_nothing_changed bad-root
-    vm_ssh "clawctl secret set update-canary <<<'written under $version' &&
+    check "update: a secret and an agent's memory are written under $version, for the updated box to read" vm_ssh "
+      clawctl secret set update-canary <<<'written under $version' >/dev/null &&
       clawctl agent create vm-update >/dev/null &&
-      clawctl memory store --agent vm-update --json 'Written under $version: the boat is at the north pier.' | jq -r .id > /clawfs/update-test-memory-id" >/dev/null 2>&1
+      clawctl memory store --agent vm-update --json 'Written under $version: the boat is at the north pier.' | jq -er .id > /clawfs/update-test-memory-id"
     check "update: clawctl update check lists $UPDATE_V2 as available from the signed source" vm_ssh "
       clawctl update check $UPDATE_URL/v2 | tee /dev/stderr | grep -q '$UPDATE_V2'"
     check "update: $UPDATE_V2 applies into slot B (labelled, its partition UUID) and its UKI onto the ESP with 3 tries" \
