@@ -266,10 +266,11 @@ check "agent turns: a 429 is retried after its Retry-After; the route's spent re
 # system prompt, so the second turn passes it and the first does not.
 check_compaction() {
   local long script
-  # About 1,800 tokens (four bytes a token): far past the 300 tokens of
-  # room the window below leaves beside the system prompt.
+  # About 1,800 tokens, by the provider's count (which the session keeps)
+  # and by four bytes a token: far past the 300 tokens of room the window
+  # below leaves beside the system prompt.
   long=$(printf 'Survey line %s: the north field drains slowly after rain. ' $(seq 120))
-  script=$(jq -cn --argjson r1 "$(text_reply "$long" 100 400)" \
+  script=$(jq -cn --argjson r1 "$(text_reply "$long" 100 1800)" \
                   --argjson r2 "$(tool_call_reply f-1 memory_store '{"content": "The boiler code is 4471."}')" \
                   --argjson r3 "$(text_reply "Summary: survey notes on the north field." 500 10)" \
                   --argjson r4 "$(text_reply "Done." 100 1)" '{replies: [$r1, $r2, $r3, $r4]}') &&
