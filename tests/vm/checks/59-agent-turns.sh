@@ -290,8 +290,8 @@ check_compaction() {
     config $(( (system + 300) * 4 / 3 + 64 + 1 )) > /clawfs/agents/vm-compact/config.toml
     (timeout 300 clawctl events --name memory.flushed --name session.compacted > /run/clawos-test/compact-events.jsonl 2>/dev/null < /dev/null &)
     sleep 1
-    clawctl chat --agent vm-compact -m "Survey notes follow." --json | jq -e ".status == \"done\"" >/dev/null
-    out=$(clawctl chat --agent vm-compact -m "Summarize." --json) || { echo "$out"; exit 1; }
+    session=$(clawctl chat --agent vm-compact -m "Survey notes follow." --json | jq -er "select(.status == \"done\") | .session_id")
+    out=$(clawctl chat --agent vm-compact --session "$session" -m "Summarize." --json) || { echo "$out"; exit 1; }
     echo "$out" | jq -e ".status == \"done\" and .answer == \"Done.\"" >/dev/null || { echo "$out"; exit 1; }
     log=/run/clawos-test/clawos-test-vm-compact.jsonl
     test "$(wc -l < $log)" -eq 4 || { cat $log; exit 1; }
@@ -302,7 +302,6 @@ check_compaction() {
     sed -n 4p $log | jq -e "(.body.messages | tostring) as \$m | (\$m | contains(\"Summary: survey notes\")) and (\$m | contains(\"Survey line 30\") | not)" >/dev/null ||
       { sed -n 4p $log; exit 1; }
     clawctl memory recall --agent vm-compact --json "boiler code" | jq -e "any(.results[]; .content | contains(\"4471\"))" >/dev/null
-    session=$(clawctl session list vm-compact | cut -d" " -f1)
     clawctl session show vm-compact "$session" --json | jq -e "any(.entries[]; .role == \"summary\")" >/dev/null
     for _ in $(seq 10); do
       jq -se "any(.[]; .payload.event_name == \"memory.flushed\" and .payload.event_data.stored == 1)
