@@ -3,7 +3,7 @@
 # into out/test-python (a directory python3 imports through PYTHONPATH):
 #   prometheus_client  the Prometheus project's own text-format parser, which
 #                      reads the metrics the box exposes
-#                      (tests/vm/checks/60-components.sh).
+#                      (tests/vm/checks/68-metrics.sh).
 source "$(dirname "$0")/lib.sh"
 PYPI=https://files.pythonhosted.org/packages
 WHEELS=(

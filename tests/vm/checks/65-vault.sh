@@ -5,7 +5,7 @@
 # value nor the recovery key in plaintext anywhere on the data partition or
 # in the journal. The random test value is kept in /run (tmpfs, gone at reboot);
 # only its SHA-256 is kept on disk (/var/lib/clawos-vm-test on the data
-# partition), for tests/vm/after-reboot/65-vault.sh.
+# partition), for tests/vm/after-reboot/65-vault.guest.sh.
 check "vault: a fresh image has no vault yet and the security agent is healthy" vm_ssh '
   clawctl vault status --json | jq -e ".state == \"not-initialized\" and .degraded_reason == null" &&
     clawctl ipc call security-agent health_check | jq -e ".status == \"ok\""'

@@ -8,7 +8,7 @@
 //! (`store`, `config`, `guard`, `tools`), which are wrapped here unchanged.
 //!
 //! The messages are read by people (`clawctl` prints them) and by the boot
-//! checks (`tests/vm/checks/58-agents.sh` greps "stopped", "paused",
+//! checks (`tests/vm/checks/58-agents.guest.sh` greps "stopped", "paused",
 //! "already exists", "agent name" and the config's "max_step"): change one
 //! only with its check.
 

@@ -61,7 +61,7 @@ const CANTOPEN_ATTEMPTS: u32 = 5;
 /// opening them in between is refused (EACCES), which SQLite reports as
 /// SQLITE_CANTOPEN, "unable to open database file". In the booted image
 /// agent-loop and wasm-daemon opening a new agent's database at the same
-/// moment hit it (tests/vm/checks/58-agents.sh); a moment later the file has
+/// moment hit it (tests/vm/checks/58-agents.guest.sh); a moment later the file has
 /// its mode.
 pub fn retry_cantopen<T>(mut open: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
     let mut attempt = 1;
