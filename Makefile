@@ -2,8 +2,10 @@
 # it and runs every test. Outputs go to out/, caches to $(CLAWOS_CACHE).
 SHELL := /bin/bash
 export CLAWOS_CACHE ?= /var/cache/clawos
-# cargo keys its own artifacts by their inputs (fingerprints), so a shared
-# target directory under the cache is safe and survives a fresh clone.
+# cargo keys its own artifacts by their inputs (fingerprints) and the
+# workspace's files by their modification times, which `deps` gives back to
+# the files whose content the cache's builds saw (scripts/source-mtimes.py):
+# a shared target directory under the cache is safe and survives a fresh clone.
 export CARGO_TARGET_DIR ?= $(CLAWOS_CACHE)/cargo-target
 # The image's timestamps (mkosi, image/seal.sh), passed to that step only:
 # exported, it would reach cargo, whose C build scripts (cc: ring, SQLite,
@@ -21,6 +23,7 @@ all: image
 
 deps:
 	bash scripts/deps.sh
+	python3 scripts/source-mtimes.py
 
 buildroot: deps
 	bash scripts/buildroot.sh
