@@ -82,7 +82,7 @@ if vm_wait_ready "$BOOT_TIMEOUT"; then
   READY_SECOND=$VM_READY_S
   run_checks after-reboot
   UNSEAL_MS=$(vm_ssh "journalctl -b -u clawos-security-agent -o cat" | sed -n 's/.*unsealed in \([0-9]*\) ms.*/\1/p' | tail -n 1) || true
-  CLAWFS_FORMAT_S=$(vm_ssh "journalctl -u clawos-clawfs-format -o cat" | sed -n 's/^clawfs-keys: formatted in \([0-9]*\) s.*/\1/p' | tail -n 1) || true
+  CLAWFS_FORMAT_S=$(vm_ssh "journalctl -u clawos-clawfs-format -o cat" | sed -n 's/^clawfs-keys: \/clawfs encrypted in \([0-9]*\) s.*/\1/p' | tail -n 1) || true
   vm_poweroff
 else
   FAILED=$((FAILED + 1)); echo "  FAIL second boot"
@@ -156,7 +156,7 @@ FLOOR_S=$(bash "$REPO/tests/vm/floor.sh")
 echo
 echo "image $(du -m --apparent-size "$IMAGE" | cut -f1) MiB; ready after ${READY_FIRST}s (first boot), ${READY_SECOND:-?}s (second); floor ${FLOOR_S}s; ratio $(echo "scale=1; ${READY_SECOND:-$READY_FIRST} / $FLOOR_S" | bc)"
 echo "update $UPDATE_V2: ${UPDATE_DOWNLOAD_MIB:-?} MiB to download (built in ${UPDATE_BUILD_S:-?} s for two versions), applied in $(cat "$VMS/update-apply-$UPDATE_V2.s" 2>/dev/null || echo '?') s over HTTP on the host's loopback; power-on to blessed ${UPDATE_BLESSED_S:-?} s; three failed tries and back to the previous version in ${ROLLBACK_S:-?} s"
-echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms; /clawfs formatted (LUKS2 with integrity) at first boot in ${CLAWFS_FORMAT_S:-?} s"
+echo "vault unsealed by the TPM at boot in ${UNSEAL_MS:-?} ms; /clawfs made at first boot (LUKS2 with integrity, no wipe; ext4) in ${CLAWFS_FORMAT_S:-?} s"
 echo "vm time: $(phase_times); $SECONDS s in all"
 [[ -n ${CLAWOS_TEST_TIMES:-} ]] || bash "$REPO/scripts/times-report.sh" "$VM_TIMES" "$CACHE/test-times/test-vm.tsv"
 echo "vm: $PASSED passed, $FAILED failed"

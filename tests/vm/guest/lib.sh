@@ -28,3 +28,13 @@ check() {
 
 # log TEXT: a line for the run's log on the host.
 log() { printf '@@log\t%s\n' "$*"; }
+
+# clawfs_no_integrity_error: no read of a sector of /clawfs whose integrity
+# tag was never written this boot (specs/clawfs/encryption.md, "First boot:
+# no wipe"): dm-crypt logs each one it refuses.
+clawfs_no_integrity_error() {
+  local errors
+  errors=$(journalctl -k -b -o cat | grep -c 'INTEGRITY AEAD ERROR') || true
+  echo "integrity errors in this boot's kernel log: $errors"
+  [ "$errors" = 0 ]
+}
