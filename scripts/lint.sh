@@ -10,6 +10,10 @@
 #     rustc, and the build root carries no clippy;
 #   - shellcheck (.shellcheckrc) over every shell script: *.sh and the files
 #     whose first line runs a shell.
+#   - no env!("CARGO_MANIFEST_DIR") in Rust code: the shared target directory
+#     (scripts/source-mtimes.py) lets a clone reuse binaries another checkout
+#     built, and a path fixed at compile time would send a test to that
+#     checkout's files; tests read the run-time variable, which cargo sets.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 log "lint: rustfmt"
@@ -18,6 +22,9 @@ for ws in . ebpf userspace/wasm-tools; do
 done
 log "lint: clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings || die "lint: clippy found the above"
+if git grep -n 'env!("CARGO_MANIFEST_DIR")' -- '*.rs'; then
+  die 'lint: env!("CARGO_MANIFEST_DIR") names the checkout that built the binary: use std::env::var_os("CARGO_MANIFEST_DIR") at run time'
+fi
 log "lint: shellcheck"
 mapfile -t scripts < <(git ls-files | while read -r f; do
   [[ -f $f ]] || continue

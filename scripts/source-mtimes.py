@@ -19,6 +19,8 @@ one younger than it was made from this content. The rule holds as long as
 every build into the cache's target directories goes through `make`:
 CARGO_TARGET_DIR pointing elsewhere makes this script change nothing, and a
 cargo run by hand into the cache's directories must `make deps` first.
+A reused binary keeps the paths it was compiled with, so no code may fix the
+checkout's path at compile time (`make lint` refuses env!("CARGO_MANIFEST_DIR")).
 """
 
 import fcntl

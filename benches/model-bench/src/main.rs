@@ -33,7 +33,7 @@ fn memory_mib(field: &str) -> f64 {
 fn main() {
     let mut dir = std::env::var_os("CLAWOS_SMOLLM2_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/smollm2-135m-instruct"));
+        .unwrap_or_else(|| clawos_test_require::package_path("../../out/models/smollm2-135m-instruct"));
     let (mut tokens, mut rounds) = (128usize, 3usize);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {

@@ -20,3 +20,13 @@ pub fn missing(test: &str, reason: &str) {
     assert!(std::env::var_os(REQUIRE_ALL).is_none(), "{test}: {reason} (required under make test, {REQUIRE_ALL}=1)");
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
 }
+
+/// `rel` under the package's directory in the checkout whose `cargo` runs
+/// this test, from CARGO_MANIFEST_DIR as cargo sets it at run time. Never
+/// the compile-time `env!` (which `make lint` refuses): the shared target
+/// directory lets a clone run binaries another checkout built
+/// (scripts/source-mtimes.py), and that value names the other checkout.
+pub fn package_path(rel: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is unset: run this through cargo");
+    std::path::Path::new(&dir).join(rel)
+}

@@ -69,10 +69,20 @@ check "tools: the hostile tools are contained with their own errors (fork-bomb f
   run fork-bomb | jq -e ".processes_started == 0 and .threads_started == 0" >/dev/null || { run fork-bomb; exit 1; }
   clawctl tool run path-escape "{\"paths\":[\"/clawfs/workspaces/../vault/master-key.enc\"]}" --agent wasm-agent 2>&1 | grep -q capability_denied || exit 1
   test "$(systemctl show -P NRestarts clawos-wasm-daemon)" = "$restarts"'
-check "tools: the daemon runs under its own seccomp filter, installed at its start" vm_ssh '
+# "Seccomp: 2" holds for every unit with systemd's SystemCallFilter=, so the
+# count of filters is what shows the daemon's own: one more than systemd
+# gave it, on every thread (TSYNC), as its start-up log says.
+check "tools: the daemon runs under its own seccomp filter on every thread: one filter more than systemd's" vm_ssh '
   pid=$(systemctl show -P MainPID clawos-wasm-daemon)
-  grep -q "^Seccomp:[[:space:]]*2" /proc/$pid/status &&
-    journalctl -b -u clawos-wasm-daemon -o cat | grep -q "seccomp filter installed"'
+  line=$(journalctl -b -u clawos-wasm-daemon -o cat | grep "seccomp filter installed" | tail -n 1); echo "$line"
+  before=$(echo "$line" | sed -n "s/.*filters per thread: \([0-9]*\) -> \([0-9]*\)).*/\1/p")
+  after=$(echo "$line" | sed -n "s/.*filters per thread: \([0-9]*\) -> \([0-9]*\)).*/\2/p")
+  [ -n "$before" ] && [ "$after" = $((before + 1)) ] || exit 1
+  for task in /proc/$pid/task/*; do
+    n=$(sed -n "s/^Seccomp_filters:[[:space:]]*//p" $task/status)
+    [ "$n" = "$after" ] || { echo "thread ${task##*/}: $n filters, not $after"; exit 1; }
+  done
+  echo "$(ls /proc/$pid/task | wc -l) threads, each under $after filters"'
 # specs/toolhost/seccomp.md, "Checking the filter": the daemon's binary,
 # as shipped, installs its filter in a child process on this kernel and
 # calls ptrace; the child dies of SIGSYS and the kernel's audit record of

@@ -14,8 +14,6 @@ use clawos_agent_loop::provider::{ChatMessage, Role};
 use clawos_agent_loop::store::Store;
 use serde_json::json;
 
-const SDK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../agentfs/tests/interop/sdk.py");
-
 #[test]
 fn the_reference_sdk_opens_a_database_every_clawos_part_wrote() {
     let found = Command::new("python3").args(["-c", "import agentfs_sdk"]).status().is_ok_and(|s| s.success());
@@ -58,7 +56,13 @@ fn the_reference_sdk_opens_a_database_every_clawos_part_wrote() {
         .query_row("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger'", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, 0, "a trigger is stored in the file");
-    let output = Command::new("python3").arg(SDK_SCRIPT).args(["cat"]).arg(&db).arg("/memory.md").output().unwrap();
+    let output = Command::new("python3")
+        .arg(clawos_test_require::package_path("../agentfs/tests/interop/sdk.py"))
+        .args(["cat"])
+        .arg(&db)
+        .arg("/memory.md")
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "the SDK could not open the database: {}",

@@ -15,8 +15,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use agentfs::{AgentFs, NewToolCall, S_IFLNK};
 use serde_json::{json, Value};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/sdk.py");
-
 fn sdk_available() -> bool {
     let found =
         Command::new("python3").args(["-c", "import agentfs_sdk, turso"]).status().is_ok_and(|status| status.success());
@@ -30,7 +28,13 @@ fn sdk_available() -> bool {
 }
 
 fn sdk(command: &str, db: &Path, args: &[&str]) -> String {
-    let output = Command::new("python3").arg(SCRIPT).arg(command).arg(db).args(args).output().unwrap();
+    let output = Command::new("python3")
+        .arg(clawos_test_require::package_path("tests/interop/sdk.py"))
+        .arg(command)
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap();
     assert!(output.status.success(), "sdk.py {command} failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
 }

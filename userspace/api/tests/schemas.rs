@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use clawos_ipc::{AccessPolicy, ComponentId};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    clawos_test_require::package_path("../..")
 }
 
 fn schema_dir() -> PathBuf {

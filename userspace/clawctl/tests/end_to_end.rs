@@ -50,7 +50,7 @@ fn daemon_dir() -> PathBuf {
 fn build_daemons() -> PathBuf {
     let packages = ["clawos-router", "clawos-observability", "clawos-scheduler", "clawos-fs-engine"];
     let mut cargo = Command::new(env!("CARGO"));
-    cargo.arg("build").current_dir(env!("CARGO_MANIFEST_DIR")).env("CARGO_TARGET_DIR", daemon_dir());
+    cargo.arg("build").current_dir(clawos_test_require::package_path("")).env("CARGO_TARGET_DIR", daemon_dir());
     for package in packages {
         cargo.args(["-p", package]);
     }

@@ -104,7 +104,7 @@ fn shipped_schemas_are_the_spec_schemas_plus_documented_extensions() {
 
 #[test]
 fn shipped_schema_files_on_disk_match_the_embedded_ones() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs/ipc/schemas");
+    let dir = clawos_test_require::package_path("../../specs/ipc/schemas");
     for (name, text) in SCHEMA_FILES {
         assert_eq!(std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap(), text);
     }

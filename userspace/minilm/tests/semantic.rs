@@ -17,7 +17,7 @@ use minilm::{LazyMiniLm, MiniLmEmbedder, DIMENSION, MODEL_ID};
 fn model_dir() -> Option<PathBuf> {
     let (dir, required) = match std::env::var_os("CLAWOS_MINILM_DIR") {
         Some(dir) => (PathBuf::from(dir), true),
-        None => (PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/models/all-minilm-l6-v2"), false),
+        None => (clawos_test_require::package_path("../../out/models/all-minilm-l6-v2"), false),
     };
     if !required && !dir.join("model.safetensors").exists() {
         clawos_test_require::missing("the MiniLM tests", &format!("no model in {} (run `make models`)", dir.display()));

@@ -57,7 +57,7 @@ fn bench(c: &mut Criterion) {
 /// compiling, not building the engine, is what a cache miss costs. Skipped
 /// without them, as tests/built_tools.rs is.
 fn real_tool_load(c: &mut Criterion) {
-    let registry = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
+    let registry = clawos_test_require::package_path("../../out/tools/registry.json");
     let Ok(registry) = clawos_toolhost::definition::Registry::load(&registry) else {
         eprintln!("SKIPPED load of an image tool: no {} (make tools)", registry.display());
         return;

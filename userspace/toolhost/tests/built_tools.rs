@@ -8,7 +8,7 @@
 mod common;
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ struct Tools {
 }
 
 fn tools() -> Option<Tools> {
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out");
+    let out = clawos_test_require::package_path("../../out");
     let mut dirs = Vec::new();
     for dir in [out.join("tools"), out.join("test-tools")] {
         let registry_path = dir.join("registry.json");

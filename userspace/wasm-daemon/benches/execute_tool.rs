@@ -80,7 +80,7 @@ fn report(what: &str, mut samples: Vec<Duration>) {
 }
 
 fn main() {
-    let registry = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../out/tools/registry.json");
+    let registry = clawos_test_require::package_path("../../out/tools/registry.json");
     let registry =
         registry.canonicalize().unwrap_or_else(|_| panic!("{} is missing: run `make tools`", registry.display()));
     let dir = tempfile::tempdir().unwrap();

@@ -166,8 +166,16 @@ impl Daemon {
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
         // Last: from here on only the calls the daemon keeps making are allowed.
+        let before = seccomp::filters_on_this_thread();
         let rules = seccomp::install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
-        tracing::info!(rules, "seccomp filter installed: any other system call kills the daemon");
+        let after = seccomp::filters_on_this_thread();
+        let count = |n: Option<u32>| n.map_or_else(|| "?".to_owned(), |n| n.to_string());
+        tracing::info!(
+            rules,
+            "seccomp filter installed on every thread (seccomp filters per thread: {} -> {}): any other system call kills the daemon",
+            count(before),
+            count(after)
+        );
         // Compile every tool in the background: a bad tool shows up in the
         // journal at boot rather than in an agent's first call, and the
         // daemon is ready at once (Cranelift takes seconds per tool on a

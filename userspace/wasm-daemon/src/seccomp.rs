@@ -87,6 +87,15 @@ pub fn install() -> Result<usize, libseccomp::error::SeccompError> {
     Ok(allowed + 1)
 }
 
+/// How many seccomp filters the calling thread runs under (the kernel's
+/// `Seccomp_filters` in /proc/thread-self/status): systemd's from the unit,
+/// one more once [`install`] ran. The boot check compares every thread of
+/// the live daemon with the count this logs after the install.
+pub fn filters_on_this_thread() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    status.lines().find_map(|line| line.strip_prefix("Seccomp_filters:")?.trim().parse().ok())
+}
+
 /// `clawos-wasm-daemon --check-seccomp`: shows on this kernel that the
 /// filter kills. A child process installs [`install`]'s filter and makes
 /// one call it does not allow (`ptrace`); the parent says how the child

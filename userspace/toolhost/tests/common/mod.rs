@@ -193,7 +193,7 @@ impl Fixture {
     /// embedded, encoded as a component.
     pub fn component(&self) -> Vec<u8> {
         let mut resolve = wit_parser::Resolve::default();
-        let wit_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs/wit");
+        let wit_dir = clawos_test_require::package_path("../../specs/wit");
         let (package, _) = resolve.push_path(&wit_dir).expect("specs/wit parses");
         let world = resolve.select_world(&[package], Some(self.world())).expect("world exists");
         let mut module = wat::parse_str(self.wat()).unwrap_or_else(|e| panic!("{} WAT: {e}", self.name()));
