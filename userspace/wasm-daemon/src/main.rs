@@ -166,9 +166,9 @@ impl Daemon {
         })
         .map_err(|e| format!("starting the tool host: {e:#}"))?;
         // Last: from here on only the calls the daemon keeps making are allowed.
-        let before = seccomp::filters_on_this_thread();
+        let before = seccomp::filters_on_main_thread();
         let rules = seccomp::install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
-        let after = seccomp::filters_on_this_thread();
+        let after = seccomp::filters_on_main_thread();
         let count = |n: Option<u32>| n.map_or_else(|| "?".to_owned(), |n| n.to_string());
         tracing::info!(
             rules,

@@ -87,12 +87,14 @@ pub fn install() -> Result<usize, libseccomp::error::SeccompError> {
     Ok(allowed + 1)
 }
 
-/// How many seccomp filters the calling thread runs under (the kernel's
-/// `Seccomp_filters` in /proc/thread-self/status): systemd's from the unit,
-/// one more once [`install`] ran. The boot check compares every thread of
-/// the live daemon with the count this logs after the install.
-pub fn filters_on_this_thread() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+/// How many seccomp filters the process's main thread runs under (the
+/// kernel's `Seccomp_filters` in /proc/self/status, which the AppArmor
+/// profile allows; /proc/thread-self it does not): systemd's from the unit,
+/// one more once [`install`] ran, whichever thread ran it (TSYNC). The boot
+/// check compares every thread of the live daemon with the count this logs
+/// after the install.
+pub fn filters_on_main_thread() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status.lines().find_map(|line| line.strip_prefix("Seccomp_filters:")?.trim().parse().ok())
 }
 
@@ -176,8 +178,20 @@ mod tests {
         let Ok(action) = std::env::var(CHILD_ACTION) else { return };
         // A tokio runtime with workers first, like the daemon.
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let before = super::filters_on_main_thread().expect("Seccomp_filters in /proc/self/status");
         super::install().expect("installing the filter");
         match action.as_str() {
+            "count" => {
+                // One filter more on the main thread and on a worker that
+                // existed before the install (TSYNC), as the daemon logs it.
+                assert_eq!(super::filters_on_main_thread(), Some(before + 1));
+                let worker = runtime.block_on(async {
+                    tokio::spawn(async { std::fs::read_to_string("/proc/thread-self/status").unwrap() }).await.unwrap()
+                });
+                assert!(worker
+                    .lines()
+                    .any(|line| line.split_whitespace().eq(["Seccomp_filters:", &(before + 1).to_string()])));
+            }
             "daemon-work" => {
                 // What the daemon does after start-up: threads, files, sockets, time.
                 runtime.block_on(async {
@@ -222,6 +236,12 @@ mod tests {
     #[test]
     fn the_daemon_work_runs_under_the_filter() {
         let status = run_child("daemon-work");
+        assert!(status.success(), "the filtered child ended with {status:?}");
+    }
+
+    #[test]
+    fn the_filter_is_counted_once_more_on_every_thread() {
+        let status = run_child("count");
         assert!(status.success(), "the filtered child ended with {status:?}");
     }
 
