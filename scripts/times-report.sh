@@ -14,7 +14,9 @@ table() { awk -F'\t' -v kind="$1" '$1 == kind { printf "  %6d  %s\n", $2, $3 }';
 if grep -q '^step' "$times"; then echo "make test steps (s):"; table step < "$times"; fi
 echo "boot suite phases (s):"; table phase < "$times"
 echo "the ten slowest boot checks (s):"
-grep '^check' "$times" | sort -t$'\t' -k2,2nr | head -n 10 | table check
+# sed, not head: head stops reading after ten lines, and sort, still writing,
+# would die of SIGPIPE and fail the report under pipefail (it did once).
+grep '^check' "$times" | sort -t$'\t' -k2,2nr | sed -n '1,10p' | table check
 if [[ -s $last ]]; then
   echo "grown since the last run (s, then -> now):"
   awk -F'\t' 'NR == FNR { was[$1 FS $3] = $2; next }
