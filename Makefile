@@ -18,7 +18,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test lint test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz soak clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz soak clean
 all: image
 
 deps:
@@ -85,13 +85,23 @@ test: deps
 lint: deps
 	bash scripts/lint.sh
 
+# The build's own shell functions (tests/scripts/*.test.sh): seconds.
+test-scripts: deps
+	bash tests/scripts/run.sh
+
+# The workspace's release build first: it is what make userspace builds and
+# shares what cargo test compiles (one feature set, Cargo.toml), and the
+# end-to-end tests run its daemons (CLAWOS_E2E_DAEMONS) instead of building
+# them again in a target directory of their own.
 # The tools first: tests/built_tools.rs runs every tool make tools builds, the
 # image's (out/tools) and the hostile test tools (out/test-tools); the models
 # and the AgentFS SDK too. CLAWOS_TEST_REQUIRE_ALL makes every test whose
 # need is missing (these, swtpm, FUSE, root, a tmpfs mount, the kernel's
 # BTF) fail instead of skipping (tests/require); the summary counts what ran.
 test-unit: deps tools models agentfs-sdk
+	cargo build --release --locked --workspace
 	set -o pipefail; CLAWOS_TEST_REQUIRE_ALL=1 \
+	CLAWOS_E2E_DAEMONS=$(CARGO_TARGET_DIR)/release \
 	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 \
 	CLAWOS_SMOLLM2_DIR=$(OUT)/models/smollm2-135m-instruct \
 	PYTHONPATH=$(OUT)/agentfs-sdk \

@@ -34,16 +34,35 @@ clawos_version() {
 # release_gnupghome: the GnuPG home holding the key that signs updates
 # (scripts/update-artifacts.sh) and whose public half the image trusts
 # (stage-rootfs.sh): CLAWOS_RELEASE_KEY, or a throwaway key made once in
-# out/release-key that only test builds should ever carry.
+# out/release-key that only test builds may carry. A release build
+# (CLAWOS_RELEASE=1, an image for users) refuses the throwaway key: every
+# box flashed from it would trust a key whose secret half sits unguarded
+# in out/.
 release_gnupghome() {
   local home=${CLAWOS_RELEASE_KEY:-$OUT/release-key}
-  if [[ -z ${CLAWOS_RELEASE_KEY:-} ]] && ! gpg --homedir "$home" --list-secret-keys 2>/dev/null | grep -q sec; then
-    mkdir -p "$home"; chmod 0700 "$home"
-    gpg --homedir "$home" --batch --quiet --pinentry-mode loopback --passphrase '' \
-      --quick-generate-key "ClawOS test release <release@clawos.invalid>" ed25519 sign never
+  if [[ -z ${CLAWOS_RELEASE_KEY:-} ]]; then
+    [[ ${CLAWOS_RELEASE:-0} == 1 ]] && die "a release build (CLAWOS_RELEASE=1) needs CLAWOS_RELEASE_KEY: the GnuPG home of the key that signs its updates"
+    if ! gpg --homedir "$home" --list-secret-keys 2>/dev/null | grep -q sec; then
+      mkdir -p "$home"; chmod 0700 "$home"
+      gpg --homedir "$home" --batch --quiet --pinentry-mode loopback --passphrase '' \
+        --quick-generate-key "ClawOS test release <release@clawos.invalid>" ed25519 sign never
+    fi
+    warn "CLAWOS_RELEASE_KEY not set: updates are signed with the throwaway test key in $home"
   fi
-  [[ -z ${CLAWOS_RELEASE_KEY:-} ]] && warn "CLAWOS_RELEASE_KEY not set: updates are signed with the throwaway test key in $home"
   echo "$home"
+}
+
+# release_key HOME: the fingerprint of the one secret key in GnuPG home
+# HOME, the release key. A home with more (a person's own keyring) is
+# refused rather than guessed from: the image trusts exactly the key that
+# signs its updates, and updates are signed with exactly that key.
+release_key() {
+  local fingerprints
+  fingerprints=$(gpg --homedir "$1" --batch --with-colons --list-secret-keys 2>/dev/null |
+    awk -F: '$1 == "sec" { want = 1; next } $1 == "fpr" && want { print $10; want = 0 }')
+  [[ -n $fingerprints ]] || die "the release key's home $1 holds no secret key"
+  [[ $(wc -l <<<"$fingerprints") == 1 ]] || die "the release key's home $1 holds $(wc -l <<<"$fingerprints") secret keys; it must hold the release key alone"
+  echo "$fingerprints"
 }
 
 log()  { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }

@@ -45,8 +45,11 @@ chmod 0644 "$X/etc/ssh/authorized_keys/root"
 # The release key's public half: systemd-pull accepts an update only with a
 # SHA256SUMS.gpg signature by it (specs/update/README.md).
 mkdir -p "$X/etc/systemd"
-gpg --homedir "$(release_gnupghome)" --export > "$X/etc/systemd/import-pubring.gpg"
-[[ -s $X/etc/systemd/import-pubring.gpg ]] || die "the release key's public half is empty"
+home=$(release_gnupghome)
+key=$(release_key "$home")
+gpg --homedir "$home" --export "$key" > "$X/etc/systemd/import-pubring.gpg"
+keys=$(gpg --homedir "$home" --batch --with-colons --show-keys "$X/etc/systemd/import-pubring.gpg" 2>/dev/null | grep -c '^pub:' || true)
+[[ $keys == 1 ]] || die "the image's update keyring holds $keys keys, not the release key alone"
 
 version=$(clawos_version)
 commit=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)

@@ -46,6 +46,9 @@ gzip -1 -c sealed/clawos.root-verity.raw > "clawos_${version}_${verity_partuuid}
 cp sealed/clawos.efi "clawos_${version}.efi"
 rm -rf sealed
 sha256sum clawos_* > SHA256SUMS
-gpg --homedir "$(release_gnupghome)" --batch --yes --pinentry-mode loopback --passphrase '' \
-  --detach-sign --output SHA256SUMS.gpg SHA256SUMS
+home=$(release_gnupghome)
+key=$(release_key "$home")
+# The key itself ("!"), not a subkey gpg would pick.
+gpg --homedir "$home" --batch --yes --pinentry-mode loopback --passphrase '' \
+  --local-user "$key!" --detach-sign --output SHA256SUMS.gpg SHA256SUMS
 log "update $version in $dest: $(du -cm --apparent-size clawos_* | tail -n 1 | cut -f1) MiB to download, built in $(printf '%.0f' "$(echo "$(date +%s.%N) - $started" | bc)") s"

@@ -35,4 +35,4 @@ runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
 url="host=$dir port=$PORT user=postgres dbname=postgres"
 psql -q "$url" -c "CREATE EXTENSION vector" >/dev/null
 log "PostgreSQL $(psql -At "$url" -c 'SHOW server_version') with pgvector $(psql -At "$url" -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'") on $dir"
-CLAWOS_TEST_PG_URL="$url" cargo test --release --locked -p clawos-pg-migrate -- --ignored
+CLAWOS_TEST_PG_URL="$url" cargo test --release --locked --workspace --test postgres -- --ignored

@@ -298,3 +298,41 @@ async fn a_server_on_a_unix_socket_is_reached_through_it() {
     assert_eq!(answer.unwrap().text, "local");
     assert_eq!(server.requests()[0].path, "/v1/chat/completions");
 }
+
+#[tokio::test]
+async fn a_redirect_is_never_followed_the_key_and_the_conversation_stay_put() {
+    // Where a redirect points: a bare listener that counts connections, so
+    // not even a connection without a request goes unseen.
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = elsewhere.local_addr().unwrap();
+    let target = format!("http://{addr}/v1/chat/completions");
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&connections);
+    tokio::spawn(async move {
+        while elsewhere.accept().await.is_ok() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let mut script = Script::new();
+    for status in [301, 302, 307, 308] {
+        for _kind in ["openai", "anthropic"] {
+            script = script.reply(Reply::status(status).header("location", &target));
+        }
+    }
+    let server = Server::start(script).await.unwrap();
+    for status in [301, 302, 307, 308] {
+        for kind in ["openai", "anthropic"] {
+            // Retries allowed, so a redirect taken for a transient error
+            // would show as a second request.
+            let reliable = Reliable::new(vec![(provider(&server, kind, ""), "m".into())], policy(2));
+            let error = reliable.chat_stream_indexed(&request(), &|_| {}, &CancellationToken::new()).await.unwrap_err();
+            let text = error.to_string();
+            assert!(matches!(error, ProviderError::Status { status: s, .. } if s == status), "{kind} {status}: {text}");
+            assert!(text.contains(&format!("redirected to http://{addr};")), "{text}");
+            assert!(!text.contains(CANARY_KEY) && !text.contains("/v1/chat"), "{text}");
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.served(), 8, "each redirect answered once, never retried");
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing reached where the redirects pointed");
+}

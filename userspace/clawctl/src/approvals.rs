@@ -10,6 +10,8 @@ use clap::{Args, Subcommand};
 use clawos_api::security_agent::{self, Approval, ApprovalDecide, ApprovalFilter};
 use clawos_ipc::ComponentId;
 
+use crate::shown::Line;
+
 #[derive(Subcommand)]
 pub enum ApprovalsCommand {
     /// The actions waiting for an answer (--all: every approval).
@@ -40,9 +42,13 @@ fn print(approval: &Approval) {
     let needs = serde_json::to_string(&approval.permissions).unwrap_or_default();
     println!(
         "{}  {:?}  {}  {}  needs {needs}  expires {}",
-        approval.id, approval.state, approval.agent, approval.tool_name, approval.expires_at
+        approval.id,
+        approval.state,
+        approval.agent,
+        Line(&approval.tool_name),
+        approval.expires_at
     );
-    println!("    {}", approval.arguments);
+    println!("    {}", Line(&approval.arguments.to_string()));
 }
 
 pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
@@ -53,7 +59,7 @@ pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
         ApprovalsCommand::List { all, json } => {
             let list = security.approval_list(&ApprovalFilter { all }).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                println!("{}", crate::shown::json(&list)?);
             } else if list.approvals.is_empty() {
                 println!("no action waits for approval");
             } else {
@@ -69,7 +75,7 @@ pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
         "[{} {}: {} of {}; continuing session {}]",
         if approve { "approved" } else { "denied" },
         approval.id,
-        approval.tool_name,
+        Line(&approval.tool_name),
         approval.agent,
         approval.session_id
     );

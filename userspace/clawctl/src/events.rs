@@ -32,7 +32,7 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
                 let Some(message) = message else {
                     anyhow::bail!("the router closed the connection");
                 };
-                println!("{}", serde_json::to_string(&message)?);
+                println!("{}", crate::shown::json_line(&message)?);
                 seen += 1;
             }
             _ = tokio::signal::ctrl_c() => break,

@@ -18,6 +18,7 @@ use clawos_api::fs_engine::{EntryKind, FilePath, ReadFile, WriteFile};
 use serde_json::json;
 
 use crate::ipc::{connect_fs_engine, fs_engine};
+use crate::shown::{Line, Text};
 
 /// fs-engine takes at most this much per write (`clawfs::files::MAX_TRANSFER_BYTES`).
 const WRITE_PART_BYTES: usize = 1024 * 1024;
@@ -142,7 +143,7 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
                 written = fs.write_file(&params).await?.path;
                 append = true;
             }
-            eprintln!("{written}: {} bytes", data.len());
+            eprintln!("{}: {} bytes", Line(&written), data.len());
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::Ls(args) => {
@@ -150,14 +151,14 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
             let listing = fs_engine(&client).list_dir(&FilePath { path: args.path, agent: args.agent }).await?;
             for entry in listing.entries {
                 let suffix = if entry.kind == EntryKind::Dir { "/" } else { "" };
-                println!("{:04o} {:>10}  {}{suffix}", entry.mode, entry.size, entry.name);
+                println!("{:04o} {:>10}  {}{suffix}", entry.mode, entry.size, Line(&entry.name));
             }
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::Rm(args) => {
             let client = connect_fs_engine().await?;
             let deleted = fs_engine(&client).delete_file(&FilePath { path: args.path, agent: args.agent }).await?;
-            eprintln!("removed {}", deleted.path);
+            eprintln!("removed {}", Line(&deleted.path));
             Ok(ExitCode::SUCCESS)
         }
         FsCommand::FileSizeLimit(args) => {
@@ -184,12 +185,11 @@ pub async fn run(command: FsCommand) -> anyhow::Result<ExitCode> {
                     .map(|v| json!({ "rule": v.rule, "description": v.description, "detail": v.detail }))
                     .collect();
                 let not_hardened = &report.not_hardened;
-                println!(
-                    "{}",
-                    json!({ "consistent": report.is_clean(), "violations": violations, "not_hardened": not_hardened })
-                );
+                let whole =
+                    json!({ "consistent": report.is_clean(), "violations": violations, "not_hardened": not_hardened });
+                println!("{}", crate::shown::json_line(&whole)?);
             } else {
-                print!("{report}");
+                print!("{}", Text(&report.to_string()));
             }
             Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }

@@ -64,7 +64,7 @@ pub async fn run(command: IdentityCommand) -> anyhow::Result<ExitCode> {
         }
         IdentityCommand::Backups(args) => {
             for name in fs.identity_backups(&AgentRef { agent: args.agent }).await?.backups {
-                println!("{name}");
+                println!("{}", crate::shown::Line(&name));
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -72,6 +72,6 @@ pub async fn run(command: IdentityCommand) -> anyhow::Result<ExitCode> {
             fs.identity_restore(&IdentityRestore { agent: args.agent, backup: args.backup }).await?
         }
     };
-    println!("{}", serde_json::to_string_pretty(&identity)?);
+    println!("{}", crate::shown::json(&identity)?);
     Ok(ExitCode::SUCCESS)
 }

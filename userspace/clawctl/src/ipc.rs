@@ -67,6 +67,6 @@ pub async fn run(command: IpcCommand) -> anyhow::Result<ExitCode> {
     let timeout =
         args.timeout_ms.map_or_else(|| clawos_api::timeout(args.component, &args.method), Duration::from_millis);
     let result = client.call(&args.method, params, Some(timeout)).await?;
-    println!("{}", serde_json::to_string_pretty(&result)?);
+    println!("{}", crate::shown::json(&result)?);
     Ok(ExitCode::SUCCESS)
 }

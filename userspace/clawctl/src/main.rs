@@ -14,6 +14,7 @@ mod ipc;
 mod memory;
 mod policy;
 mod secret;
+mod shown;
 mod status;
 mod tool;
 mod update;
@@ -118,7 +119,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("clawctl: {error:#}");
+            // Errors quote what components, providers and tools said.
+            eprintln!("clawctl: {}", shown::Line(&format!("{error:#}")));
             ExitCode::FAILURE
         }
     }

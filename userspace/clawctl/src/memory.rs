@@ -13,6 +13,7 @@ use clawos_api::fs_engine::{
 };
 
 use crate::ipc::{connect_fs_engine, fs_engine};
+use crate::shown::Line;
 
 #[derive(Subcommand)]
 pub enum MemoryCommand {
@@ -109,7 +110,7 @@ pub struct HygieneArgs {
 /// Prints `answer` as JSON when asked, else as `human` says.
 fn show<T: serde::Serialize>(json: bool, answer: &T, human: impl FnOnce(&T)) -> anyhow::Result<ExitCode> {
     if json {
-        println!("{}", serde_json::to_value(answer)?);
+        println!("{}", crate::shown::json_line(answer)?);
     } else {
         human(answer);
     }
@@ -117,9 +118,9 @@ fn show<T: serde::Serialize>(json: bool, answer: &T, human: impl FnOnce(&T)) -> 
 }
 
 fn print_entry(entry: &MemoryEntry) {
-    println!("{}  {}  {}  {}", entry.id, entry.at, entry.category, entry.path);
+    println!("{}  {}  {}  {}", entry.id, entry.at, Line(&entry.category), Line(&entry.path));
     for line in entry.content.lines() {
-        println!("    {line}");
+        println!("    {}", Line(line));
     }
 }
 
@@ -201,7 +202,7 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
             let params =
                 MemoryStore { agent: agent.agent, content: content.join(" "), category, idempotency_key: None };
             show(agent.json, &fs.memory_store(&params).await?, |entry| {
-                println!("stored {} in {}", entry.id, entry.path)
+                println!("stored {} in {}", entry.id, Line(&entry.path))
             })
         }
         MemoryCommand::Recall(RecallArgs { agent, category, limit, query }) => {
@@ -216,8 +217,8 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
                         rank + 1,
                         hit.score,
                         hit.id.as_deref().unwrap_or("-"),
-                        hit.path,
-                        first_line
+                        Line(&hit.path),
+                        Line(first_line)
                     );
                 }
             })
@@ -227,7 +228,7 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
         }
         MemoryCommand::Forget(IdArgs { agent, id }) => {
             show(agent.json, &fs.memory_forget(&MemoryId { agent: agent.agent, id }).await?, |entry| {
-                println!("forgot {} from {}", entry.id, entry.path)
+                println!("forgot {} from {}", entry.id, Line(&entry.path))
             })
         }
         MemoryCommand::List(ListArgs { agent, category, limit }) => {
@@ -247,8 +248,8 @@ async fn agent_memory(command: MemoryCommand) -> anyhow::Result<ExitCode> {
         MemoryCommand::Hygiene(HygieneArgs { agent, archive_after_days, purge_after_days }) => {
             let params = MemoryHygiene { agent: agent.agent, archive_after_days, purge_after_days };
             show(agent.json, &fs.memory_hygiene(&params).await?, |report| {
-                println!("archived: {}", report.archived.join(", "));
-                println!("purged: {}", report.purged.join(", "));
+                println!("archived: {}", Line(&report.archived.join(", ")));
+                println!("purged: {}", Line(&report.purged.join(", ")));
             })
         }
         MemoryCommand::Index(_) | MemoryCommand::Search(_) => unreachable!("workspace commands are run by `run`"),
@@ -271,14 +272,15 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     };
     let answer = fs_engine(&client).memory_search(&params).await?;
     if args.json {
-        println!("{}", serde_json::to_value(&answer)?);
+        println!("{}", crate::shown::json_line(&answer)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("keyword leg: {}", leg(&answer.keyword));
     println!("vector leg:  {}", leg(&answer.vector));
     for (rank, hit) in answer.results.iter().enumerate() {
         let first_line = hit.content.lines().next().unwrap_or("");
-        println!("{:>2}. {:.3}  {}#{} [{}]  {}", rank + 1, hit.score, hit.path, hit.heading, hit.workspace, first_line);
+        let (path, heading, first_line) = (Line(&hit.path), Line(&hit.heading), Line(first_line));
+        println!("{:>2}. {:.3}  {path}#{heading} [{}]  {first_line}", rank + 1, hit.score, hit.workspace);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -27,6 +27,6 @@ pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
             serde_json::to_value(agent.reload_policy(&NoParams {}).await.context("ebpf-agent reload_policy")?)?
         }
     };
-    println!("{}", serde_json::to_string_pretty(&result)?);
+    println!("{}", crate::shown::json(&result)?);
     Ok(ExitCode::SUCCESS)
 }

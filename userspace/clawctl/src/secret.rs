@@ -209,7 +209,7 @@ pub async fn run(command: SecretCommand) -> anyhow::Result<ExitCode> {
 
 fn print_versions(rows: &[SecretInfo], as_json: bool, whole: &impl Serialize) -> anyhow::Result<()> {
     if as_json {
-        println!("{}", serde_json::to_string_pretty(whole)?);
+        println!("{}", crate::shown::json(whole)?);
         return Ok(());
     }
     println!("{:<32} {:>7} {:>4} {:<20} {:<20}", "SECRET", "VERSION", "KEY", "CREATED", "UPDATED");

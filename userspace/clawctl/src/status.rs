@@ -68,10 +68,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let rows = collect().await?;
     let all_healthy = rows.iter().all(|row| row.health == "healthy");
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?
-        );
+        println!("{}", crate::shown::json(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?);
     } else {
         print_table(&rows);
     }
@@ -145,7 +142,7 @@ fn print_table(rows: &[Row]) {
             show(row.restarts.map(|n| n.to_string())),
         );
         if let Some(error) = &row.error {
-            println!("  {error}");
+            println!("  {}", crate::shown::Line(error));
         }
     }
 }

@@ -15,6 +15,8 @@ use clawos_api::wasm_daemon::{self, ExecuteTool, ToolInstall, ToolRef};
 use clawos_api::NoParams;
 use clawos_ipc::{ComponentId, IpcClient};
 use serde_json::{json, Value};
+
+use crate::shown::Line;
 use sha2::{Digest, Sha256};
 
 /// The WIT world every tool targets (specs/wit/tool.wit).
@@ -97,19 +99,19 @@ pub async fn run(command: ToolCommand) -> anyhow::Result<ExitCode> {
         ToolCommand::List(args) => {
             let list = daemon.tool_list(&NoParams {}).await?;
             if args.json {
-                println!("{}", serde_json::to_value(&list)?);
+                println!("{}", crate::shown::json_line(&list)?);
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{:<16} {:<8} {:<10} CAPABILITIES", "TOOL", "VERSION", "SOURCE");
             for tool in list.tools {
                 let shown = if tool.capabilities.is_empty() { "-".to_owned() } else { tool.capabilities.join(" ") };
                 let source = serde_json::to_value(tool.source)?;
-                println!("{:<16} {:<8} {:<10} {shown}", tool.tool_name, tool.version, str_of(&source));
+                println!("{:<16} {:<8} {:<10} {}", tool.tool_name, tool.version, str_of(&source), Line(&shown));
             }
         }
         ToolCommand::Inspect(args) => {
             let details = daemon.tool_inspect(&ToolRef { tool_name: args.tool }).await?;
-            println!("{}", serde_json::to_string_pretty(&details)?);
+            println!("{}", crate::shown::json(&details)?);
         }
         ToolCommand::Install(args) => return install(daemon, args).await,
         ToolCommand::Run(args) => {
@@ -129,7 +131,7 @@ pub async fn run(command: ToolCommand) -> anyhow::Result<ExitCode> {
                 None => daemon,
             };
             let answer = daemon.execute_tool(&call).await?;
-            println!("{}", serde_json::to_string_pretty(&answer.result)?);
+            println!("{}", crate::shown::json(&answer.result)?);
         }
         ToolCommand::Rm(args) => {
             let removed = daemon.tool_remove(&ToolRef { tool_name: args.tool }).await?;
@@ -209,8 +211,8 @@ async fn install(daemon: wasm_daemon::Client<'_>, args: InstallArgs) -> anyhow::
     }
     let wasm = std::fs::read(&args.wasm).with_context(|| format!("reading {}", args.wasm.display()))?;
     let definition = definition_for(&args, &wasm)?;
-    println!("tool        {} {}", str_of(&definition["tool_id"]), str_of(&definition["version"]));
-    println!("wasm_hash   {}", str_of(&definition["wasm_hash"]));
+    println!("tool        {} {}", Line(str_of(&definition["tool_id"])), Line(str_of(&definition["version"])));
+    println!("wasm_hash   {}", Line(str_of(&definition["wasm_hash"])));
     println!(
         "limits      {} MiB memory, {}% of a CPU, {} s",
         definition["memory_limit_mb"], definition["cpu_quota_percent"], definition["timeout_seconds"]
@@ -221,7 +223,7 @@ async fn install(daemon: wasm_daemon::Client<'_>, args: InstallArgs) -> anyhow::
         println!("  none (logging only)");
     }
     for capability in &capabilities {
-        println!("  {}", str_of(capability));
+        println!("  {}", Line(str_of(capability)));
     }
     if !args.yes {
         if !std::io::stdin().is_terminal() {

@@ -302,7 +302,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         recent_gates: records.into_iter().rev().take(5).collect(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        println!("{}", crate::shown::json(&status)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("booted:  {} ({})", status.booted_version, status.booted_entry.as_deref().unwrap_or("entry unknown"));

@@ -75,7 +75,7 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
             let client = client.await?;
             let status = security_agent::Client::new(&client).vault_status(&NoParams {}).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                println!("{}", crate::shown::json(&status)?);
             } else {
                 print_status(&status);
             }
@@ -110,7 +110,7 @@ pub async fn run(command: VaultCommand) -> anyhow::Result<ExitCode> {
             let client = client.await?;
             let report = security_agent::Client::new(&client).vault_check(&NoParams {}).await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                println!("{}", crate::shown::json(&report)?);
             } else {
                 println!(
                     "{} secrets, {} versions decrypted and verified; {} audit entries verified",

@@ -9,6 +9,7 @@ use clawos_api::NoParams;
 use serde_json::Value;
 
 use crate::ipc::{connect_fs_engine, fs_engine};
+use crate::shown::Line;
 
 #[derive(Subcommand)]
 pub enum WorkspaceCommand {
@@ -81,7 +82,7 @@ pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
         WorkspaceCommand::List(args) => {
             let answer = fs.workspace_list(&NoParams {}).await?;
             if args.json {
-                println!("{}", serde_json::to_value(&answer)?);
+                println!("{}", crate::shown::json_line(&answer)?);
             } else {
                 println!("{:<40} {:>9} {:<12} CREATED", "NAME", "DIMENSION", "OWNER");
                 for workspace in answer.workspaces {
@@ -98,11 +99,11 @@ pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::Create(args)) => {
             let snapshot = fs.snapshot_create(&WorkspaceRef { workspace: args.name }).await?;
-            println!("{} ({} bytes)", snapshot.file, snapshot.bytes);
+            println!("{} ({} bytes)", Line(&snapshot.file), snapshot.bytes);
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::List(args)) => {
             for snapshot in fs.snapshot_list(&WorkspaceRef { workspace: args.name }).await?.snapshots {
-                println!("{} {}", snapshot.file, snapshot.bytes);
+                println!("{} {}", Line(&snapshot.file), snapshot.bytes);
             }
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::Restore(args)) => {
@@ -111,7 +112,7 @@ pub async fn run(command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
         }
         WorkspaceCommand::Snapshot(SnapshotCommand::Prune(args)) => {
             for removed in fs.snapshot_prune(&SnapshotPrune { workspace: args.name, keep: args.keep }).await?.removed {
-                println!("removed {removed}");
+                println!("removed {}", Line(&removed));
             }
         }
     }

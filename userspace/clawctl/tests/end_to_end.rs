@@ -38,25 +38,26 @@ impl Drop for Daemons {
     }
 }
 
-/// Where the daemon binaries are built: a target directory of their own,
-/// because the `cargo test` that runs this holds the lock on the main one.
-fn daemon_dir() -> PathBuf {
+/// The directory holding the daemon binaries: the one `make test-unit`
+/// names in `CLAWOS_E2E_DAEMONS`, where it built them just before this run
+/// (the workspace's release build, which shares what `cargo test` compiles);
+/// else they are built here, in a target directory of their own, because
+/// the `cargo test` that runs this holds the lock on the main one.
+fn daemons() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CLAWOS_E2E_DAEMONS") {
+        return dir.into();
+    }
     let profile_dir = Path::new(env!("CARGO_BIN_EXE_clawctl")).parent().unwrap();
-    profile_dir.parent().unwrap().join("e2e-daemons")
-}
-
-/// Builds the daemon binaries (a no-op when they are up to date) and
-/// returns the directory holding them.
-fn build_daemons() -> PathBuf {
+    let target = profile_dir.parent().unwrap().join("e2e-daemons");
     let packages = ["clawos-router", "clawos-observability", "clawos-scheduler", "clawos-fs-engine"];
     let mut cargo = Command::new(env!("CARGO"));
-    cargo.arg("build").current_dir(clawos_test_require::package_path("")).env("CARGO_TARGET_DIR", daemon_dir());
+    cargo.arg("build").current_dir(clawos_test_require::package_path("")).env("CARGO_TARGET_DIR", &target);
     for package in packages {
         cargo.args(["-p", package]);
     }
     let status = cargo.status().expect("cannot run cargo");
     assert!(status.success(), "building the daemons failed");
-    daemon_dir().join("debug")
+    target.join("debug")
 }
 
 fn free_port() -> u16 {
@@ -70,7 +71,7 @@ fn write(path: &Path, text: &str) {
 
 fn start() -> Daemons {
     assert!(nix::unistd::geteuid().is_root(), "this test runs the daemons under distinct UIDs and needs root");
-    let bin_dir = build_daemons();
+    let bin_dir = daemons();
     let dir = std::env::temp_dir().join(format!("clawos-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();

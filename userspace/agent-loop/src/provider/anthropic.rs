@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::http::{optional_fields, Answer, Protocol};
+use super::http::{optional_fields, Answer, Protocol, Sizes};
 use super::openai::arguments;
 use super::{
     estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage,
@@ -158,6 +158,19 @@ impl Assembly {
         Ok(())
     }
 
+    /// How much it holds so far.
+    fn sizes(&self) -> Sizes {
+        let call = |block: &Block| match block {
+            Block::ToolUse { name, input, .. } => name.len() + input.len(),
+            Block::Text => 0,
+        };
+        Sizes {
+            text: self.text.len(),
+            calls: self.blocks.len(),
+            largest_call: self.blocks.values().map(call).max().unwrap_or(0),
+        }
+    }
+
     fn finish(self, request: &ChatRequest) -> ChatResponse {
         let tool_calls: Vec<ToolCall> = self
             .blocks
@@ -220,6 +233,7 @@ impl Protocol for Anthropic {
                 return Err(answer.status(status, &format!("{kind}: {message}")));
             }
             assembly.event(&name, &data, on_text).map_err(|e| answer.malformed(e))?;
+            answer.within_limits(assembly.sizes())?;
         }
         Ok(assembly.finish(answer.request))
     }

@@ -114,18 +114,17 @@ impl ProviderConfig {
             return format!("unix:{}", socket.display());
         }
         match reqwest::Url::parse(&self.base_url) {
-            Ok(url) => format!(
-                "{}://{}{}",
-                url.scheme(),
-                url.host_str().unwrap_or(""),
-                url.port().map(|p| format!(":{p}")).unwrap_or_default()
-            ),
+            Ok(url) => origin(&url),
             Err(_) => "an invalid base_url".into(),
         }
     }
 
     /// The HTTP client for this table: timeouts, the socket, TLS with the
-    /// system's roots (`ring` as rustls's provider, as the tool host).
+    /// system's roots (`ring` as rustls's provider, as the tool host), and
+    /// no redirects: a redirect would carry the key (reqwest strips
+    /// `Authorization` but not Anthropic's `x-api-key`) and, on 307/308, the
+    /// whole conversation to whatever host it names (specs/agent/providers.md,
+    /// "Redirects").
     pub(super) fn http_client(&self) -> Result<reqwest::Client, String> {
         // One process-wide provider; a second install is a no-op error.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -133,13 +132,25 @@ impl ProviderConfig {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("base_url `{}`: the scheme must be http or https", self.base_url));
         }
-        let mut builder =
-            reqwest::Client::builder().connect_timeout(Duration::from_millis(self.connect_timeout_ms)).no_proxy();
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(self.connect_timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy();
         if let Some(socket) = &self.unix_socket {
             builder = builder.unix_socket(socket.clone());
         }
         builder.build().map_err(|e| format!("HTTP client: {e}"))
     }
+}
+
+/// Scheme, host and port of `url`: what errors and logs may say of it.
+pub(super) fn origin(url: &reqwest::Url) -> String {
+    format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default()
+    )
 }
 
 /// The provider `name` described by `config`, fetching keys from `keys`.

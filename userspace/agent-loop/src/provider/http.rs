@@ -7,12 +7,12 @@
 //! model thinks is not idle, though the parser drops the comments.
 //!
 //! Owns: turning transport failures into [`ProviderError`]s and keeping
-//! the key out of every one of them ([`redact`]). Must not own: what the
-//! events mean (`openai`, `anthropic`).
+//! the key out of every one of them ([`redact`]); the [`limits`] of one
+//! answer. Must not own: what the events mean (`openai`, `anthropic`).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,11 +23,39 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
-use super::config::ProviderConfig;
+use super::config::{origin, ProviderConfig};
 use super::{Capabilities, ChatRequest, ChatResponse, KeySource, Provider, ProviderError, TextSink, ToolSpec};
 
 /// Longest part of an error body quoted in an error.
 const QUOTED_CHARS: usize = 300;
+
+/// What one answer may hold (specs/agent/providers.md, "Limits"). A
+/// provider that streams without bound ends its own turn with
+/// [`ProviderError::TooLarge`], instead of growing agent-loop to its
+/// MemoryMax, where the kill would end every agent's turn and resume would
+/// ask the same provider again.
+pub mod limits {
+    /// The answer's text, in bytes: a 128k-token answer is about 512 KiB.
+    pub const TEXT_BYTES: usize = 2 << 20;
+    /// Tool calls in one answer (Anthropic: content blocks of any kind).
+    pub const CALLS: usize = 64;
+    /// One call's name and arguments, in bytes: a file a model writes whole.
+    pub const CALL_BYTES: usize = 2 << 20;
+    /// One server-sent event, in bytes: what the parser holds before the
+    /// event is complete.
+    pub const EVENT_BYTES: usize = 4 << 20;
+}
+
+/// How much an answer holds so far; [`Answer::within_limits`] checks it
+/// after each event.
+pub(super) struct Sizes {
+    /// Bytes of text.
+    pub text: usize,
+    /// Tool calls (content blocks).
+    pub calls: usize,
+    /// Bytes of the largest call's name and arguments.
+    pub largest_call: usize,
+}
 
 /// The events of one answer, and when its bytes last arrived.
 struct Events {
@@ -36,6 +64,8 @@ struct Events {
     opened: Instant,
     /// When bytes last arrived, in milliseconds after `opened`.
     last_bytes_ms: Arc<AtomicU64>,
+    /// Set when the stream was cut for an event over [`limits::EVENT_BYTES`].
+    event_too_large: Arc<AtomicBool>,
 }
 
 impl Events {
@@ -142,6 +172,9 @@ impl Answer<'_> {
             tokio::select! {
                 // `next` is cancel-safe: an event is never lost to the timer.
                 next = self.events.stream.next() => return match next {
+                    None if self.events.event_too_large.load(Ordering::Relaxed) => {
+                        Err(self.too_large("one event", limits::EVENT_BYTES))
+                    }
                     None => Ok(None),
                     Some(Ok(event)) => Ok(Some(event)),
                     Some(Err(e)) => Err(self.interrupted(&e.to_string())),
@@ -154,6 +187,27 @@ impl Answer<'_> {
                 () = self.cancel.cancelled() => return Err(ProviderError::Cancelled),
             }
         }
+    }
+
+    /// Whether the answer so far keeps within [`limits`].
+    pub fn within_limits(&self, sizes: Sizes) -> Result<(), ProviderError> {
+        if sizes.text > limits::TEXT_BYTES {
+            return Err(self.too_large("its text", limits::TEXT_BYTES));
+        }
+        if sizes.calls > limits::CALLS {
+            return Err(ProviderError::TooLarge {
+                provider: self.wire.name.clone(),
+                what: format!("more than {} tool calls", limits::CALLS),
+            });
+        }
+        if sizes.largest_call > limits::CALL_BYTES {
+            return Err(self.too_large("one tool call", limits::CALL_BYTES));
+        }
+        Ok(())
+    }
+
+    fn too_large(&self, what: &str, bytes: usize) -> ProviderError {
+        ProviderError::TooLarge { provider: self.wire.name.clone(), what: format!("{what} over {} KiB", bytes >> 10) }
     }
 
     /// The stream ended before its terminal marker.
@@ -239,6 +293,19 @@ impl Wire {
             reason: redact(&error_chain(&e.without_url()), key),
         })?;
         let status = response.status();
+        if status.is_redirection() {
+            // Never followed (the client's policy): said with where it
+            // points, scheme, host and port only, so the operator can set
+            // base_url to it.
+            let to = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("nowhere");
+            let to = reqwest::Url::parse(to).map(|url| origin(&url)).unwrap_or_else(|_| cut(to));
+            return Err(ProviderError::Status {
+                provider: self.name.clone(),
+                status: status.as_u16(),
+                message: redact(&format!("redirected to {to}; provider requests follow no redirect: set base_url to the provider's own URL"), key),
+                retry_after_ms: None,
+            });
+        }
         if !status.is_success() {
             let retry_after_ms = retry_after_ms(response.headers());
             let body = tokio::select! {
@@ -254,10 +321,18 @@ impl Wire {
         }
         let (opened, last_bytes_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));
         let seen = Arc::clone(&last_bytes_ms);
+        let event_too_large = Arc::new(AtomicBool::new(false));
+        let (cut, mut event_bytes) = (Arc::clone(&event_too_large), EventBytes::new());
         let bytes = response
             .bytes_stream()
-            .inspect(move |_| seen.store(opened.elapsed().as_millis() as u64, Ordering::Relaxed));
-        Ok(Events { stream: Box::pin(bytes.eventsource()), opened, last_bytes_ms })
+            .inspect(move |_| seen.store(opened.elapsed().as_millis() as u64, Ordering::Relaxed))
+            // Ends the stream at an event too large to hold; `next` says why.
+            .take_while(move |chunk| {
+                let within = chunk.as_ref().map_or(true, |bytes| event_bytes.take(bytes));
+                cut.store(!within, Ordering::Relaxed);
+                futures::future::ready(within)
+            });
+        Ok(Events { stream: Box::pin(bytes.eventsource()), opened, last_bytes_ms, event_too_large })
     }
 
     /// The headers of a request of protocol `P`: its own, and the key's
@@ -277,6 +352,45 @@ impl Wire {
             headers.insert(name, value);
         }
         Ok(headers)
+    }
+}
+
+/// Counts the bytes of the event being received, which the SSE parser
+/// holds until the empty line that ends it (lines end in CR, LF or CRLF).
+struct EventBytes {
+    /// Bytes since the last empty line, line ends not counted.
+    since_boundary: usize,
+    /// The line being received has no byte yet.
+    line_empty: bool,
+    /// The last byte was a CR (its LF, if one follows, ends no line).
+    last_cr: bool,
+}
+
+impl EventBytes {
+    fn new() -> EventBytes {
+        EventBytes { since_boundary: 0, line_empty: true, last_cr: false }
+    }
+
+    /// Counts `chunk`; false once one event passed [`limits::EVENT_BYTES`].
+    fn take(&mut self, chunk: &[u8]) -> bool {
+        for &byte in chunk {
+            match byte {
+                b'\n' if self.last_cr => self.last_cr = false,
+                b'\r' | b'\n' => {
+                    if self.line_empty {
+                        self.since_boundary = 0;
+                    }
+                    self.line_empty = true;
+                    self.last_cr = byte == b'\r';
+                }
+                _ => {
+                    self.since_boundary += 1;
+                    self.line_empty = false;
+                    self.last_cr = false;
+                }
+            }
+        }
+        self.since_boundary <= limits::EVENT_BYTES
     }
 }
 

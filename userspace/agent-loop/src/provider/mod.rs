@@ -15,6 +15,8 @@ pub mod openai;
 pub mod reliable;
 pub mod text_calls;
 
+pub use http::limits;
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -225,6 +227,15 @@ pub enum ProviderError {
         /// What was wrong.
         reason: String,
     },
+    /// The answer passed one of the [`limits`] of an answer:
+    /// read no further, and not asked again.
+    #[error("{provider}: the answer is too large: {what}")]
+    TooLarge {
+        /// The provider's name.
+        provider: String,
+        /// Which limit, and its size.
+        what: String,
+    },
     /// The key could not be had (vault sealed, secret missing, access denied).
     #[error("{provider}: API key: {reason}")]
     Key {
@@ -245,7 +256,10 @@ impl ProviderError {
         match self {
             ProviderError::Connect { .. } | ProviderError::Interrupted { .. } | ProviderError::Idle { .. } => true,
             ProviderError::Status { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
-            ProviderError::Malformed { .. } | ProviderError::Key { .. } | ProviderError::Cancelled => false,
+            ProviderError::Malformed { .. }
+            | ProviderError::TooLarge { .. }
+            | ProviderError::Key { .. }
+            | ProviderError::Cancelled => false,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::http::{optional_fields, Answer, Protocol};
+use super::http::{optional_fields, Answer, Protocol, Sizes};
 use super::{
     estimate_request, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, TextSink, ToolCall, Usage,
 };
@@ -134,6 +134,15 @@ impl Assembly {
         Ok(())
     }
 
+    /// How much it holds so far.
+    fn sizes(&self) -> Sizes {
+        Sizes {
+            text: self.text.len(),
+            calls: self.calls.len(),
+            largest_call: self.calls.values().map(|call| call.name.len() + call.arguments.len()).max().unwrap_or(0),
+        }
+    }
+
     /// The answer, its usage estimated when the provider sent none.
     fn finish(self, request: &ChatRequest) -> Result<ChatResponse, String> {
         let mut tool_calls = Vec::new();
@@ -182,6 +191,7 @@ impl Protocol for OpenAi {
             let chunk: Value = serde_json::from_str(data)
                 .map_err(|e| answer.malformed(format!("a chunk is not JSON ({e}): {data}")))?;
             assembly.chunk(&chunk, on_text).map_err(|e| answer.malformed(e))?;
+            answer.within_limits(assembly.sizes())?;
         }
         assembly.finish(answer.request).map_err(|e| answer.malformed(e))
     }
