@@ -18,6 +18,7 @@ use clawos_api::security_agent::{AgentPolicy, Autonomy, Mode, Permission};
 use serde::Deserialize;
 
 use crate::provider::config::ProviderConfig;
+use crate::tools::BuiltIn;
 
 /// The name of the in-box model's provider, always defined
 /// (`specs/agent/local-model.md`); an agent's `[providers.local]` replaces it.
@@ -66,6 +67,16 @@ pub enum Error {
     /// A limit that would end every turn before it began.
     #[error("[limits] max_steps, max_tokens and max_seconds must be at least 1")]
     ZeroLimit,
+    /// `[permissions.tools]` names a built-in tool, which needs the
+    /// permission of what it does, never `tool`: the entry would be
+    /// silently without effect.
+    #[error("[permissions.tools] names the built-in tool `{tool}`, which it does not govern: set [permissions] {permission} instead")]
+    BuiltInTool {
+        /// The tool.
+        tool: String,
+        /// The permission it needs.
+        permission: String,
+    },
     /// `[session] compact_at` out of its range.
     #[error("[session] compact_at must be between 0.1 and 1.0, not {0}")]
     CompactAt(f64),
@@ -480,6 +491,13 @@ impl AgentConfig {
         if !(0.1..=1.0).contains(&self.session.compact_at) {
             return Err(Error::CompactAt(self.session.compact_at));
         }
+        if let Some(tool) = self.permissions.tools.keys().find_map(|name| BuiltIn::named(name)) {
+            let permission = serde_json::to_value(tool.needs()).ok().and_then(|v| v.as_str().map(str::to_owned));
+            return Err(Error::BuiltInTool {
+                tool: tool.name().to_owned(),
+                permission: permission.unwrap_or_default(),
+            });
+        }
         Ok(())
     }
 
@@ -559,6 +577,8 @@ mod tests {
             (policy.autonomy, policy.permissions.len(), policy.max_actions_per_hour),
             (Autonomy::Supervised, 0, 120)
         );
+        let error = AgentConfig::parse("[permissions.tools]\nfile_write = \"deny\"\n").unwrap_err().to_string();
+        assert!(error.contains("built-in tool `file_write`") && error.contains("[permissions] file_write"), "{error}");
         let text = "[autonomy]\nlevel = \"full\"\n[permissions]\nnetwork = \"require_approval\"\n[permissions.tools]\nweb-fetch = \"deny\"\n";
         let policy = AgentConfig::parse(text).unwrap().policy();
         assert_eq!(policy.autonomy, Autonomy::Full);

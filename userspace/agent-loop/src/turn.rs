@@ -424,6 +424,7 @@ impl Turn<'_> {
         } else {
             (response.text.clone(), response.tool_calls.clone())
         };
+        let calls = unique_ids(calls);
         if !outcome.answer.is_empty() && !text.is_empty() {
             outcome.answer.push('\n');
         }
@@ -662,11 +663,11 @@ impl Turn<'_> {
         if let Err(error) = self.spend(response.usage, &answered) {
             tracing::error!(agent = self.agent, "recording the memory flush's spend: {error}");
         }
-        let calls = if response.tool_calls.is_empty() && !native {
+        let calls = unique_ids(if response.tool_calls.is_empty() && !native {
             crate::provider::text_calls::parse(&response.text, &[MEMORY_STORE]).1
         } else {
             response.tool_calls
-        };
+        });
         let mut stored = 0;
         for call in calls.iter().filter(|call| call.name == MEMORY_STORE).take(MAX_FLUSH_CALLS) {
             // Its own action IDs: the flush's answer is not a stored message.
@@ -767,6 +768,21 @@ fn store_outcome(store: &Store, outcome: &TurnOutcome) {
     }
 }
 
+/// `calls` with every call ID unique: a repeated one becomes `<id>-2`,
+/// `<id>-3`, ... An ID names its call's action (`<session>/<message>/<call
+/// id>`), which security-agent approves once and only for that call; a
+/// model that repeats an ID in one answer must not make two calls share it.
+fn unique_ids(mut calls: Vec<crate::provider::ToolCall>) -> Vec<crate::provider::ToolCall> {
+    let mut seen = std::collections::HashSet::new();
+    for call in &mut calls {
+        if !seen.insert(call.id.clone()) {
+            let id = (2..).map(|n| format!("{}-{n}", call.id)).find(|id| seen.insert(id.clone())).expect("unbounded");
+            call.id = id;
+        }
+    }
+    calls
+}
+
 /// The outcome of a turn that could not start (`why`): the operator's
 /// message and the reason are stored, so the transcript shows both.
 pub fn failed_to_start(
@@ -817,4 +833,23 @@ pub fn abandon(store: &Store, session_id: &str, turn_id: &str, why: &str) -> Tur
 /// The tool specs the model is told about: the allowed ones.
 pub fn allowed_specs(config: &AgentConfig, tools: &[Tool]) -> Vec<ToolSpec> {
     tools.iter().filter(|tool| config.tools.allows(&tool.spec.name)).map(|tool| tool.spec.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolCall;
+
+    #[test]
+    fn a_call_id_repeated_in_one_answer_is_made_unique() {
+        let call = |id: &str, path: &str| ToolCall {
+            id: id.into(),
+            name: "file_write".into(),
+            arguments: json!({"path": path}),
+        };
+        let calls = unique_ids(vec![call("c1", "a"), call("c1", "b"), call("c1-2", "c"), call("c1", "d")]);
+        let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c1-2", "c1-2-2", "c1-3"]);
+        assert_eq!(calls[3].arguments, json!({"path": "d"}));
+    }
 }

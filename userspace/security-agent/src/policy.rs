@@ -15,7 +15,10 @@
 //!
 //! A crash costs nothing decided: every decision is committed before it is
 //! answered, and an approval is consumed in the same transaction that
-//! answers `allow` for it, so an approved action runs at most once.
+//! answers `allow` for it, so an approved action runs at most once. An
+//! approval holds the digest of the tool and the canonical arguments it was
+//! asked for; a check with the same action ID and another call is refused,
+//! so neither a model reusing an ID nor a forged checkpoint rides on it.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -43,6 +46,7 @@ CREATE TABLE IF NOT EXISTS approvals (
     created_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL,
     decided_at INTEGER,
+    digest TEXT NOT NULL DEFAULT '',
     UNIQUE (agent, action_id)
 );
 CREATE TABLE IF NOT EXISTS actions (agent TEXT NOT NULL, at INTEGER NOT NULL);
@@ -137,6 +141,18 @@ impl Policy {
         connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
         connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").map_err(sql)?;
         connection.execute_batch(SCHEMA).map_err(sql)?;
+        // A database from before approvals held their call's digest: the
+        // column is added empty, which matches no call (asked again).
+        let has_digest: bool = connection
+            .query_row("SELECT count(*) FROM pragma_table_info('approvals') WHERE name = 'digest'", [], |row| {
+                row.get(0)
+            })
+            .map_err(sql)?;
+        if !has_digest {
+            connection
+                .execute_batch("ALTER TABLE approvals ADD COLUMN digest TEXT NOT NULL DEFAULT ''")
+                .map_err(sql)?;
+        }
         Ok(Policy { connection })
     }
 
@@ -145,49 +161,61 @@ impl Policy {
         let transaction = self.connection.transaction().map_err(sql)?;
         expire(&transaction, now)?;
         let (mode, strictest) = mode(&check.policy, &check.tool_name, &check.permissions);
-        let existing: Option<(String, String, String)> = transaction
+        let digest = call_digest(&check.tool_name, &check.arguments);
+        let existing: Option<(String, String, String, String)> = transaction
             .query_row(
-                "SELECT id, state, reason FROM approvals WHERE agent = ?1 AND action_id = ?2",
+                "SELECT id, state, reason, digest FROM approvals WHERE agent = ?1 AND action_id = ?2",
                 params![check.agent, check.action_id],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()
             .map_err(sql)?;
         let permission = name(strictest);
-        let decision = match (mode, existing) {
+        let decision = match (mode, existing.map(|(id, state, reason, asked)| (id, state, reason, asked == digest))) {
             (Mode::Deny, _) => deny(format!("the agent's policy denies {permission}")),
-            (_, Some((id, state, _))) if state == "approved" => {
-                transaction.execute("UPDATE approvals SET state = 'used' WHERE id = ?1", [&id]).map_err(sql)?;
-                within_cap(&transaction, check, now)?.unwrap_or(PolicyDecision {
-                    decision: Decision::Allow,
-                    reason: format!("approved by the operator ({id})"),
-                    approval_id: Some(id),
-                })
-            }
-            (_, Some((id, state, _))) if state == "denied" => PolicyDecision {
+            (_, Some((id, _, _, false))) => PolicyDecision {
+                decision: Decision::Deny,
+                reason: format!(
+                    "the call is not the one the operator was asked about ({id}): the same action ID with another tool or other arguments"
+                ),
+                approval_id: Some(id),
+            },
+            // The cap first: an action it refuses keeps its approval.
+            (_, Some((id, state, _, true))) if state == "approved" => match within_cap(&transaction, check, now)? {
+                Some(capped) => capped,
+                None => {
+                    transaction.execute("UPDATE approvals SET state = 'used' WHERE id = ?1", [&id]).map_err(sql)?;
+                    PolicyDecision {
+                        decision: Decision::Allow,
+                        reason: format!("approved by the operator ({id})"),
+                        approval_id: Some(id),
+                    }
+                }
+            },
+            (_, Some((id, state, _, true))) if state == "denied" => PolicyDecision {
                 decision: Decision::Deny,
                 reason: format!("the operator denied it ({id})"),
                 approval_id: Some(id),
             },
-            (_, Some((id, state, _))) if state == "expired" => PolicyDecision {
+            (_, Some((id, state, _, true))) if state == "expired" => PolicyDecision {
                 decision: Decision::Deny,
-                reason: format!("its approval expired unanswered ({id})"),
+                reason: format!("its approval expired ({id})"),
                 approval_id: Some(id),
             },
-            (_, Some((id, state, _))) if state == "used" => PolicyDecision {
+            (_, Some((id, state, _, true))) if state == "used" => PolicyDecision {
                 decision: Decision::Deny,
                 reason: format!("its approval was already used ({id})"),
                 approval_id: Some(id),
             },
-            (_, Some((id, _, reason))) => PolicyDecision { decision: Decision::Pending, reason, approval_id: Some(id) },
+            (_, Some((id, _, reason, true))) => PolicyDecision { decision: Decision::Pending, reason, approval_id: Some(id) },
             (Mode::RequireApproval, None) => {
                 let reason = format!("{permission} needs the operator's approval");
                 let id = approval_id(&check.agent, &check.action_id, now);
                 let expires_at = now + check.policy.approval_expires_minutes as i64 * 60;
                 transaction
                     .execute(
-                        "INSERT INTO approvals (id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+                        "INSERT INTO approvals (id, agent, action_id, session_id, tool_name, permissions, arguments, reason, state, created_at, expires_at, digest)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11)",
                         params![
                             id,
                             check.agent,
@@ -198,7 +226,8 @@ impl Policy {
                             check.arguments.to_string(),
                             reason,
                             now,
-                            expires_at
+                            expires_at,
+                            digest
                         ],
                     )
                     .map_err(sql)?;
@@ -252,18 +281,27 @@ impl Policy {
             return Ok(Some(Err(format!("approval {id} is {} already", name(current.state)))));
         }
         let state = if approve { ApprovalState::Approved } else { ApprovalState::Denied };
+        // An approval is good for as long after the operator's answer as it
+        // waited for one at most: not for ever.
         transaction
-            .execute("UPDATE approvals SET state = ?1, decided_at = ?2 WHERE id = ?3", params![name(state), now, id])
+            .execute(
+                "UPDATE approvals SET state = ?1, decided_at = ?2, expires_at = ?2 + (expires_at - created_at) WHERE id = ?3",
+                params![name(state), now, id],
+            )
             .map_err(sql)?;
         transaction.commit().map_err(sql)?;
         Ok(Some(Ok(Approval { state, ..current })))
     }
 }
 
-/// Pending approvals past their time become `expired`.
+/// Pending approvals past their time, and approved ones not used in theirs,
+/// become `expired`.
 fn expire(transaction: &rusqlite::Transaction<'_>, now: i64) -> Result<(), String> {
     transaction
-        .execute("UPDATE approvals SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?1", [now])
+        .execute(
+            "UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_at <= ?1",
+            [now],
+        )
         .map(drop)
         .map_err(sql)
 }
@@ -289,6 +327,43 @@ fn within_cap(
 
 fn deny(reason: String) -> PolicyDecision {
     PolicyDecision { decision: Decision::Deny, reason, approval_id: None }
+}
+
+/// SHA-256 of the tool's name and its arguments as canonical JSON (object
+/// keys sorted at every level), in hex: what an approval was asked about.
+fn call_digest(tool_name: &str, arguments: &serde_json::Value) -> String {
+    fn canonical(value: &serde_json::Value, out: &mut String) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (n, key) in keys.into_iter().enumerate() {
+                    if n > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::from(key.as_str()).to_string());
+                    out.push(':');
+                    canonical(&map[key], out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push('[');
+                for (n, item) in items.iter().enumerate() {
+                    if n > 0 {
+                        out.push(',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(arguments, &mut text);
+    fsutil::hex(&Sha256::new().chain_update(tool_name).chain_update([0]).chain_update(text).finalize())
 }
 
 /// `a` and 10 hex digits of a hash of the agent, the action and the time.
@@ -368,6 +443,51 @@ mod tests {
         // Used: the same action is not allowed twice on one approval.
         assert_eq!(db.check(&write, 106).unwrap().decision, Decision::Deny);
         assert!(db.decide("a0000000000", true, 107).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_approval_holds_for_its_call_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Policy::open(dir.path()).unwrap();
+        let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
+        let id = db.check(&write, 100).unwrap().approval_id.unwrap();
+        db.decide(&id, true, 101).unwrap().unwrap().unwrap();
+        // The same action ID with other arguments or another tool: refused,
+        // and the approval stays for the call it was given for.
+        let other = CheckPolicy { arguments: serde_json::json!({"path": "soul.md"}), ..write.clone() };
+        let tool = CheckPolicy { tool_name: "file_read".into(), ..write.clone() };
+        for call in [&other, &tool] {
+            let decision = db.check(call, 102).unwrap();
+            assert_eq!(decision.decision, Decision::Deny, "{decision:?}");
+            assert!(decision.reason.contains("not the one the operator was asked about"), "{}", decision.reason);
+        }
+        // Key order is not a different call.
+        let reordered = CheckPolicy { arguments: serde_json::json!({"path": "x.md"}), ..write.clone() };
+        assert_eq!(db.check(&reordered, 103).unwrap().decision, Decision::Allow);
+        assert_eq!(
+            call_digest("t", &serde_json::json!({"a": 1, "b": [{"d": 2, "c": 3}]})),
+            call_digest("t", &serde_json::from_str(r#"{"b": [{"c": 3, "d": 2}], "a": 1}"#).unwrap())
+        );
+    }
+
+    #[test]
+    fn an_approval_refused_by_the_cap_is_kept_and_an_unused_one_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Policy::open(dir.path()).unwrap();
+        let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
+        let id = db.check(&write, 100).unwrap().approval_id.unwrap();
+        db.decide(&id, true, 200).unwrap().unwrap().unwrap();
+        for n in 0..3 {
+            let full = check(&format!("s/2/c{n}"), &[Permission::FileWrite], Autonomy::Full);
+            assert_eq!(db.check(&full, 201 + n).unwrap().decision, Decision::Allow);
+        }
+        let capped = db.check(&write, 210).unwrap();
+        assert!(capped.reason.contains("actions per hour"), "{capped:?}");
+        let state = |db: &mut Policy, now| db.list(true, now).unwrap().into_iter().find(|a| a.id == id).unwrap().state;
+        assert_eq!(state(&mut db, 211), ApprovalState::Approved, "the cap used up the approval");
+        // Ten minutes after the operator's answer it is gone.
+        assert_eq!(state(&mut db, 200 + 10 * 60), ApprovalState::Expired);
+        assert!(db.check(&write, 200 + 10 * 60).unwrap().reason.contains("expired"));
     }
 
     #[test]

@@ -272,6 +272,9 @@ fn unknown(cx: &CallContext<'_>, name: &str) -> CallResult {
     CallResult::new(format!("error: there is no tool `{name}` (tools: {})", known.join(", ")), true)
 }
 
+/// How much of a call's arguments the notice that it waits quotes.
+const WAITING_ARGUMENTS_CHARS: usize = 200;
+
 async fn check(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> Option<CallResult> {
     let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return Some(unknown(cx, name)) };
     let check = CheckPolicy {
@@ -288,8 +291,15 @@ async fn check(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Va
         Ok(decision) if decision.decision == Decision::Allow => None,
         Ok(decision) if decision.decision == Decision::Pending => {
             let id = decision.approval_id.unwrap_or_default();
+            // What the call would do, so the operator who reads this knows
+            // what the approval is for (in full: clawctl approvals list).
+            let shown = arguments.to_string();
+            let shown = match shown.char_indices().nth(WAITING_ARGUMENTS_CHARS) {
+                Some((end, _)) => format!("{}...", &shown[..end]),
+                None => shown,
+            };
             let waiting = format!(
-                "waiting for the operator: {} for {name} (clawctl approvals approve {id}, or deny {id})",
+                "waiting for the operator: {} for {name} {shown} (clawctl approvals approve {id}, or deny {id})",
                 decision.reason
             );
             Some(CallResult { content: String::new(), is_error: false, waiting: Some(waiting) })
