@@ -384,6 +384,13 @@ async fn before_a_compaction_the_model_gets_a_silent_turn_to_store_memories() {
         .collect();
     assert_eq!(flushed.len(), 1);
     assert_eq!(flushed[0]["stored"], 1);
+    // The turn went on with the summary on the user's side, labelled: the
+    // only system message is the system prompt.
+    let after = server.requests()[2].body["messages"].as_array().unwrap().clone();
+    assert_eq!(after.iter().filter(|m| m["role"] == "system").count(), 1, "{after:?}");
+    let summary = after.iter().find(|m| m["content"].as_str().is_some_and(|c| c.contains("A summary."))).unwrap();
+    assert_eq!(summary["role"], "user");
+    assert!(summary["content"].as_str().unwrap().starts_with(clawos_agent_loop::store::SUMMARY_LABEL), "{summary}");
     // Nothing of the silent turn reaches the operator or the transcript.
     assert_eq!(*seen.text.lock().unwrap(), "Done.");
     let transcript = store.transcript("s1").unwrap();
