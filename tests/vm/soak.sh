@@ -22,8 +22,7 @@ STATE="$OUT/vm/soak"
 trap vm_kill EXIT
 
 log "soak: booting a fresh VM"
-vm_start "$IMAGE" "$STATE" --fresh --disk-size 3G
-vm_wait_ready "${CLAWOS_BOOT_TIMEOUT:-900}" || die "the image did not boot"
+vm_boot "$IMAGE" "$STATE" --fresh --disk-size 3G || die "the image did not boot"
 vm_ssh 'clawctl vault init >/dev/null && clawctl agent create soak >/dev/null && printf soak-value | clawctl secret set soak-secret >/dev/null' ||
   die "setting up the soak's vault, agent and secret failed"
 
