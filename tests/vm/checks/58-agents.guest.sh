@@ -69,15 +69,19 @@ default_prompt_within_budget() {
   clawctl agent show default | jq -e ".system_prompt_tokens <= 1500 and (.tools | length) >= 4"
 }
 check "agents: the default agent's system prompt with its tools is at most 1,500 tokens" default_prompt_within_budget
-# specs/agent/README.md, "Persona": the brain files a new agent gets are in
-# its prompt; one the operator writes over SSH counts at once, and one over
-# the budget is left out and named.
+# specs/agent/README.md, "Persona" and "Soul guard": the brain files a new
+# agent gets are in its prompt; a small rule the operator writes over SSH
+# counts at once, a large new one waits for the operator's approval (the
+# guard cannot tell who wrote it), and one over the budget is left out and
+# named.
 brain_files_in_prompt() {
   clawctl agent show default | jq -e ".persona == [\"soul.md\", \"identity.md\", \"user.md\"] and .persona_left_out == []" >/dev/null &&
   grep -q "I am default," /clawfs/agents/default/identity.md &&
   clawctl agent create persona-test >/dev/null &&
   printf "# Short\nAnswer in English.\n" > /clawfs/agents/persona-test/instructions/a.md &&
   head -c 6000 /dev/zero | tr "\0" x > /clawfs/agents/persona-test/instructions/big.md &&
+  clawctl agent list | grep -Eq "^persona-test +halted +held by the soul guard \(instructions/big.md: a large change" &&
+  clawctl agent guard persona-test --approve | jq -e ".state == \"idle\"" >/dev/null &&
   clawctl agent show persona-test | jq -e ".persona[-1] == \"instructions/a.md\" and (.persona_left_out | length == 1 and (.[0] | startswith(\"instructions/big.md: \")))" >/dev/null &&
   clawctl agent rm persona-test >/dev/null
 }

@@ -388,12 +388,25 @@ async fn run_turn(
     let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| config.tools.allows(&tool.spec.name)).collect();
     let specs: Vec<_> = allowed.iter().map(|tool| tool.spec.clone()).collect();
     let dir = db.parent().unwrap_or(Path::new("/"));
-    let persona = persona::compile(dir, config.persona.budget_tokens);
-    // A tool call may have rewritten soul.md or identity.md (file_write, a
+    let budget = config.persona.budget_tokens;
+    // The prompt is compiled from what the guard approved, reviewed now:
+    // a change since the agent was found to be idle is held, not read.
+    let persona = match guard::check(dir, &store, budget) {
+        Ok(review) if review.holds.is_empty() => persona::compile(&review.sources, budget),
+        Ok(review) => {
+            let why = guard::summary(agent, &review.holds);
+            return turn::failed_to_start(&store, session_id, turn_id, message, &why);
+        }
+        Err(why) => {
+            let why = format!("the soul guard cannot review the brain files: {why}");
+            return turn::failed_to_start(&store, session_id, turn_id, message, &why);
+        }
+    };
+    // A tool call may have rewritten a source of the persona (file_write, a
     // WASM tool with file access): reviewed before the model sees anything more.
-    let after_tool = || match guard::check(dir, &store) {
-        Ok(holds) if holds.is_empty() => None,
-        Ok(holds) => Some(guard::summary(agent, &holds)),
+    let after_tool = || match guard::check(dir, &store, budget) {
+        Ok(review) if review.holds.is_empty() => None,
+        Ok(review) => Some(guard::summary(agent, &review.holds)),
         Err(why) => Some(format!("the soul guard cannot review the brain files: {why}")),
     };
     if !persona.left_out.is_empty() {

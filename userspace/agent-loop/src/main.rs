@@ -118,7 +118,8 @@ impl agent_loop::Service for Daemon {
     async fn agent_show(&self, _call: &Call, p: AgentName) -> Result<AgentDetails, MethodError> {
         let Agent { info, config, store, dir } = self.agent(&p.agent)?;
         let config = config.unwrap_or_default();
-        let persona = persona::compile(&dir, config.persona.budget_tokens);
+        let budget = config.persona.budget_tokens;
+        let persona = persona::compile(&guard::check(&dir, &store, budget).map_err(Error::from)?.sources, budget);
         let (day, month) = store::day_and_month_start(store::now_ms());
         let spent = |since| store.spent_since(since).map_err(Error::from);
         let sessions = store.sessions().map_err(Error::from)?.len() as u64;
@@ -163,7 +164,8 @@ impl agent_loop::Service for Daemon {
     async fn agent_guard(&self, _call: &Call, p: AgentName) -> Result<GuardHolds, MethodError> {
         let dir = self.agents.dir(&p.agent)?;
         let store = registry::open_store(&dir)?;
-        let holds = guard::check(&dir, &store).map_err(Error::from)?;
+        let budget = AgentConfig::load(&dir).unwrap_or_default().persona.budget_tokens;
+        let holds = guard::check(&dir, &store, budget).map_err(Error::from)?.holds;
         let holds = holds
             .into_iter()
             .map(|hold| {

@@ -1,10 +1,13 @@
 //! An agent's persona (`specs/agent/README.md`, "Persona"): its brain
 //! files compiled into the system prompt, within a token budget.
 //!
-//! Owns: which files make the persona, their order, and what a budget
-//! leaves out (named, with the numbers, for `agent_show`). Must not own:
-//! writing them (the agent writes through fs-engine, the operator over
-//! SSH) or judging a change to them (the soul guard's).
+//! Owns: which files make the persona, their order, reading them, and what
+//! a budget leaves out (named, with the numbers, for `agent_show`). Must
+//! not own: writing them (the agent writes through fs-engine, the operator
+//! over SSH) or judging a change to them (the soul guard's). The persona
+//! is compiled from the versions the guard approved ([`compile`] takes
+//! them from `guard::check`), never from the files as they are now: what
+//! the guard has not reviewed never reaches a prompt.
 //!
 //! Order is importance: `soul.md` (values and boundaries), `identity.md`
 //! (who the agent is), `aieos.json` (the same as an AIEOS v1.1 document,
@@ -34,8 +37,11 @@ const MAX_FILE_BYTES: u64 = 256 * 1024;
 const AIEOS_SECTIONS: [&str; 7] =
     ["names", "bio", "psychology", "linguistics", "motivations", "capabilities", "history"];
 
-/// Why a brain file is left out of the persona: the text `left_out` names
-/// it with (`soul.md: not UTF-8 text`).
+/// A source of the persona: its name and the text to compile, or why it
+/// cannot be read (`left_out` names it with that: `soul.md: not UTF-8 text`).
+pub type Source = (String, Result<String, String>);
+
+/// Why a brain file is left out of the persona.
 #[derive(Debug, thiserror::Error)]
 enum Unreadable {
     /// It could not be read.
@@ -75,21 +81,26 @@ pub struct Persona {
     pub left_out: Vec<String>,
 }
 
-/// Compiles the persona of the agent whose directory is `dir` within
-/// `budget` tokens.
-pub fn compile(dir: &Path, budget: u64) -> Persona {
+/// Compiles `sources` (in persona order, as [`names`] gives them) within
+/// `budget` tokens. `aieos.json` is turned into lines of its sections.
+pub fn compile(sources: &[Source], budget: u64) -> Persona {
     let mut persona = Persona::default();
     let mut left = budget;
-    for (name, read) in sources(dir) {
-        let text = match read {
-            Ok(Some(text)) => text,
-            Ok(None) => continue,
+    for (name, text) in sources {
+        let text = match text {
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) if name == AIEOS_FILE => aieos(text).map_err(|why| why.to_string()),
+            Ok(text) => Ok(text.clone()),
+            Err(why) => Err(why.clone()),
+        };
+        let text = match text {
+            Ok(text) => text,
             Err(why) => {
                 persona.left_out.push(format!("{name}: {why}"));
                 continue;
             }
         };
-        let part = format!("## {name}\n{}\n", text.trim());
+        let part = part(name, &text);
         let tokens = estimate_tokens(&part);
         if tokens > left {
             persona.left_out.push(format!("{name}: {tokens} tokens, {left} left of {budget}"));
@@ -97,21 +108,19 @@ pub fn compile(dir: &Path, budget: u64) -> Persona {
         }
         left -= tokens;
         persona.text.push_str(&part);
-        persona.included.push(name);
+        persona.included.push(name.clone());
     }
     persona
 }
 
-/// Each source's name and its text: `None` when missing or blank.
-fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, Unreadable>)> {
-    let markdown = |name: &str| (name.to_owned(), read(&dir.join(name)));
-    let mut sources: Vec<_> = BRAIN_FILES
-        .iter()
-        .map(|&name| match name {
-            AIEOS_FILE => (name.to_owned(), read(&dir.join(name)).and_then(|text| text.map(|t| aieos(&t)).transpose())),
-            markdown_file => markdown(markdown_file),
-        })
-        .collect();
+/// How source `name` stands in the system prompt: under its heading.
+pub fn part(name: &str, text: &str) -> String {
+    format!("## {name}\n{}\n", text.trim())
+}
+
+/// The sources of the persona of the agent whose directory is `dir`, in
+/// order: the brain files, then `instructions/*.md` by name.
+pub fn names(dir: &Path) -> Vec<String> {
     let mut instructions: Vec<String> = std::fs::read_dir(dir.join(INSTRUCTIONS_DIR))
         .into_iter()
         .flatten()
@@ -119,8 +128,17 @@ fn sources(dir: &Path) -> Vec<(String, Result<Option<String>, Unreadable>)> {
         .filter(|name| name.ends_with(".md"))
         .collect();
     instructions.sort();
-    sources.extend(instructions.iter().map(|name| markdown(&format!("{INSTRUCTIONS_DIR}/{name}"))));
-    sources
+    BRAIN_FILES
+        .iter()
+        .map(|&name| name.to_owned())
+        .chain(instructions.iter().map(|name| format!("{INSTRUCTIONS_DIR}/{name}")))
+        .collect()
+}
+
+/// Source `name` of the agent whose directory is `dir` as it is now:
+/// `None` when missing or blank, why when it cannot be a source.
+pub fn read_source(dir: &Path, name: &str) -> Result<Option<String>, String> {
+    read(&dir.join(name)).map_err(|why| why.to_string())
 }
 
 fn read(path: &Path) -> Result<Option<String>, Unreadable> {
@@ -187,6 +205,19 @@ fn scalar(value: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// The persona of the files as they are (what the guard approves when
+    /// it has nothing to hold).
+    fn compile_files(dir: &Path, budget: u64) -> Persona {
+        let sources: Vec<Source> = names(dir)
+            .into_iter()
+            .map(|name| {
+                let text = read_source(dir, &name).map(Option::unwrap_or_default);
+                (name, text)
+            })
+            .collect();
+        compile(&sources, budget)
+    }
+
     fn write(dir: &Path, name: &str, text: &str) {
         std::fs::create_dir_all(dir.join(name).parent().unwrap()).unwrap();
         std::fs::write(dir.join(name), text).unwrap();
@@ -201,11 +232,11 @@ mod tests {
         write(dir.path(), "instructions/b.md", "Rule B.");
         write(dir.path(), "instructions/a.md", "Rule A.");
         write(dir.path(), "instructions/notes.txt", "not markdown");
-        let persona = compile(dir.path(), 1000);
+        let persona = compile_files(dir.path(), 1000);
         assert_eq!(persona.included, ["soul.md", "user.md", "instructions/a.md", "instructions/b.md"]);
         assert_eq!(persona.text, "## soul.md\n# Soul\nBe honest.\n## user.md\n# User\nLikes short answers.\n## instructions/a.md\nRule A.\n## instructions/b.md\nRule B.\n");
         assert!(persona.left_out.is_empty());
-        assert_eq!(compile(&dir.path().join("none"), 1000), Persona::default());
+        assert_eq!(compile_files(&dir.path().join("none"), 1000), Persona::default());
     }
 
     #[test]
@@ -214,7 +245,7 @@ mod tests {
         write(dir.path(), "soul.md", "Be honest.");
         write(dir.path(), "identity.md", &"long ".repeat(200));
         write(dir.path(), "user.md", "Short.");
-        let persona = compile(dir.path(), 40);
+        let persona = compile_files(dir.path(), 40);
         assert_eq!(persona.included, ["soul.md", "user.md"]);
         assert_eq!(persona.left_out, ["identity.md: 254 tokens, 34 left of 40"]);
         assert!(!persona.text.contains("long"));
@@ -227,7 +258,7 @@ mod tests {
         std::fs::write(dir.path().join("soul.md"), [0xff, 0xfe, 0x00]).unwrap();
         std::fs::create_dir(dir.path().join("user.md")).unwrap();
         std::fs::write(dir.path().join("identity.md"), vec![b'x'; MAX_FILE_BYTES as usize + 1]).unwrap();
-        let persona = compile(dir.path(), 1000);
+        let persona = compile_files(dir.path(), 1000);
         assert_eq!(
             persona.left_out,
             ["soul.md: not UTF-8 text", "identity.md: 262145 bytes, more than 262144", "user.md: not a file"]
@@ -247,14 +278,14 @@ mod tests {
             "physicality": {"avatar": "owl"}
         });
         write(dir.path(), AIEOS_FILE, &document.to_string());
-        let persona = compile(dir.path(), 1000);
+        let persona = compile_files(dir.path(), 1000);
         assert_eq!(
             persona.text,
             "## aieos.json\nnames.display: Ada\nbio: Born on a ClawOS box.\npsychology.ocean.openness: 0.9\nlinguistics.catchphrases: Indeed, Onward\nhistory.0.event: first boot\nhistory.1.year: 2026\n"
         );
         write(dir.path(), AIEOS_FILE, "{\"names\": ");
-        assert!(compile(dir.path(), 1000).left_out[0].starts_with("aieos.json: not AIEOS JSON"));
+        assert!(compile_files(dir.path(), 1000).left_out[0].starts_with("aieos.json: not AIEOS JSON"));
         write(dir.path(), AIEOS_FILE, "{\"avatar\": 1}");
-        assert!(compile(dir.path(), 1000).left_out[0].contains("none of names"));
+        assert!(compile_files(dir.path(), 1000).left_out[0].contains("none of names"));
     }
 }

@@ -73,11 +73,13 @@ impl Registry {
             Ok(config) => {
                 let route = config.model.route();
                 // The soul guard first: a change it cannot review halts too.
-                let (state, error) = match guard::check(&dir, &store) {
+                let (state, error) = match guard::check(&dir, &store, config.persona.budget_tokens) {
                     Err(why) => {
                         (AgentState::Halted, Some(format!("the soul guard cannot review the brain files: {why}")))
                     }
-                    Ok(holds) if !holds.is_empty() => (AgentState::Halted, Some(guard::summary(agent, &holds))),
+                    Ok(review) if !review.holds.is_empty() => {
+                        (AgentState::Halted, Some(guard::summary(agent, &review.holds)))
+                    }
                     Ok(_) if self.is_paused(agent, &store) => (AgentState::Paused, None),
                     Ok(_) if running => (AgentState::Running, None),
                     Ok(_) => (AgentState::Idle, None),

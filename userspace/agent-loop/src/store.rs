@@ -141,6 +141,11 @@ CREATE TABLE IF NOT EXISTS clawos_guard_approved (
     content TEXT NOT NULL,
     approved_at_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS clawos_guard_baseline (
+    file TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    approved_at_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS clawos_guard_hold (
     file TEXT PRIMARY KEY,
     content TEXT NOT NULL,
@@ -167,6 +172,13 @@ CREATE TABLE IF NOT EXISTS clawos_compaction (
 /// Records the approved version of a guarded file (`?1` file, `?2` content, `?3` now).
 const APPROVE: &str =
     "INSERT OR REPLACE INTO clawos_guard_approved (file, content, approved_at_ms) VALUES (?1, ?2, ?3)";
+/// Records the version the operator approved (or the first one seen): the
+/// baseline a large change is measured from (`?1` file, `?2` content, `?3` now).
+const SET_BASELINE: &str =
+    "INSERT OR REPLACE INTO clawos_guard_baseline (file, content, approved_at_ms) VALUES (?1, ?2, ?3)";
+/// The setting that says the guard covers every source of the persona, not
+/// only `soul.md` and `identity.md` as it once did (`guard::check`).
+const GUARD_COVERS_PERSONA: &str = "guard_covers_persona";
 
 /// Where a running turn is (`clawos_checkpoint`, `specs/agent/README.md`,
 /// "Checkpoints and resume"): what it has done so far and the tool call
@@ -571,9 +583,62 @@ impl Store {
             .map_err(Error::from)
     }
 
-    /// Makes `content` the approved version of `file`.
-    pub fn approve(&self, file: &str, content: &str) -> Result<()> {
-        self.db().execute(APPROVE, params![file, content, now_ms()]).map(drop).map_err(Error::from)
+    /// The files that have an approved version.
+    pub fn approved_files(&self) -> Result<Vec<String>> {
+        let db = self.db();
+        let mut statement = db.prepare("SELECT file FROM clawos_guard_approved ORDER BY file")?;
+        let files = statement.query_map([], |row| row.get(0))?.collect::<rusqlite::Result<_>>()?;
+        Ok(files)
+    }
+
+    /// The version of `file` the operator last approved (or the first one
+    /// seen), if it has one.
+    pub fn baseline(&self, file: &str) -> Result<Option<String>> {
+        self.db()
+            .query_row("SELECT content FROM clawos_guard_baseline WHERE file = ?1", [file], |row| row.get(0))
+            .optional()
+            .map_err(Error::from)
+    }
+
+    /// Makes `content` the approved version of `file`; `baseline` makes it
+    /// the baseline too (the first version seen).
+    pub fn approve(&self, file: &str, content: &str, baseline: bool) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(APPROVE, params![file, content, now_ms()])?;
+            if baseline {
+                tx.execute(SET_BASELINE, params![file, content, now_ms()])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether the guard has covered every source of the persona since its
+    /// first review; before that it covered two files, and an agent's other
+    /// sources are taken as they are once (`guard::check`).
+    pub fn guard_covers_persona(&self) -> Result<bool> {
+        let value: Option<String> = self
+            .db()
+            .query_row("SELECT value FROM clawos_agent_setting WHERE key = ?1", [GUARD_COVERS_PERSONA], |row| {
+                row.get(0)
+            })
+            .optional()?;
+        Ok(value.is_some())
+    }
+
+    /// Records that the guard covers every source of the persona; files
+    /// approved before keep their approved version as their baseline.
+    pub fn set_guard_covers_persona(&self) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO clawos_guard_baseline SELECT file, content, approved_at_ms FROM clawos_guard_approved",
+                [],
+            )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO clawos_agent_setting (key, value) VALUES (?1, 'true')",
+                [GUARD_COVERS_PERSONA],
+            )?;
+            Ok(())
+        })
     }
 
     /// Holds a change to `file` for the operator.
@@ -599,11 +664,12 @@ impl Store {
     }
 
     /// Ends the hold on `file`; with `approved`, that content becomes the
-    /// approved version in the same transaction.
+    /// approved version and the baseline in the same transaction.
     pub fn release(&self, file: &str, approved: Option<&str>) -> Result<()> {
         self.write(|tx| {
             if let Some(content) = approved {
                 tx.execute(APPROVE, params![file, content, now_ms()])?;
+                tx.execute(SET_BASELINE, params![file, content, now_ms()])?;
             }
             tx.execute("DELETE FROM clawos_guard_hold WHERE file = ?1", [file])?;
             Ok(())
