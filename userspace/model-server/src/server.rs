@@ -15,12 +15,12 @@ use http_body::Frame;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
 use tokio::net::UnixListener;
-use tokio::sync::{mpsc, Mutex, OwnedMutexGuard};
+use tokio::sync::{mpsc, Mutex, OwnedMutexGuard, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::api::{self, ApiError, MODEL_ID};
@@ -35,10 +35,35 @@ const MAX_QUEUE: usize = 16;
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// What one client may hold of the server before the model sees its
+/// request (specs/agent/README.md, "The in-box model"). The socket is
+/// agent-loop's (mode 0660, its group), but a stuck or hostile client must
+/// still not hold the answers of every other agent: so connections are
+/// capped, a request's head and body must arrive in time, and a request
+/// takes its place in the queue before its body is read.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; more wait in the socket's backlog until
+    /// one closes. agent-loop holds one per answer it waits for.
+    pub connections: usize,
+    /// From a connection's start (or its last answer) to a whole request
+    /// head; then hyper closes it.
+    pub header_timeout: Duration,
+    /// From the head to the whole body; then 408.
+    pub body_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { connections: 32, header_timeout: Duration::from_secs(10), body_timeout: Duration::from_secs(30) }
+    }
+}
+
 /// The server's state: the model (loaded at the first request) behind the
 /// queue, and counters for `/health`.
 pub struct Server {
     model_dir: PathBuf,
+    limits: Limits,
     /// Whoever holds the lock is the one answer running; tokio's mutex
     /// serves waiters in order. None until a load succeeds.
     model: Arc<Mutex<Option<Arc<Model>>>>,
@@ -53,10 +78,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server of the model in `model_dir`, not loaded yet.
+    /// A server of the model in `model_dir`, not loaded yet, with the
+    /// default [`Limits`].
     pub fn new(model_dir: impl Into<PathBuf>) -> Arc<Self> {
+        Self::with_limits(model_dir, Limits::default())
+    }
+
+    /// A server of the model in `model_dir` with `limits`.
+    pub fn with_limits(model_dir: impl Into<PathBuf>, limits: Limits) -> Arc<Self> {
         Arc::new(Server {
             model_dir: model_dir.into(),
+            limits,
             model: Arc::new(Mutex::new(None)),
             loaded: AtomicBool::new(false),
             busy: AtomicBool::new(false),
@@ -71,7 +103,10 @@ impl Server {
 
     /// Serves connections from `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: UnixListener) {
+        let connections = Arc::new(Semaphore::new(self.limits.connections));
         loop {
+            // Never closed, so acquiring fails only if that changes.
+            let Ok(permit) = connections.clone().acquire_owned().await else { return };
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
                 Err(error) => {
@@ -82,13 +117,18 @@ impl Server {
                 }
             };
             let server = self.clone();
+            let header_timeout = self.limits.header_timeout;
             tokio::spawn(async move {
+                let _permit = permit;
                 let service = hyper::service::service_fn(move |request| {
                     let server = server.clone();
                     async move { Ok::<_, Infallible>(server.route(request).await) }
                 });
-                if let Err(error) =
-                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await
+                if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
                 {
                     debug!(%error, "connection ended");
                 }
@@ -206,19 +246,35 @@ impl Server {
     }
 
     async fn chat(self: Arc<Self>, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-        let body = Limited::new(request.into_body(), MAX_BODY).collect().await.map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                ApiError {
-                    status: 413,
+        let too_large = || ApiError {
+            status: 413,
+            kind: "invalid_request_error",
+            code: None,
+            param: None,
+            message: format!("the body is over {MAX_BODY} bytes"),
+        };
+        // Refused before a byte of the body is read: a declared length over
+        // the cap, then a full queue.
+        let declared = request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > MAX_BODY as u64) {
+            return Err(too_large());
+        }
+        let waiting = Waiting::enter(&self.queued)?;
+        let reading = Limited::new(request.into_body(), MAX_BODY).collect();
+        let body = match tokio::time::timeout(self.limits.body_timeout, reading).await {
+            Err(_) => {
+                return Err(ApiError {
+                    status: 408,
                     kind: "invalid_request_error",
-                    code: None,
+                    code: Some("request_timeout"),
                     param: None,
-                    message: format!("the body is over {MAX_BODY} bytes"),
-                }
-            } else {
-                ApiError::invalid(None, format!("reading the body: {e}"))
+                    message: format!("the body did not arrive within {} s", self.limits.body_timeout.as_secs()),
+                })
             }
-        })?;
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+            Ok(Err(e)) => return Err(ApiError::invalid(None, format!("reading the body: {e}"))),
+            Ok(Ok(body)) => body,
+        };
         let number = self.next_id.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let seed = (now.as_nanos() as u64) ^ number.rotate_left(32);
@@ -226,8 +282,8 @@ impl Server {
         let id = format!("chatcmpl-{:x}{number:x}", now.as_micros());
         let created = now.as_secs();
 
-        // Wait for the model: in order, and not in an unbounded line.
-        let waiting = Waiting::enter(&self.queued)?;
+        // Wait for the model: in order, and not in an unbounded line (the
+        // place was taken before the body was read).
         let mut slot = self.model.clone().lock_owned().await;
         drop(waiting);
         let model = self.loaded_model(&mut slot).await?;
