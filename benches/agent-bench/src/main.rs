@@ -75,6 +75,7 @@ impl Runner for InstantTool {
         _action_id: &'a str,
         _name: &'a str,
         _arguments: &'a Value,
+        _resumed: bool,
     ) -> BoxFuture<'a, Option<CallResult>> {
         async { None }.boxed()
     }

@@ -458,8 +458,9 @@ impl Turn<'_> {
 
     /// Runs `calls` of the answer stored as message `seq`, storing each
     /// result as it arrives with the checkpoint. `allowed` is the action
-    /// of a resumed turn's call that was running: the policy allowed it
-    /// then, and is not asked again.
+    /// of a resumed turn's call that was running: the policy is asked
+    /// whether it allowed that very call then (the checkpoint that names
+    /// it is in the agent's database, which is not evidence of that).
     async fn execute(
         &self,
         seq: i64,
@@ -500,12 +501,10 @@ impl Turn<'_> {
                 json!({"agent": self.agent, "turn_id": self.turn_id, "step": step, "tool_name": call.name}),
             );
             let action_id = format!("{}/{seq}/{}", self.session_id, call.id);
-            let decided = match allowed == Some(action_id.as_str()) {
-                true => None,
-                false => tokio::select! {
-                    decided = self.tools.check(&action_id, &call.name, &call.arguments) => decided,
-                    () = self.cancel.cancelled() => return Err(Stop::Cancelled),
-                },
+            let resumed = allowed == Some(action_id.as_str());
+            let decided = tokio::select! {
+                decided = self.tools.check(&action_id, &call.name, &call.arguments, resumed) => decided,
+                () = self.cancel.cancelled() => return Err(Stop::Cancelled),
             };
             let result = match decided {
                 Some(result) if result.waiting.is_some() => {

@@ -35,8 +35,8 @@ impl KeySource for NoKeys {
 struct Tools {
     /// The calls that ran.
     calls: Mutex<Vec<(String, Value)>>,
-    /// The actions the policy was asked about.
-    actions: Mutex<Vec<String>>,
+    /// The actions the policy was asked about (and whether as resumed).
+    actions: Mutex<Vec<(String, bool)>>,
     /// The actions the operator approved (`file_write` waits for it).
     approved: Mutex<Vec<String>>,
     /// The actions that ran.
@@ -51,8 +51,9 @@ impl Runner for Tools {
         action_id: &'a str,
         name: &'a str,
         _arguments: &'a Value,
+        resumed: bool,
     ) -> BoxFuture<'a, Option<CallResult>> {
-        self.actions.lock().unwrap().push(action_id.to_owned());
+        self.actions.lock().unwrap().push((action_id.to_owned(), resumed));
         let approved = self.approved.lock().unwrap().contains(&action_id.to_owned());
         let decided = match name {
             // security-agent's stand-in: this tool needs the operator's approval.
@@ -412,14 +413,18 @@ async fn a_call_waiting_for_approval_ends_the_turn_and_the_continuation_runs_it_
     // The call has no result yet: the transcript ends with the model's call.
     let roles: Vec<Role> = store.context("s1").unwrap().into_iter().map(|s| s.message.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant]);
-    let action = tools.actions.lock().unwrap()[0].clone();
+    let action = tools.actions.lock().unwrap()[0].0.clone();
     drop(store);
 
     // The operator approves; the session continues without a new message.
     tools.approved.lock().unwrap().push(action.clone());
     let (done, store, tools, _seen, _dir) = run_with(dir, &server, "", true, tools, None).await;
     assert_eq!((done.status, done.answer.as_str(), done.tool_calls), (TurnStatus::Done, "Written.", 1), "{done:?}");
-    assert_eq!(*tools.actions.lock().unwrap(), [action.clone(), action], "the same action both times");
+    assert_eq!(
+        *tools.actions.lock().unwrap(),
+        [(action.clone(), false), (action, false)],
+        "the same action both times"
+    );
     let second = &server.requests()[1].body;
     let result = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
     assert_eq!((result["tool_call_id"].as_str(), result["content"].as_str()), (Some("c1"), Some("written")));
@@ -430,8 +435,9 @@ async fn a_call_waiting_for_approval_ends_the_turn_and_the_continuation_runs_it_
 /// A turn cut off while a tool runs (the process killed: its future is
 /// dropped, nothing more is stored) is found by the next start with its
 /// checkpoint, and resumed: the call that was running runs again once with
-/// the same action ID (its idempotency key), without asking the policy
-/// again, and the transcript holds one result for it.
+/// the same action ID (its idempotency key), once the policy confirms it
+/// allowed that call (the checkpoint is the agent's own record, which a tool
+/// or a thief could have written), and the transcript holds one result for it.
 #[tokio::test]
 async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once() {
     let script = Script::new()
@@ -471,7 +477,11 @@ async fn a_turn_cut_off_during_a_tool_call_resumes_at_the_call_and_runs_it_once(
         (TurnStatus::Done, "Resumed.", 2, 1),
         "{outcome:?}"
     );
-    assert!(resumed_tools.actions.lock().unwrap().is_empty(), "the policy was asked again about an allowed call");
+    assert_eq!(
+        *resumed_tools.actions.lock().unwrap(),
+        [(action.clone(), true)],
+        "the policy is asked to confirm the call in flight, as resumed"
+    );
     assert_eq!(*resumed_tools.ran.lock().unwrap(), [action], "the call ran again once, with its key");
     let roles: Vec<Role> = store.transcript("s1").unwrap().into_iter().map(|s| s.message.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant], "one result for the call");

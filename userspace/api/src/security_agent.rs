@@ -131,6 +131,12 @@ pub struct CheckPolicy {
     pub arguments: serde_json::Value,
     /// The agent's policy.
     pub policy: AgentPolicy,
+    /// The call was running when agent-loop stopped, and its turn is being
+    /// resumed: allowed only if security-agent recorded an allow for this
+    /// agent, action, tool and arguments, and the policy does not deny it
+    /// now; no approval or action of the cap is charged again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 /// What `check_policy` decided.

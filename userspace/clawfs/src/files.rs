@@ -25,7 +25,8 @@ use serde::Serialize;
 
 use crate::error::{io, Error, Result};
 use crate::layout::{
-    agent_exists, AGENTS_DIR, DATABASE_FILE, HNSW_FILE, IDENTITY_FILE, SEARCH_FILE, SPECS_DIR, VAULT_DIR,
+    agent_exists, AGENTS_DIR, DATABASE_FILE, HNSW_FILE, IDENTITY_FILE, METADATA_FILE, SEARCH_FILE, SNAPSHOTS_DIR,
+    SPECS_DIR, VAULT_DIR, WORKSPACES_DIR,
 };
 
 /// Largest read or write in one request (the IPC message limit is 4 MiB,
@@ -71,13 +72,33 @@ pub struct Resolved {
     pub display: String,
 }
 
-/// Files in an agent directory that only their own methods change.
-fn maintained_by_clawfs(name: &str) -> bool {
-    name == IDENTITY_FILE
-        || name == AGENT_CONFIG_FILE
-        || name.starts_with(DATABASE_FILE)
-        || name.starts_with(SEARCH_FILE)
-        || name.starts_with(HNSW_FILE)
+/// The databases and the HNSW index (with their journals and sidecars).
+fn is_index_or_database(name: &str) -> bool {
+    name.starts_with(DATABASE_FILE) || name.starts_with(SEARCH_FILE) || name.starts_with(HNSW_FILE)
+}
+
+/// The entry of an agent's or a workspace's directory that ClawFS maintains
+/// itself and that `parts` (components below `/clawfs`) name or lie in, if
+/// any: in an agent's directory its databases, HNSW index, identity file
+/// and configuration; in a workspace's its databases, HNSW index, metadata
+/// and snapshots. Only their own methods change them, which keep them
+/// consistent: a plain write there, by an agent through fs-engine or by a
+/// tool through its filesystem grant, is refused (a forged row in an
+/// agent's `workspace.db` would be a forged approval or checkpoint).
+pub fn maintained<'p>(parts: &[&'p str]) -> Option<&'p str> {
+    match *parts {
+        [AGENTS_DIR, _, name, ..]
+            if is_index_or_database(name) || name == IDENTITY_FILE || name == AGENT_CONFIG_FILE =>
+        {
+            Some(name)
+        }
+        [WORKSPACES_DIR, _, name, ..]
+            if is_index_or_database(name) || name == METADATA_FILE || name == SNAPSHOTS_DIR =>
+        {
+            Some(name)
+        }
+        _ => None,
+    }
 }
 
 /// An agent's configuration ([`crate::layout::AGENT_CONFIG_FILE`]), named
@@ -225,11 +246,8 @@ pub fn resolve(root: &Path, requester: Requester<'_>, path: &str, access: Access
         (Requester::Operator, _, _) => {}
         (Requester::Agent(_), [SPECS_DIR, ..], Access::Read) => {}
         (Requester::Agent(agent), [AGENTS_DIR, owner, rest @ ..], _) if owner == &agent => {
-            if access == Access::Write && rest.first().is_some_and(|name| maintained_by_clawfs(name)) {
-                return Err(denied(format!(
-                    "{} is maintained by ClawFS and changes only through its own methods",
-                    rest[0]
-                )));
+            if let Some(name) = maintained(&parts).filter(|_| access == Access::Write) {
+                return Err(denied(format!("{name} is maintained by ClawFS and changes only through its own methods")));
             }
             if access == Access::Write && rest.is_empty() {
                 return Err(denied("an agent cannot replace or remove its own directory".into()));
@@ -401,6 +419,34 @@ mod tests {
     }
 
     #[test]
+    fn maintained_names_what_only_its_own_methods_change() {
+        let parts = |path: &'static str| parse(path).unwrap();
+        for (path, name) in [
+            ("/clawfs/agents/a/workspace.db", "workspace.db"),
+            ("/clawfs/agents/a/workspace.db-wal", "workspace.db-wal"),
+            ("/clawfs/agents/a/search.db-shm", "search.db-shm"),
+            ("/clawfs/agents/a/workspace.hnsw.json", "workspace.hnsw.json"),
+            ("/clawfs/agents/a/identity.json", "identity.json"),
+            ("/clawfs/agents/a/config.toml", "config.toml"),
+            ("/clawfs/workspaces/w/workspace.db", "workspace.db"),
+            ("/clawfs/workspaces/w/metadata.json", "metadata.json"),
+            ("/clawfs/workspaces/w/snapshots/s1/workspace.db", "snapshots"),
+        ] {
+            assert_eq!(maintained(&parts(path)), Some(name), "{path}");
+        }
+        for path in [
+            "/clawfs/agents/a/soul.md",
+            "/clawfs/agents/a/notes/workspace.db",
+            "/clawfs/agents/a/state.json",
+            "/clawfs/workspaces/w/notes.md",
+            "/clawfs/workspaces/w/config.toml",
+            "/clawfs/agents",
+        ] {
+            assert_eq!(maintained(&parts(path)), None, "{path}");
+        }
+    }
+
+    #[test]
     fn an_agent_stays_in_its_own_directory() {
         let dir = root();
         let me = Requester::Agent("kernel-engine");
@@ -424,6 +470,7 @@ mod tests {
         assert!(denied(resolve(dir.path(), me, DATABASE_FILE, Access::Write)).contains("maintained by ClawFS"));
         assert!(denied(resolve(dir.path(), me, "identity.json", Access::Write)).contains("maintained by ClawFS"));
         assert!(resolve(dir.path(), me, "identity.json", Access::Read).is_ok());
+        assert!(denied(resolve(dir.path(), me, "workspace.db-wal", Access::Write)).contains("maintained by ClawFS"));
         assert!(
             denied(resolve(dir.path(), me, "/clawfs/agents/kernel-engine", Access::Write)).contains("own directory")
         );

@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     action_id TEXT NOT NULL,
     tool_name TEXT NOT NULL,
     decision TEXT NOT NULL,
-    reason TEXT NOT NULL
+    reason TEXT NOT NULL,
+    digest TEXT NOT NULL DEFAULT ''
 );
 ";
 
@@ -141,17 +142,20 @@ impl Policy {
         connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
         connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").map_err(sql)?;
         connection.execute_batch(SCHEMA).map_err(sql)?;
-        // A database from before approvals held their call's digest: the
-        // column is added empty, which matches no call (asked again).
-        let has_digest: bool = connection
-            .query_row("SELECT count(*) FROM pragma_table_info('approvals') WHERE name = 'digest'", [], |row| {
-                row.get(0)
-            })
-            .map_err(sql)?;
-        if !has_digest {
-            connection
-                .execute_batch("ALTER TABLE approvals ADD COLUMN digest TEXT NOT NULL DEFAULT ''")
+        // A database from before approvals and decisions held their call's
+        // digest: the column is added empty, which matches no call (an
+        // approval is asked again, a resumed call is not confirmed).
+        for table in ["approvals", "decisions"] {
+            let has_digest: bool = connection
+                .query_row("SELECT count(*) FROM pragma_table_info(?1) WHERE name = 'digest'", [table], |row| {
+                    row.get(0)
+                })
                 .map_err(sql)?;
+            if !has_digest {
+                connection
+                    .execute_batch(&format!("ALTER TABLE {table} ADD COLUMN digest TEXT NOT NULL DEFAULT ''"))
+                    .map_err(sql)?;
+            }
         }
         Ok(Policy { connection })
     }
@@ -173,6 +177,9 @@ impl Policy {
         let permission = name(strictest);
         let decision = match (mode, existing.map(|(id, state, reason, asked)| (id, state, reason, asked == digest))) {
             (Mode::Deny, _) => deny(format!("the agent's policy denies {permission}")),
+            // The agent's own record of a call in flight is not evidence:
+            // only this database's allow for the very same call is.
+            _ if check.resumed => resumed(&transaction, check, &digest)?,
             (_, Some((id, _, _, false))) => PolicyDecision {
                 decision: Decision::Deny,
                 reason: format!(
@@ -241,8 +248,8 @@ impl Policy {
         };
         transaction
             .execute(
-                "INSERT INTO decisions (at, agent, action_id, tool_name, decision, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![now, check.agent, check.action_id, check.tool_name, name(decision.decision), decision.reason],
+                "INSERT INTO decisions (at, agent, action_id, tool_name, decision, reason, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![now, check.agent, check.action_id, check.tool_name, name(decision.decision), decision.reason, digest],
             )
             .map_err(sql)?;
         transaction.commit().map_err(sql)?;
@@ -331,6 +338,35 @@ fn deny(reason: String) -> PolicyDecision {
 
 /// SHA-256 of the tool's name and its arguments as canonical JSON (object
 /// keys sorted at every level), in hex: what an approval was asked about.
+/// The decision on a resumed call (`CheckPolicy::resumed`): allowed if an
+/// allow of this agent's for the same action and digest is recorded (the
+/// first one is quoted, not a resume's own), with
+/// nothing charged again (the approval was used, the cap counted, when it
+/// was first allowed); refused otherwise.
+fn resumed(
+    transaction: &rusqlite::Transaction<'_>,
+    check: &CheckPolicy,
+    digest: &str,
+) -> Result<PolicyDecision, String> {
+    let allowed: Option<String> = transaction
+        .query_row(
+            "SELECT reason FROM decisions WHERE agent = ?1 AND action_id = ?2 AND digest = ?3 AND decision = 'allow'
+             ORDER BY rowid LIMIT 1",
+            params![check.agent, check.action_id, digest],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    Ok(match allowed {
+        Some(reason) => PolicyDecision {
+            decision: Decision::Allow,
+            reason: format!("resumed: allowed before the restart ({reason})"),
+            approval_id: None,
+        },
+        None => deny("resumed: no allow was recorded for this call with these arguments".into()),
+    })
+}
+
 fn call_digest(tool_name: &str, arguments: &serde_json::Value) -> String {
     fn canonical(value: &serde_json::Value, out: &mut String) {
         match value {
@@ -401,6 +437,7 @@ mod tests {
             permissions: needs.to_vec(),
             arguments: serde_json::json!({"path": "x.md"}),
             policy: policy(autonomy),
+            resumed: false,
         }
     }
 
@@ -443,6 +480,40 @@ mod tests {
         // Used: the same action is not allowed twice on one approval.
         assert_eq!(db.check(&write, 106).unwrap().decision, Decision::Deny);
         assert!(db.decide("a0000000000", true, 107).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_resumed_call_is_allowed_only_on_this_databases_own_allow() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Policy::open(dir.path()).unwrap();
+        let resumed = |call: &CheckPolicy| CheckPolicy { resumed: true, ..call.clone() };
+        // An approved call that was running: allowed again, nothing charged
+        // (its approval stays used, the cap of 3 an hour is not counted).
+        let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
+        let id = db.check(&write, 100).unwrap().approval_id.unwrap();
+        db.decide(&id, true, 101).unwrap().unwrap().unwrap();
+        assert_eq!(db.check(&write, 102).unwrap().decision, Decision::Allow);
+        for at in 103..108 {
+            let again = db.check(&resumed(&write), at).unwrap();
+            assert_eq!(again.decision, Decision::Allow, "{again:?}");
+            assert!(
+                again.reason.starts_with("resumed: allowed before the restart (approved by the operator"),
+                "{again:?}"
+            );
+        }
+        // A forged checkpoint: a call never allowed, or an allowed action
+        // with other arguments, is refused, and no approval is asked for.
+        let forged = check("s/9/c9", &[Permission::FileWrite], Autonomy::Supervised);
+        let other = CheckPolicy { arguments: serde_json::json!({"path": "soul.md"}), ..write.clone() };
+        for call in [&forged, &other] {
+            let refused = db.check(&resumed(call), 110).unwrap();
+            assert_eq!(refused.decision, Decision::Deny, "{refused:?}");
+            assert!(refused.reason.contains("no allow was recorded"), "{refused:?}");
+        }
+        assert!(db.list(false, 111).unwrap().is_empty(), "no approval waits");
+        // A policy that denies now wins over the allow before the restart.
+        let read_only = CheckPolicy { policy: policy(Autonomy::ReadOnly), ..resumed(&write) };
+        assert_eq!(db.check(&read_only, 112).unwrap().decision, Decision::Deny);
     }
 
     #[test]

@@ -113,11 +113,26 @@ fn validate_host(host: &str) -> Result<(), String> {
 /// Prefixes are `/clawfs` paths (`clawfs::files::parse`: absolute, no
 /// `..`) in their normal form (no `.`, `//` or trailing `/`), so that a
 /// grant reads as what it grants; `/clawfs` is the only tree a tool may be
-/// pointed at.
+/// pointed at. Not all of it (specs/toolhost/README.md, "Capabilities"): a
+/// grant may not cover `/clawfs` itself, `agents/` or an agent's whole
+/// directory (whose files the agent-loop trusts: its database, config,
+/// persona), nor lie in the vault or the tool registry (the security
+/// agent's and the daemon's own).
 fn validate_prefix(prefix: &str) -> Result<PathBuf, String> {
-    match clawfs::files::parse(prefix) {
-        Ok(parts) if clawfs::files::display(&parts) == prefix => Ok(PathBuf::from(prefix)),
-        _ => Err(format!("filesystem prefix {prefix:?} must be a normal absolute path under /clawfs")),
+    use clawfs::layout::{AGENTS_DIR, TOOLS_DIR, VAULT_DIR};
+    let parts = match clawfs::files::parse(prefix) {
+        Ok(parts) if clawfs::files::display(&parts) == prefix => parts,
+        _ => return Err(format!("filesystem prefix {prefix:?} must be a normal absolute path under /clawfs")),
+    };
+    match parts.as_slice() {
+        [] | [AGENTS_DIR] | [AGENTS_DIR, _] => Err(format!(
+            "filesystem prefix {prefix:?} covers agents' own files; grant a directory inside an agent's, \
+             such as /clawfs/agents/<agent>/notes"
+        )),
+        [VAULT_DIR, ..] | [TOOLS_DIR, ..] => {
+            Err(format!("filesystem prefix {prefix:?} is in a component's own tree, never granted to a tool"))
+        }
+        _ => Ok(PathBuf::from(prefix)),
     }
 }
 
@@ -362,6 +377,24 @@ mod tests {
                 Err(DefinitionError::Invalid { field, .. }) => assert_eq!(field, expected_field),
                 other => panic!("expected {expected_field} to be refused, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn grants_never_cover_what_components_own() {
+        for (grant, reason) in [
+            ("filesystem:write:/clawfs", "covers agents' own files"),
+            ("filesystem:read:/clawfs/agents", "covers agents' own files"),
+            ("filesystem:write:/clawfs/agents/default", "covers agents' own files"),
+            ("filesystem:read:/clawfs/vault", "a component's own tree"),
+            ("filesystem:write:/clawfs/vault/policy.db", "a component's own tree"),
+            ("filesystem:write:/clawfs/tools/definitions", "a component's own tree"),
+        ] {
+            let refused = Capability::parse(grant).unwrap_err();
+            assert!(refused.contains(reason), "{grant}: {refused}");
+        }
+        for grant in ["filesystem:write:/clawfs/agents/default/notes", "filesystem:read:/clawfs/workspaces/w"] {
+            assert!(Capability::parse(grant).is_ok(), "{grant}");
         }
     }
 

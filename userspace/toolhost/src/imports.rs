@@ -122,6 +122,14 @@ impl CallState {
         if !prefixes.iter().any(granted) {
             return Err(format!("{access} of {guest_path:?} is outside the granted filesystem prefixes"));
         }
+        // fs-engine's rule for the same files (specs/clawfs/README.md,
+        // "Files and RULE-001"): whatever the grant, a tool never writes a
+        // database, index, identity, configuration or snapshot directly.
+        if let Some(name) = files::maintained(&parts).filter(|_| purpose == OpenFor::Write) {
+            return Err(format!(
+                "write of {guest_path:?}: {name} is maintained by ClawFS and changes only through its own methods"
+            ));
+        }
         Ok(parts)
     }
 

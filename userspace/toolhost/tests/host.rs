@@ -237,6 +237,39 @@ fn a_tools_write_is_in_the_clawfs_audit_log_like_fs_engines() {
 }
 
 #[test]
+fn a_tool_never_writes_what_clawfs_maintains() {
+    let (dir, root) = clawfs_root();
+    let workspace = root.join("workspaces/default");
+    std::fs::create_dir_all(workspace.join("snapshots")).unwrap();
+    for file in ["workspace.db", "workspace.db-wal", "metadata.json"] {
+        std::fs::write(workspace.join(file), "kept").unwrap();
+    }
+    let host = audited_host(&root, &dir.path().join("clawfs-audit.log"));
+    let writer = install(dir.path(), &Fixture::FileWrite, &["filesystem:write:/clawfs/workspaces"], 16, 5);
+    for (path, name) in [
+        ("/clawfs/workspaces/default/workspace.db", "workspace.db"),
+        ("/clawfs/workspaces/default/workspace.db-wal", "workspace.db-wal"),
+        ("/clawfs/workspaces/default/metadata.json", "metadata.json"),
+        ("/clawfs/workspaces/default/snapshots/forged.db", "snapshots"),
+    ] {
+        match call(&host, &writer, json!(path)) {
+            Err(CallError::CapabilityDenied { reason, .. }) => {
+                assert!(reason.contains(&format!("{name} is maintained by ClawFS")), "{reason}")
+            }
+            other => panic!("{path}: expected CapabilityDenied, got {other:?}"),
+        }
+    }
+    for file in ["workspace.db", "workspace.db-wal", "metadata.json"] {
+        assert_eq!(std::fs::read_to_string(workspace.join(file)).unwrap(), "kept", "{file}");
+    }
+    assert!(!workspace.join("snapshots/forged.db").exists());
+    // Beside them, the grant writes as before.
+    let written = call(&host, &writer, json!("/clawfs/workspaces/default/notes.json"));
+    assert!(written.is_ok(), "{written:?}");
+    assert_still_serving(&host, dir.path());
+}
+
+#[test]
 fn a_tools_write_that_cannot_be_audited_does_not_happen() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("workspaces")).unwrap();

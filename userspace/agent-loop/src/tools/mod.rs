@@ -196,12 +196,14 @@ pub trait Runner: Send + Sync {
     /// same each time this call is asked about: `<session>/<message>/<call
     /// id>`): `None` when it may; else the result the model reads (a
     /// refusal, an unknown tool), or one whose `waiting` says it waits for the
-    /// operator.
+    /// operator. `resumed`: the call was running when the daemon stopped
+    /// and is asked about again to run once more (`CheckPolicy::resumed`).
     fn check<'a>(
         &'a self,
         action_id: &'a str,
         name: &'a str,
         arguments: &'a Value,
+        resumed: bool,
     ) -> futures::future::BoxFuture<'a, Option<CallResult>>;
     /// Runs an allowed call. `action_id` is its idempotency key too: a call
     /// already recorded with it is answered from its record, not run again.
@@ -221,7 +223,7 @@ pub trait Runner: Send + Sync {
         arguments: &'a Value,
     ) -> futures::future::BoxFuture<'a, CallResult> {
         Box::pin(async move {
-            match self.check(action_id, name, arguments).await {
+            match self.check(action_id, name, arguments, false).await {
                 Some(refused) => refused,
                 None => self.run(action_id, name, arguments).await,
             }
@@ -253,8 +255,9 @@ impl Runner for CallContext<'_> {
         action_id: &'a str,
         name: &'a str,
         arguments: &'a Value,
+        resumed: bool,
     ) -> futures::future::BoxFuture<'a, Option<CallResult>> {
-        Box::pin(check(self, action_id, name, arguments))
+        Box::pin(check(self, action_id, name, arguments, resumed))
     }
 
     fn run<'a>(
@@ -275,7 +278,13 @@ fn unknown(cx: &CallContext<'_>, name: &str) -> CallResult {
 /// How much of a call's arguments the notice that it waits quotes.
 const WAITING_ARGUMENTS_CHARS: usize = 200;
 
-async fn check(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> Option<CallResult> {
+async fn check(
+    cx: &CallContext<'_>,
+    action_id: &str,
+    name: &str,
+    arguments: &Value,
+    resumed: bool,
+) -> Option<CallResult> {
     let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return Some(unknown(cx, name)) };
     let check = CheckPolicy {
         agent: cx.agent.into(),
@@ -285,6 +294,7 @@ async fn check(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Va
         permissions: tool.needs.clone(),
         arguments: arguments.clone(),
         policy: cx.policy.clone(),
+        resumed,
     };
     // Fail closed: a check that cannot be made is a refusal.
     match security_agent::Client::new(&cx.peers.security_agent).check_policy(&check).await {
