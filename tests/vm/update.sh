@@ -86,8 +86,10 @@ update_applied() {
 # The policy hash systemd-cryptenroll recorded for /clawfs's first-boot
 # keyslot (PCRs 4+12) equals TPM2_PolicyPCR's digest of this boot's PCR
 # values, computed here independently of clawctl's: the hash clawctl keeps
-# keyslots by when it prepares an update.
+# keyslots by when it prepares an update. With `alone`: it is the only
+# TPM2 keyslot.
 keyslot_policy_is_this_boots() {
+  local alone=${1:-}
   vm_ssh 'cat /sys/class/tpm/tpm0/pcr-sha256/4 /sys/class/tpm/tpm0/pcr-sha256/12
     cryptsetup luksDump --dump-json-metadata /dev/disk/by-partlabel/clawos-data |
       jq -r ".tokens[] | select(.type == \"systemd-tpm2\") | .\"tpm2-policy-hash\""' | python3 -c '
@@ -97,7 +99,22 @@ values = hashlib.sha256(bytes.fromhex(pcr4) + bytes.fromhex(pcr12)).digest()
 selection = (1).to_bytes(4, "big") + (0x000B).to_bytes(2, "big") + bytes([3, 0x10, 0x10, 0x00])
 digest = hashlib.sha256(bytes(32) + (0x17F).to_bytes(4, "big") + selection + values).hexdigest()
 print("this boot:", digest, "keyslots:", hashes)
-sys.exit(0 if digest in hashes else 1)'
+sys.exit(0 if (hashes == [digest] if sys.argv[1:] == ["alone"] else digest in hashes) else 1)' ${alone:+"$alone"}
+}
+
+# settled_to_this_boot: once the booted version is blessed and nothing newer
+# waits for its first boot (clawos-update-settle.service), the vault's seal
+# accepts one set of PCR values and /clawfs has one TPM2 keyslot, this
+# boot's: the version before it asks for the recovery keys.
+settled_to_this_boot() {
+  VM_SSH_TIMEOUT=120 vm_ssh '
+    until systemctl is-active -q clawos-update-settle.service; do
+      systemctl is-failed -q clawos-update-settle.service && { journalctl -b -u clawos-update-settle -o cat; exit 1; }
+      sleep 2
+    done
+    journalctl -b -u clawos-update-settle -o cat
+    clawctl vault status --json | jq -e ".tpm_branches == 1" >/dev/null || { clawctl vault status; exit 1; }' &&
+    keyslot_policy_is_this_boots alone
 }
 
 # update_runs VERSION: the box runs VERSION, blessed, with the vault and
@@ -264,6 +281,8 @@ update_boots() {
     UPDATE_BLESSED_S=$(printf '%.0f' "$(echo "$(date +%s.%N) - $UPDATE_T0" | bc)")
     check "update: $UPDATE_V2 runs and is blessed; the TPM opened /clawfs and the vault; the secret and memory written under $version are there" \
       update_runs "$UPDATE_V2"
+    check "update: once $UPDATE_V2 is blessed, $version's TPM branch and keyslot are gone: the vault and /clawfs unseal under this boot alone" \
+      settled_to_this_boot
     check "update: $UPDATE_V3 (a broken router) applies" update_applied v3 "$UPDATE_V3"
     vm_poweroff
   else
@@ -286,10 +305,12 @@ update_boots() {
     # shellcheck disable=SC2034  # read by the summary of run.sh
     ROLLBACK_S=$(printf '%.0f' "$(echo "$(date +%s.%N) - $ROLLBACK_T0" | bc)")
     check "update: after three failed tries of $UPDATE_V3 the box runs $UPDATE_V2 again, its data there" update_runs "$UPDATE_V2"
-    check "update: clawctl update status says $UPDATE_V3 failed its health gate three times and why" vm_ssh "
+    check "update: clawctl update status says $UPDATE_V3 failed its health gate three times and why, try by try" vm_ssh "
       clawctl update status; clawctl update status --json | jq -e --arg v3 '$UPDATE_V3' '
         (.fell_back | test(\"^\" + \$v3 + \" used up its 3 tries \\\\(3 failed the health gate\\\\)\")) and (.fell_back | test(\"router is\"))
+        and ([range(1; 4) as \$n | .fell_back | test(\"try \\(\$n) \\\\(.*router is\")] | all)
         and ([.ukis[] | select(.version == \$v3 and .state == \"bad\")] | length == 1)' >/dev/null"
+    check "update: back on $UPDATE_V2, the bad $UPDATE_V3's TPM branch and keyslot are gone" settled_to_this_boot
     # Two versions are kept; the other one is the bad $UPDATE_V3.
     check "update: clawctl update rollback refuses when no older good version is on the ESP, and changes nothing" vm_ssh "
       before=\$(ls /efi/EFI/Linux); ! clawctl update rollback && [ \"\$(ls /efi/EFI/Linux)\" = \"\$before\" ]"

@@ -315,6 +315,9 @@ pub struct VaultStatus {
     pub protection_description: Option<String>,
     /// The PCRs a TPM vault is sealed to.
     pub pcrs: Option<Vec<u32>>,
+    /// How many sets of their values unseal a TPM vault: 1, or 2 from
+    /// `vault_prepare_update` until the update is blessed or given up.
+    pub tpm_branches: Option<u32>,
     /// `not-initialized`, `unsealed`, `unsealable`, `pcr-mismatch`,
     /// `tpm-unavailable` or `passphrase-required`.
     pub state: String,

@@ -2,8 +2,10 @@
 //!
 //! Owns: the health gate that decides whether a boot gets blessed
 //! (`update gate`, run by clawos-update-gate.service before
-//! boot-complete.target) and its record, and the operator's view and
-//! controls: `status`, `check`, `apply`, `rollback`.
+//! boot-complete.target) and its record, dropping what the previous
+//! version needed to unseal once a version is blessed (`update settle`,
+//! clawos-update-settle.service), and the operator's view and controls:
+//! `status`, `check`, `apply`, `rollback`.
 //!
 //! Must not own: writing slots or counting boots. systemd-sysupdate writes
 //! an update into the unused root slot and its UKI onto the ESP with a try
@@ -64,6 +66,11 @@ pub enum UpdateCommand {
     /// component is healthy, /clawfs is mounted and a TPM vault is unsealed,
     /// records the outcome, and on a boot that counts tries reboots on failure.
     Gate(GateArgs),
+    /// Once the booted version is blessed and no newer one waits for its
+    /// first boot (clawos-update-settle.service): the vault and /clawfs's
+    /// TPM2 keyslots are sealed to this boot alone, so the version before
+    /// it asks for the recovery keys.
+    Settle,
 }
 
 #[derive(Args)]
@@ -114,6 +121,7 @@ pub async fn run(command: UpdateCommand) -> anyhow::Result<ExitCode> {
         UpdateCommand::Apply(args) => apply(args).await,
         UpdateCommand::Rollback(args) => rollback(args),
         UpdateCommand::Gate(args) => gate(args).await,
+        UpdateCommand::Settle => settle().await,
     }
 }
 
@@ -280,10 +288,18 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     // fell back. The gate's records of its boots say why.
     let fell_back = ukis.first().filter(|newest| newest.state() == "bad" && newest.version != booted).map(|newest| {
         let failures: Vec<&GateRecord> = records.iter().filter(|r| r.version == newest.version && !r.healthy).collect();
-        let reasons = failures
-            .last()
-            .map(|r| r.problems.join("; "))
-            .unwrap_or_else(|| "no health record (it did not get as far as the gate)".into());
+        // Each try's reasons, so a gate that someone fails on purpose shows
+        // how; a try without a record never got as far as the gate.
+        let reasons = if failures.is_empty() {
+            "no health record (it did not get as far as the gate)".to_owned()
+        } else {
+            let tries: Vec<String> = failures
+                .iter()
+                .enumerate()
+                .map(|(n, r)| format!("try {} ({}): {}", n + 1, r.time, r.problems.join("; ")))
+                .collect();
+            tries.join(" | ")
+        };
         format!(
             "{} used up its {} tries ({} failed the health gate) and systemd-boot went back to {}: {}",
             newest.version,
@@ -555,6 +571,51 @@ async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         reboot()?;
     }
     Ok(ExitCode::FAILURE)
+}
+
+/// `update settle` (specs/update/README.md, "The TPM across an update"):
+/// after a version's blessing, the PCR 4 branch the previous version unseals
+/// under is dropped from the vault and its TPM2 keyslot wiped from /clawfs,
+/// so picking the previous version in the boot menu (or renaming UKIs on the
+/// unauthenticated ESP) boots a version that asks for the recovery keys.
+/// Not while a newer version waits for its first boots: its branch and
+/// keyslot are the ones it needs. Nothing to do without a TPM.
+async fn settle() -> anyhow::Result<ExitCode> {
+    let booted = booted_version()?;
+    let ukis = ukis()?;
+    if !ukis.iter().any(|uki| uki.version == booted && uki.state() == "good") {
+        println!("{booted} is not blessed: nothing to settle");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(waiting) =
+        ukis.iter().find(|uki| uki.state() == "trying" && compare_versions(&uki.version, &booted).is_gt())
+    {
+        println!("{} waits for its first boot: its TPM branch and keyslot stay", waiting.version);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !Path::new("/dev/tpmrm0").exists() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (client, _events) = crate::ipc::connect(ComponentId::SecurityAgent).await?;
+    let vault = security_agent::Client::new(&client);
+    let status = vault.vault_status(&NoParams {}).await?;
+    if status.protection.as_deref() == Some("tpm2") && status.tpm_branches.unwrap_or(1) > 1 {
+        if status.state != "unsealed" {
+            bail!("the vault is {}: it cannot be resealed to this boot", status.state_description);
+        }
+        vault.vault_reseal(&NoParams {}).await?;
+        println!("the vault is sealed to this boot of {booted} alone");
+    }
+    let this_boot = fsutil::hex(&measure::policy_pcr_digest(&[4, 12], &[read_pcr(4)?, read_pcr(12)?]));
+    let output = Command::new("/usr/sbin/clawfs-keys")
+        .args(["settle", &this_boot])
+        .output()
+        .context("cannot run clawfs-keys")?;
+    if !output.status.success() {
+        bail!("/clawfs's TPM2 keyslots: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn append_record(record: &GateRecord) -> anyhow::Result<()> {

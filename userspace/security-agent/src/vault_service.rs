@@ -374,12 +374,12 @@ impl VaultHost {
             VaultState::Closed(_) => Vault::status(&self.settings.config),
         }
         .map_err(vault_error)?;
-        let (protection, pcrs) = match &status.protection {
-            None => (None, None),
-            Some(ProtectionKind::Tpm2 { pcrs }) => {
-                (Some("tpm2"), Some(pcrs.iter().map(|&pcr| u32::from(pcr)).collect()))
+        let (protection, pcrs, tpm_branches) = match &status.protection {
+            None => (None, None, None),
+            Some(ProtectionKind::Tpm2 { pcrs, branches }) => {
+                (Some("tpm2"), Some(pcrs.iter().map(|&pcr| u32::from(pcr)).collect()), Some(*branches as u32))
             }
-            Some(ProtectionKind::Passphrase) => (Some("passphrase"), None),
+            Some(ProtectionKind::Passphrase) => (Some("passphrase"), None, None),
         };
         let state = match status.state {
             SealState::NotInitialized => "not-initialized",
@@ -395,6 +395,7 @@ impl VaultHost {
             protection: protection.map(str::to_owned),
             protection_description: status.protection.as_ref().map(ToString::to_string),
             pcrs,
+            tpm_branches,
             state: state.to_owned(),
             state_description: status.state.to_string(),
             generation: status.generation,

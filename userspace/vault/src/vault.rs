@@ -59,6 +59,10 @@ pub enum ProtectionKind {
     Tpm2 {
         /// PCR indices.
         pcrs: Vec<u8>,
+        /// How many sets of their values unseal it: 1, or 2 while an update
+        /// is prepared or until its version is blessed (specs/update/README.md,
+        /// "The TPM across an update").
+        branches: usize,
     },
     /// Operator passphrase, kernel keyring (the spec's no-TPM fallback).
     Passphrase,
@@ -67,9 +71,13 @@ pub enum ProtectionKind {
 impl std::fmt::Display for ProtectionKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ProtectionKind::Tpm2 { pcrs } => {
+            ProtectionKind::Tpm2 { pcrs, branches } => {
                 let list: Vec<String> = pcrs.iter().map(u8::to_string).collect();
-                write!(f, "TPM 2.0 sealed to PCRs {} (sha256)", list.join(","))
+                write!(f, "TPM 2.0 sealed to PCRs {} (sha256)", list.join(","))?;
+                match branches {
+                    1 => Ok(()),
+                    n => write!(f, ", under {n} sets of their values (this boot's and an update's)"),
+                }
             }
             ProtectionKind::Passphrase => f.write_str("operator passphrase, no TPM (key held in the kernel keyring)"),
         }
@@ -389,7 +397,7 @@ impl Vault {
                         Err(error) => SealState::TpmUnavailable(error.to_string()),
                     }
                 };
-                (ProtectionKind::Tpm2 { pcrs: sealed.pcrs.clone() }, state)
+                (ProtectionKind::Tpm2 { pcrs: sealed.pcrs.clone(), branches: sealed.branches.len().max(1) }, state)
             }
             MasterProtection::Passphrase(_) => {
                 (ProtectionKind::Passphrase, if cached { SealState::Unsealed } else { SealState::PassphraseRequired })
@@ -460,7 +468,9 @@ impl Vault {
         Ok(VaultStatus {
             vault_dir: self.config.vault_dir.clone(),
             protection: Some(match &self.file.protection {
-                MasterProtection::Tpm2(sealed) => ProtectionKind::Tpm2 { pcrs: sealed.pcrs.clone() },
+                MasterProtection::Tpm2(sealed) => {
+                    ProtectionKind::Tpm2 { pcrs: sealed.pcrs.clone(), branches: sealed.branches.len().max(1) }
+                }
                 MasterProtection::Passphrase(_) => ProtectionKind::Passphrase,
             }),
             state: SealState::Unsealed,

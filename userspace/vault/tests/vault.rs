@@ -63,7 +63,7 @@ fn tpm_seal_unseal_round_trip() {
     vault.lock().unwrap();
 
     let status = Vault::status(&cfg).unwrap();
-    assert_eq!(status.protection, Some(ProtectionKind::Tpm2 { pcrs: vec![4, 12] }));
+    assert_eq!(status.protection, Some(ProtectionKind::Tpm2 { pcrs: vec![4, 12], branches: 1 }));
     assert_eq!(status.state, SealState::Unsealable);
     assert_eq!(status.secret_count, 1);
 
@@ -106,6 +106,42 @@ fn prepared_for_an_update_the_vault_unseals_under_both_versions_and_no_other() {
 
     let tpm = tpm.restart();
     tpm.extend_pcr_with(PcrHandle::Pcr4, 0x77);
+    let cfg = config(temp.path(), &tpm.tcti());
+    assert_eq!(Vault::status(&cfg).unwrap().state, SealState::PcrMismatch);
+    assert!(matches!(open(cfg), Err(VaultError::PcrMismatch)));
+}
+
+/// specs/update/README.md, "The TPM across an update": once the updated
+/// version is blessed, the vault is resealed to its boot alone, and the
+/// version before it (which a boot menu or a renamed UKI could still start)
+/// no longer unseals it.
+#[test]
+fn resealed_after_the_update_the_previous_version_no_longer_unseals() {
+    use sha2::{Digest as _, Sha256};
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
+        return;
+    };
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "github-pat", b"ghp-secret").unwrap();
+    let next_pcr4: [u8; 32] = Sha256::new().chain_update(tpm.pcr_sha256(4)).chain_update([0x5a; 32]).finalize().into();
+    vault.prepare_update(&operator(), next_pcr4).unwrap();
+    let branches = |vault: &Vault| match vault.current_status().unwrap().protection {
+        Some(ProtectionKind::Tpm2 { branches, .. }) => branches,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(branches(&vault), 2);
+    vault.lock().unwrap();
+
+    // The update's boot: it unseals, and reseals to itself alone.
+    let tpm = tpm.restart();
+    tpm.extend_pcr_with(PcrHandle::Pcr4, 0x5a);
+    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("the next version unseals");
+    vault.reseal(&operator()).unwrap();
+    assert_eq!(branches(&vault), 1);
+    vault.lock().unwrap();
+
+    // The previous version's boot: refused, until the recovery key.
+    let tpm = tpm.restart();
     let cfg = config(temp.path(), &tpm.tcti());
     assert_eq!(Vault::status(&cfg).unwrap().state, SealState::PcrMismatch);
     assert!(matches!(open(cfg), Err(VaultError::PcrMismatch)));
