@@ -160,6 +160,8 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let loaded = RuntimeConfig::load(&path);
         std::fs::remove_file(&path).unwrap();
+        // The last test of this process to finish removes the directory.
+        let _ = std::fs::remove_dir(&dir);
         loaded
     }
 

@@ -12,6 +12,8 @@ pub struct Workspace {
     pub fs: AgentFs,
     pub path: PathBuf,
     pub dir: tempfile::TempDir,
+    /// Whether the drop runs the checker (not for a fixture damaged on purpose).
+    check_on_drop: bool,
 }
 
 impl Workspace {
@@ -23,7 +25,12 @@ impl Workspace {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("workspace.db");
         let fs = AgentFs::open_with(&path, options).expect("open workspace");
-        Workspace { fs, path, dir }
+        Workspace { fs, path, dir, check_on_drop: true }
+    }
+
+    /// The drop skips the checker (the directory is removed all the same).
+    pub fn damaged_on_purpose(&mut self) {
+        self.check_on_drop = false;
     }
 }
 
@@ -35,7 +42,7 @@ pub fn assert_consistent(fs: &AgentFs) {
 
 impl Drop for Workspace {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if self.check_on_drop && !std::thread::panicking() {
             assert_consistent(&self.fs);
         }
     }
