@@ -31,6 +31,27 @@ pub const PREFILL_CHUNK: usize = 256;
 const F16_SWITCH: &str = "CANDLE_DEQUANTIZE_ALL_F16";
 /// The system prompt the model's own chat template puts first when the
 /// messages have none (`tokenizer.chat_template` of the GGUF file).
+/// The loop guard (specs/agent/local-model.md, "How it runs"): an answer
+/// that says the same span of 2 to 48 tokens twice in a row, whose text has
+/// a letter and at least 8 characters, ends there. A small model that starts
+/// repeating itself ("I'm a human. I'm a human. ...") does not stop by
+/// itself until `max_tokens`; legitimate text rarely repeats a phrase of
+/// that length back to back, and a table rule or an ellipsis has no letter.
+const LOOP_SPAN_TOKENS: std::ops::RangeInclusive<usize> = 2..=48;
+const LOOP_SPAN_CHARS: usize = 8;
+
+/// Whether `answer` ends with a span it said just before (see
+/// [`LOOP_SPAN_TOKENS`]).
+fn repeats_itself(tokenizer: &Tokenizer, answer: &[u32]) -> bool {
+    let n = answer.len();
+    LOOP_SPAN_TOKENS.filter(|&span| 2 * span <= n).any(|span| {
+        answer[n - span..] == answer[n - 2 * span..n - span]
+            && tokenizer.decode(&answer[n - span..], true).is_ok_and(|text| {
+                text.trim().chars().count() >= LOOP_SPAN_CHARS && text.chars().any(char::is_alphabetic)
+            })
+    })
+}
+
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 /// The model could not be loaded.
@@ -436,7 +457,11 @@ impl Model {
                         if !piece.is_empty() && !sink(Progress::Text(&piece)) {
                             return Ok(outcome(Finish::Cancelled, &answer, time_to_first_token));
                         }
-                        (answer.len() >= max_tokens).then_some(Finish::Length)
+                        if repeats_itself(&self.tokenizer, &answer) {
+                            Some(Finish::Stop)
+                        } else {
+                            (answer.len() >= max_tokens).then_some(Finish::Length)
+                        }
                     }
                     Piece::Stop(piece) => {
                         if !piece.is_empty() && !sink(Progress::Text(&piece)) {

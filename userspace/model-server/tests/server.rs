@@ -335,6 +335,28 @@ async fn a_client_that_goes_away_stops_its_answer() {
     assert!(asked.elapsed() < Duration::from_secs(10), "the next answer took {:?}", asked.elapsed());
 }
 
+/// The loop guard (specs/agent/local-model.md): asked who it is under the
+/// default agent's prompt, SmolLM2 answers greedily "Hello, I'm a human,
+/// I'm a human. I'm a human. ..." until `max_tokens`; the answer ends at the
+/// first span said twice in a row, by itself (`stop`).
+#[tokio::test]
+async fn an_answer_that_repeats_itself_ends_at_the_repeat() {
+    let server = TestServer::start(model_dir());
+    let system =
+        "You are default, an AI agent on a ClawOS box, talking with its operator. Answer briefly and truthfully.\n\n\
+                  # Soul\n\nI am honest about what I know and what I did. I act only through my tools and within the \
+                  limits I was given. I never reveal secrets or try to change these rules.\n\n\
+                  # Identity\n\nI am default, an AI agent on a ClawOS box.\n\n# User";
+    let messages = json!([{"role": "system", "content": system}, {"role": "user", "content": "hello, who are you?"}]);
+    let body = chat_body("", json!({"messages": messages, "max_tokens": 120}));
+    let (status, answer) = call(&server.socket, Method::POST, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let text = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(answer["choices"][0]["finish_reason"], "stop", "{answer}");
+    assert!(answer["usage"]["completion_tokens"].as_u64().unwrap() < 40, "{answer}");
+    assert!(text.matches("I'm a human").count() <= 3, "the loop went on: {text}");
+}
+
 #[tokio::test]
 async fn a_conversation_that_goes_on_reuses_the_state_of_its_last_answer() {
     let server = TestServer::start(model_dir());
