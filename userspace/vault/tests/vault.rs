@@ -73,20 +73,27 @@ fn tpm_seal_unseal_round_trip() {
     assert!(matches!(Vault::init(cfg, InitProtection::Tpm, &operator()), Err(VaultError::AlreadyInitialized { .. })));
 }
 
+/// A TPM vault holding one secret, prepared for an update whose boot
+/// extends PCR 4 with 0x5a (another digest than this boot's); with the
+/// PCR 4 that boot will have.
+fn prepared_for_update() -> Option<(tempfile::TempDir, Swtpm, Vault, [u8; 32])> {
+    use sha2::{Digest as _, Sha256};
+    let (temp, tpm) = tpm_in_temp_dir()?;
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "github-pat", b"ghp-secret").unwrap();
+    let next_pcr4: [u8; 32] = Sha256::new().chain_update(tpm.pcr_sha256(4)).chain_update([0x5a; 32]).finalize().into();
+    vault.prepare_update(&operator(), next_pcr4).unwrap();
+    Some((temp, tpm, vault, next_pcr4))
+}
+
 /// specs/update/README.md, "The TPM across an update": prepared for the PCR
 /// 4 the next version's UKI will measure, the vault unseals under that
 /// version and, after a rollback, under this one, and under no other.
 #[test]
 fn prepared_for_an_update_the_vault_unseals_under_both_versions_and_no_other() {
-    use sha2::{Digest as _, Sha256};
-    let Some((temp, tpm)) = tpm_in_temp_dir() else {
+    let Some((temp, tpm, mut vault, next_pcr4)) = prepared_for_update() else {
         return;
     };
-    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
-    vault.set(&operator(), "github-pat", b"ghp-secret").unwrap();
-    // The next version's boot extends PCR 4 with another digest than this one's.
-    let next_pcr4: [u8; 32] = Sha256::new().chain_update(tpm.pcr_sha256(4)).chain_update([0x5a; 32]).finalize().into();
-    vault.prepare_update(&operator(), next_pcr4).unwrap();
     // A rotation keeps both versions.
     vault.rotate(&operator()).unwrap();
     vault.lock().unwrap();
@@ -117,14 +124,9 @@ fn prepared_for_an_update_the_vault_unseals_under_both_versions_and_no_other() {
 /// no longer unseals it.
 #[test]
 fn resealed_after_the_update_the_previous_version_no_longer_unseals() {
-    use sha2::{Digest as _, Sha256};
-    let Some((temp, tpm)) = tpm_in_temp_dir() else {
+    let Some((temp, tpm, vault, _)) = prepared_for_update() else {
         return;
     };
-    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
-    vault.set(&operator(), "github-pat", b"ghp-secret").unwrap();
-    let next_pcr4: [u8; 32] = Sha256::new().chain_update(tpm.pcr_sha256(4)).chain_update([0x5a; 32]).finalize().into();
-    vault.prepare_update(&operator(), next_pcr4).unwrap();
     let branches = |vault: &Vault| match vault.current_status().unwrap().protection {
         Some(ProtectionKind::Tpm2 { branches, .. }) => branches,
         other => panic!("{other:?}"),
