@@ -65,6 +65,21 @@ update_refused_and_nothing_changed() { # NAME
   [[ $before == "$after" ]] || { echo "the layout changed:"; diff <(echo "$before") <(echo "$after"); return 1; }
 }
 
+# update_source_went_backwards: one source (a URL) lists $UPDATE_V3, then
+# replays the older signed listing of $UPDATE_V2, as a mirror holding the
+# box back would (specs/update/README.md, "A source that goes backwards").
+update_source_went_backwards() {
+  local out
+  ln -sfn "$OUT/update/$UPDATE_V3" "$UPDATES_SERVED/moving"
+  out=$(vm_ssh "clawctl update check $UPDATE_URL/moving" 2>&1) || { echo "$out"; return 1; }
+  echo "$out"; grep -q "$UPDATE_V3 .*offered, newer" <<<"$out" || return 1
+  ln -sfn "$OUT/update/$UPDATE_V2" "$UPDATES_SERVED/moving"
+  if out=$(vm_ssh "clawctl update check $UPDATE_URL/moving" 2>&1); then echo "check passed: $out"; return 1; fi
+  echo "$out"; grep -q "went backwards: its signed listing now ends at $UPDATE_V2, but on .* it listed $UPDATE_V3" <<<"$out" || return 1
+  out=$(update_refused_and_nothing_changed moving) || { echo "$out"; return 1; }
+  echo "$out"; grep -q "went backwards" <<<"$out"
+}
+
 # update_applied NAME VERSION: applies and checks the new slot (labelled,
 # with the partition UUID the UKI names) and the UKI with its three tries.
 update_applied() {
@@ -283,6 +298,8 @@ update_boots() {
       update_runs "$UPDATE_V2"
     check "update: once $UPDATE_V2 is blessed, $version's TPM branch and keyslot are gone: the vault and /clawfs unseal under this boot alone" \
       settled_to_this_boot
+    check "update: a source whose signed listing goes back from $UPDATE_V3 to $UPDATE_V2 is refused by check and apply, nothing changes" \
+      update_source_went_backwards
     check "update: $UPDATE_V3 (a broken router) applies" update_applied v3 "$UPDATE_V3"
     vm_poweroff
   else

@@ -5,7 +5,8 @@
 //! boot-complete.target) and its record, dropping what the previous
 //! version needed to unseal once a version is blessed (`update settle`,
 //! clawos-update-settle.service), and the operator's view and controls:
-//! `status`, `check`, `apply`, `rollback`.
+//! `status`, `check`, `apply`, `rollback`; and the newest version each
+//! source has listed, so a source that goes backwards is caught.
 //!
 //! Must not own: writing slots or counting boots. systemd-sysupdate writes
 //! an update into the unused root slot and its UKI onto the ESP with a try
@@ -39,6 +40,9 @@ const HEALTH_LOG: &str = "/var/lib/clawos/update/health.jsonl";
 /// The public half of the release key (scripts/update-artifacts.sh), which
 /// systemd-pull checks an update's SHA256SUMS.gpg against.
 const RELEASE_KEYRING: &str = "/etc/systemd/import-pubring.gpg";
+/// The newest version each source's signed listing has held (a JSON object
+/// keyed by the source's URL), on /clawfs so it outlives every version.
+const SOURCES_SEEN: &str = "/var/lib/clawos/update/sources.json";
 /// The transfer definitions `check` and `apply` write for one source.
 const DEFINITIONS: &str = "/run/clawos-update/sysupdate.d";
 /// The firmware's event log and the TPM's PCR values, as the kernel shows them.
@@ -85,6 +89,10 @@ pub struct SourceArgs {
     /// A directory or an http(s):// URL holding the update's files and its
     /// signed SHA256SUMS (make update-artifacts).
     source: String,
+    /// Forget the newest version this source listed before: for a source
+    /// reset on purpose, whose listing is now older than it was.
+    #[arg(long)]
+    forget_seen: bool,
 }
 
 #[derive(Args)]
@@ -113,11 +121,7 @@ pub struct GateArgs {
 pub async fn run(command: UpdateCommand) -> anyhow::Result<ExitCode> {
     match command {
         UpdateCommand::Status(args) => status(args),
-        UpdateCommand::Check(args) => {
-            let versions = sysupdate(&args.source, &["list"])?;
-            print!("{versions}");
-            Ok(ExitCode::SUCCESS)
-        }
+        UpdateCommand::Check(args) => check(&args),
         UpdateCommand::Apply(args) => apply(args).await,
         UpdateCommand::Rollback(args) => rollback(args),
         UpdateCommand::Gate(args) => gate(args).await,
@@ -384,6 +388,90 @@ fn sysupdate(source: &str, verb: &[&str]) -> anyhow::Result<String> {
     Ok(stdout)
 }
 
+/// `systemd-sysupdate list --json=short`: every version installed here or
+/// offered by the source (`all`).
+#[derive(Deserialize)]
+struct Listing {
+    all: Vec<String>,
+}
+
+/// The newest version a source's signed listing held, and when it was seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Seen {
+    newest: String,
+    time: String,
+}
+
+/// Whether a source went backwards (specs/update/README.md, "A source that
+/// goes backwards"): its listing, with what is installed here, now ends
+/// below the newest version it listed before. A mirror that replays an old
+/// signed SHA256SUMS to hold the box on a version with a known hole looks
+/// exactly like this, and its signature checks.
+fn went_backwards(url: &str, seen: Option<&Seen>, newest_now: &str) -> Option<String> {
+    let seen = seen?;
+    compare_versions(newest_now, &seen.newest).is_lt().then(|| {
+        format!(
+            "{url} went backwards: its signed listing now ends at {newest_now}, but on {} it listed {}. \
+             A mirror replaying an old release list looks like this, so nothing is applied from it; \
+             if the source was reset on purpose, run this again with --forget-seen",
+            seen.time, seen.newest
+        )
+    })
+}
+
+fn sources_seen() -> std::collections::BTreeMap<String, Seen> {
+    fs::read(SOURCES_SEEN).ok().and_then(|raw| serde_json::from_slice(&raw).ok()).unwrap_or_default()
+}
+
+/// The source's versions with what is installed here, newest first, once
+/// its signature checked; refused when the source went backwards, else the
+/// newest is recorded as this source's.
+fn list_source(args: &SourceArgs) -> anyhow::Result<Vec<String>> {
+    let url = source_url(&args.source)?;
+    let listing: Listing = serde_json::from_str(&sysupdate(&args.source, &["--json=short", "list"])?)
+        .context("systemd-sysupdate list gave no JSON listing")?;
+    let mut versions = listing.all;
+    versions.sort_by(|a, b| compare_versions(b, a));
+    let newest = versions.first().context("the source and this box list no version at all")?.clone();
+    let mut seen = sources_seen();
+    if args.forget_seen {
+        seen.remove(&url);
+    }
+    if let Some(refusal) = went_backwards(&url, seen.get(&url), &newest) {
+        bail!(refusal);
+    }
+    if seen.get(&url).is_none_or(|before| compare_versions(&newest, &before.newest).is_gt()) {
+        seen.insert(url, Seen { newest, time: fsutil::now_rfc3339() });
+        let path = Path::new(SOURCES_SEEN);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        fsutil::write_atomic(path, &serde_json::to_vec_pretty(&seen)?, 0o600)
+            .with_context(|| format!("cannot write {SOURCES_SEEN}"))?;
+    }
+    Ok(versions)
+}
+
+fn check(args: &SourceArgs) -> anyhow::Result<ExitCode> {
+    let versions = list_source(args)?;
+    let booted = booted_version()?;
+    let installed: Vec<String> = ukis()?.into_iter().map(|uki| uki.version).collect();
+    println!("versions at {} (and on this box), newest first:", args.source);
+    for version in versions {
+        let state = if version == booted {
+            "running"
+        } else if installed.contains(&version) {
+            "installed"
+        } else if compare_versions(&version, &booted).is_gt() {
+            "offered, newer"
+        } else {
+            "offered, older"
+        };
+        println!("  {version:<16} {state}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// A directory becomes a file:// URL, so a local update takes the same
 /// signature and hash checks as a remote one.
 fn source_url(source: &str) -> anyhow::Result<String> {
@@ -428,6 +516,7 @@ async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     }
     let started = Instant::now();
     let before = booted_version()?;
+    list_source(&args.source)?;
     let had = ukis()?;
     let output = sysupdate(&args.source.source, &["update"])?;
     let Some(new) = ukis()?.into_iter().find(|uki| !had.iter().any(|old| old.version == uki.version)) else {
@@ -739,6 +828,19 @@ mod tests {
         let url = source_url(dir.path().to_str().unwrap()).unwrap();
         assert!(url.starts_with("file:///") && url.ends_with('/'), "{url}");
         assert!(source_url("/nonexistent/update").is_err());
+    }
+
+    #[test]
+    fn a_source_whose_listing_ends_below_what_it_listed_before_went_backwards() {
+        let seen = Seen { newest: "0.1.10".into(), time: "2026-11-27T10:00:00Z".into() };
+        let url = "http://mirror.invalid/stable/";
+        let refusal = went_backwards(url, Some(&seen), "0.1.9").expect("0.1.9 after 0.1.10 is backwards");
+        assert!(refusal.contains("ends at 0.1.9") && refusal.contains("listed 0.1.10"), "{refusal}");
+        assert!(refusal.contains("--forget-seen"), "{refusal}");
+        // The same or newer is not; a source never seen has nothing to go back from.
+        assert_eq!(went_backwards(url, Some(&seen), "0.1.10"), None);
+        assert_eq!(went_backwards(url, Some(&seen), "0.1.11"), None);
+        assert_eq!(went_backwards(url, None, "0.0.1"), None);
     }
 
     #[test]
