@@ -11,9 +11,12 @@
 #            there; a bad signature and a tampered root are refused and
 #            change nothing; $version.2 applies;
 #   boot U3: $version.2 runs, blessed, the vault and /clawfs opened by the
-#            TPM, data of $version there; $version.3 applies;
+#            TPM, data of $version there; a source going back from
+#            $version.3 to $version.2 is refused; $version.3 applies;
 #   boots U4-U6: $version.3 fails its health gate three times;
-#   boot U7: systemd-boot went back to $version.2, which says why.
+#   boot U7: systemd-boot went back to $version.2, which says why, and
+#            drops $version.3's TPM branch; $version.3 is picked by hand;
+#   boot U8: $version.3 asks for the recovery key (VM stopped there).
 
 UPDATE_V2="$version.2" UPDATE_V3="$version.3"
 # The disk the box booted from, whichever bus it is on (a guest-side expression).
@@ -78,6 +81,15 @@ update_source_went_backwards() {
   echo "$out"; grep -q "went backwards: its signed listing now ends at $UPDATE_V2, but on .* it listed $UPDATE_V3" <<<"$out" || return 1
   out=$(update_refused_and_nothing_changed moving) || { echo "$out"; return 1; }
   echo "$out"; grep -q "went backwards" <<<"$out"
+}
+
+# update_dropped_version_asks VERSION: the booted kernel is VERSION's, and
+# /clawfs's volume asks for the recovery key on the console instead of
+# opening (vm_wait_console fails if SSH answers first).
+update_dropped_version_asks() {
+  vm_wait_console 'Please enter .* for disk' 1 "$BOOT_TIMEOUT" || return 1
+  grep -q "ClawOS $1 (" "$VM_SERIAL" || { echo "the console shows no boot of $1"; return 1; }
+  sed 's/\x1b\[[0-9;]*[a-zA-Z]//g; s/\r/\n/g' "$VM_SERIAL" | grep -aE 'Please enter .* for disk' | tail -n 1
 }
 
 # update_applied NAME VERSION: applies and checks the new slot (labelled,
@@ -331,9 +343,21 @@ update_boots() {
     # Two versions are kept; the other one is the bad $UPDATE_V3.
     check "update: clawctl update rollback refuses when no older good version is on the ESP, and changes nothing" vm_ssh "
       before=\$(ls /efi/EFI/Linux); ! clawctl update rollback && [ \"\$(ls /efi/EFI/Linux)\" = \"\$before\" ]"
+    # Someone at the boot menu (or renaming UKIs on the ESP) picks a version
+    # whose TPM branch and keyslot were dropped: systemd-boot's one-shot
+    # entry does the same without a keyboard.
+    check "update: $UPDATE_V3 is picked by hand for the next boot (systemd-boot's one-shot entry)" vm_ssh "
+      bootctl set-oneshot clawos_$UPDATE_V3.efi &&
+      [ \"\$(tail -c +5 /sys/firmware/efi/efivars/LoaderEntryOneShot-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f | tr -d '\\0')\" = clawos_$UPDATE_V3.efi ]"
     vm_poweroff
   else
     FAILED=$((FAILED + 1)); echo "  FAIL boot U7 (back on $UPDATE_V2)"
   fi
+
+  log "boot U8: $UPDATE_V3 picked by hand, its TPM keyslot dropped"
+  vm_start "$IMAGE" "$VMS/main"
+  check "update: a version picked by hand after its TPM branch was dropped boots to the recovery-key prompt, /clawfs shut" \
+    update_dropped_version_asks "$UPDATE_V3"
+  vm_kill; vm_wait_exit 60 || true
   kill "$HTTP_PID" 2>/dev/null || true
 }
