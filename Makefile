@@ -71,8 +71,9 @@ usb: image
 	bash scripts/usb.sh $(DEV)
 
 # Boots the built image interactively (serial console on this terminal).
+# The image trusts out/ssh's test key unless it was built with SSH_PUBKEY.
 qemu:
-	bash qemu/run.sh --image $(OUT)/clawos.raw --state $(OUT)/vm/interactive
+	bash qemu/run.sh --image $(OUT)/clawos.raw --state $(OUT)/vm/interactive $(if $(SSH_PUBKEY),,--ssh-key $(OUT)/ssh/id_ed25519)
 
 run: image qemu
 

@@ -8,8 +8,13 @@
 #
 #   run.sh --image IMG --state DIR [--headless] [--ssh-port N] [--serial FILE]
 #          [--disk-size 4G] [--fresh] [--disk-cache writeback|unsafe]
-#          [--console-socket PATH] [--disk-bus virtio|nvme|usb]
-# Interactive by default: serial console on this terminal (Ctrl-a x quits).
+#          [--console-socket PATH] [--disk-bus virtio|nvme|usb] [--ssh-key KEY]
+# Interactive by default: serial console on this terminal (Ctrl-a x quits),
+# and a reboot inside the box reboots the VM (`clawctl update apply
+# --reboot` carries on). --headless (the boot tests) ends QEMU at a reboot
+# instead (-no-reboot): a test sees each boot as a QEMU run of its own.
+# --ssh-key names the private key the image trusts, for the SSH command
+# printed at the start.
 # --console-socket (with --headless) also serves the serial console on a Unix
 # socket, so a test can type at a console prompt (the recovery key of
 # /clawfs); the --serial file still gets everything the guest prints.
@@ -24,7 +29,7 @@
 # (the guest stalls in its kernel), so virtual machines get TCG.
 # shellcheck disable=SC2054  # QEMU takes comma-separated key=value lists as one word each
 set -euo pipefail
-IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback CONSOLE_SOCKET="" DISK_BUS=virtio
+IMAGE="" STATE="" HEADLESS=0 SSH_PORT=2222 SERIAL="" DISK_SIZE=4G FRESH=0 DISK_CACHE=writeback CONSOLE_SOCKET="" DISK_BUS=virtio SSH_KEY=""
 while (($#)); do
   case $1 in
     --image) IMAGE=$2; shift 2 ;;
@@ -37,6 +42,7 @@ while (($#)); do
     --disk-cache) DISK_CACHE=$2; shift 2 ;;
     --console-socket) CONSOLE_SOCKET=$2; shift 2 ;;
     --disk-bus) DISK_BUS=$2; shift 2 ;;
+    --ssh-key) SSH_KEY=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -83,7 +89,6 @@ args=(
   -drive if=none,id=disk0,format=qcow2,"cache=$DISK_CACHE,file=$STATE/disk.qcow2"
   -netdev user,id=net0,"hostfwd=tcp:127.0.0.1:$SSH_PORT-:22" -device virtio-net-pci,netdev=net0
   -device virtio-rng-pci
-  -no-reboot
 )
 case $DISK_BUS in
   # bootindex: the firmware tries this disk first, whatever boot entries
@@ -93,6 +98,7 @@ case $DISK_BUS in
   usb) args+=(-device qemu-xhci,id=xhci -device usb-storage,bus=xhci.0,drive=disk0,removable=on,bootindex=1) ;;
   *) echo "run.sh: --disk-bus must be virtio, nvme or usb, not '$DISK_BUS'" >&2; exit 2 ;;
 esac
+((HEADLESS)) && args+=(-no-reboot)
 if ((HEADLESS)) && [[ -n $CONSOLE_SOCKET ]]; then
   # The log file gets the output whether or not a client is connected.
   args+=(-display none -monitor none
@@ -101,7 +107,7 @@ if ((HEADLESS)) && [[ -n $CONSOLE_SOCKET ]]; then
 elif ((HEADLESS)); then
   args+=(-display none -serial "file:${SERIAL:-$STATE/serial.log}" -monitor none)
 else
-  echo "ClawOS: ssh -p $SSH_PORT root@127.0.0.1 once booted; Ctrl-a x quits" >&2
+  echo "ClawOS: ssh ${SSH_KEY:+-i $SSH_KEY }-p $SSH_PORT root@127.0.0.1 once booted; Ctrl-a x quits" >&2
   args+=(-nographic -serial mon:stdio)
 fi
 exec qemu-system-x86_64 "${args[@]}"

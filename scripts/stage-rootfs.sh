@@ -32,15 +32,25 @@ cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"
 
 # The operator's key: SSH_PUBKEY= (a key or a .pub file); otherwise a throwaway
 # test key in out/ssh, which only test builds should ever carry.
+# The console banner gives the one SSH command that works (agetty expands
+# \4 to the box's address): with the operator's own key, plain ssh; with
+# the test key, the key's path on the build machine, and the port that
+# `make run` forwards from the host (10.0.2.15, QEMU's user network, is
+# not reachable from the host).
+mkdir -p "$X/etc/issue.d"
 if [[ -n ${SSH_PUBKEY:-} ]]; then
   if [[ -f $SSH_PUBKEY ]]; then cat "$SSH_PUBKEY"; else echo "$SSH_PUBKEY"; fi > "$X/etc/ssh/authorized_keys/root"
+  printf 'SSH: ssh root@\\4\n' > "$X/etc/issue.d/40-clawos-ssh-command.issue"
 else
   mkdir -p "$OUT/ssh"
   [[ -f $OUT/ssh/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N "" -C clawos-test -f "$OUT/ssh/id_ed25519"
   warn "SSH_PUBKEY not set: the image trusts the throwaway test key $OUT/ssh/id_ed25519"
   cp "$OUT/ssh/id_ed25519.pub" "$X/etc/ssh/authorized_keys/root"
+  printf '%s\n' 'SSH (this image trusts the test key in out/ssh of the machine that built it):' \
+    '  under make run, from that machine: ssh -i out/ssh/id_ed25519 -p 2222 root@127.0.0.1' \
+    '  on a network: ssh -i out/ssh/id_ed25519 root@\4' > "$X/etc/issue.d/40-clawos-ssh-command.issue"
 fi
-chmod 0644 "$X/etc/ssh/authorized_keys/root"
+chmod 0644 "$X/etc/ssh/authorized_keys/root" "$X/etc/issue.d/40-clawos-ssh-command.issue"
 
 # The release key's public half: systemd-pull accepts an update only with a
 # SHA256SUMS.gpg signature by it (specs/update/README.md).

@@ -16,3 +16,14 @@ root_refuses_writes() {
   ! touch /clawos-write-test 2>/dev/null
 }
 check "root: writing to / fails" root_refuses_writes
+
+# The console banner's SSH command is one that works from where the
+# operator is (scripts/stage-rootfs.sh): this test image trusts out/ssh's
+# key, and QEMU's user network is reached through make run's port 2222;
+# no bare `ssh root@<guest address>`, which the host cannot reach.
+banner_gives_a_working_ssh_command() {
+  cat /etc/issue /etc/issue.d/*.issue 2>/dev/null
+  grep -qx '  under make run, from that machine: ssh -i out/ssh/id_ed25519 -p 2222 root@127.0.0.1' \
+    /etc/issue.d/40-clawos-ssh-command.issue && ! grep -q 'ssh root@' /etc/issue
+}
+check "root: the console banner gives the SSH command that reaches this test image from the host" banner_gives_a_working_ssh_command
