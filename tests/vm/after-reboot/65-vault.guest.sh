@@ -18,7 +18,9 @@ security_agent_healthy() {
   clawctl ipc call security-agent health_check | jq -e ".status == \"ok\""
 }
 check "vault: the security agent reports healthy" security_agent_healthy
+# The boot's first start of the agent has the TPM unseal the key; a later
+# start in the same boot (the chaos checks kill it) takes the keyring's copy.
 unseal_time_logged() {
-  journalctl -b -u clawos-security-agent -o cat | grep -E "vault open: unsealed in [0-9]+ ms"
+  journalctl -b -u clawos-security-agent -o cat | grep -E "^vault open: " | head -n 1 | grep -E "^vault open: unsealed by the TPM in [0-9]+ ms$"
 }
-check "vault: the security agent logs how long the boot's unseal took" unseal_time_logged
+check "vault: the boot's first open was unsealed by the TPM, and the agent logs how long it took" unseal_time_logged

@@ -141,9 +141,10 @@ impl VaultService {
             .name("vault".into())
             .spawn(move || {
                 let mut host = VaultHost { settings, state: VaultState::Closed(ClosedReason::NotInitialized) };
+                let from_keyring = Vault::master_in_keyring(&host.settings.config).unwrap_or(false);
                 let started = Instant::now();
                 host.try_open();
-                host.log_state(started.elapsed());
+                host.log_state(started.elapsed(), from_keyring);
                 let _ = opened.send(host.degraded_reason());
                 for job in queue {
                     job(&mut host);
@@ -188,11 +189,16 @@ impl VaultService {
 }
 
 impl VaultHost {
-    /// Logs how the first open at start went; `took` is the unseal time
-    /// (TPM unseal and key checks) the boot tests report.
-    fn log_state(&self, took: Duration) {
+    /// Logs how the first open at start went and where the master key came
+    /// from; `took` is the open's time (a TPM unseal, or the kernel
+    /// keyring's copy for a restarted agent, and the key checks), which the
+    /// boot tests report for the boot's first start.
+    fn log_state(&self, took: Duration, from_keyring: bool) {
         match &self.state {
-            VaultState::Open(_) => tracing::info!("vault open: unsealed in {} ms", took.as_millis()),
+            VaultState::Open(_) if from_keyring => {
+                tracing::info!("vault open: master key from the kernel keyring in {} ms", took.as_millis())
+            }
+            VaultState::Open(_) => tracing::info!("vault open: unsealed by the TPM in {} ms", took.as_millis()),
             VaultState::Closed(ClosedReason::NotInitialized) => {
                 tracing::info!("no vault yet; waiting for `clawctl vault init`")
             }

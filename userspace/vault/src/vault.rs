@@ -345,6 +345,15 @@ impl Vault {
         }
     }
 
+    /// Whether this boot's kernel keyring holds the master key, so that
+    /// [`Vault::open`] takes it from there rather than from the TPM: what
+    /// the security agent reports of each open (a restarted agent finds the
+    /// key its first start unsealed).
+    pub fn master_in_keyring(config: &VaultConfig) -> Result<bool> {
+        let file = read_master_file(config)?;
+        Ok(KeyCache::new(config.keyring, &file.vault_id)?.get(&master_cache_name(file.generation)).is_some())
+    }
+
     /// Unlocks a passphrase vault (600,000 PBKDF2 rounds) and caches the
     /// master key in the kernel keyring for later [`Vault::open`]s.
     pub fn unlock_with_passphrase(config: VaultConfig, passphrase: &Passphrase) -> Result<Self> {

@@ -60,7 +60,9 @@ fn tpm_seal_unseal_round_trip() {
     let cfg = config(temp.path(), &tpm.tcti());
     let (mut vault, _) = tpm_vault(temp.path(), &tpm);
     assert_eq!(vault.set(&operator(), "openai-api-key", b"sk-one").unwrap(), 1);
+    assert!(Vault::master_in_keyring(&cfg).unwrap(), "an open vault's master key is in the keyring");
     vault.lock().unwrap();
+    assert!(!Vault::master_in_keyring(&cfg).unwrap(), "a locked vault's master key left the keyring");
 
     let status = Vault::status(&cfg).unwrap();
     assert_eq!(status.protection, Some(ProtectionKind::Tpm2 { pcrs: vec![4, 12], branches: 1 }));
@@ -70,6 +72,7 @@ fn tpm_seal_unseal_round_trip() {
     let mut vault = open(cfg.clone()).unwrap();
     assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-one");
     assert_eq!(Vault::status(&cfg).unwrap().state, SealState::Unsealed);
+    assert!(Vault::master_in_keyring(&cfg).unwrap(), "the TPM's unseal put the master key in the keyring");
     assert!(matches!(Vault::init(cfg, InitProtection::Tpm, &operator()), Err(VaultError::AlreadyInitialized { .. })));
 }
 
