@@ -345,10 +345,11 @@ update_boots() {
       before=\$(ls /efi/EFI/Linux); ! clawctl update rollback && [ \"\$(ls /efi/EFI/Linux)\" = \"\$before\" ]"
     # Someone at the boot menu (or renaming UKIs on the ESP) picks a version
     # whose TPM branch and keyslot were dropped: systemd-boot's one-shot
-    # entry does the same without a keyboard.
+    # entry does the same without a keyboard. (The variable is read through
+    # cat: efivarfs files cannot seek, which tail -c +5 on the file tries.)
     check "update: $UPDATE_V3 is picked by hand for the next boot (systemd-boot's one-shot entry)" vm_ssh "
       bootctl set-oneshot clawos_$UPDATE_V3.efi &&
-      [ \"\$(tail -c +5 /sys/firmware/efi/efivars/LoaderEntryOneShot-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f | tr -d '\\0')\" = clawos_$UPDATE_V3.efi ]"
+      [ \"\$(cat /sys/firmware/efi/efivars/LoaderEntryOneShot-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f | tail -c +5 | tr -d '\\0')\" = clawos_$UPDATE_V3.efi ]"
     vm_poweroff
   else
     FAILED=$((FAILED + 1)); echo "  FAIL boot U7 (back on $UPDATE_V2)"
