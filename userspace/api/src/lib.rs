@@ -32,15 +32,9 @@ pub mod ebpf_agent;
 pub mod fs_engine;
 pub mod observability;
 pub mod router;
+pub mod scheduler;
 pub mod security_agent;
 pub mod wasm_daemon;
-
-/// scheduler answers only the methods every component answers ([`common`]).
-pub mod scheduler {
-    service! {
-        component: Some(clawos_ipc::ComponentId::Scheduler);
-    }
-}
 
 use std::time::Duration;
 

@@ -13,6 +13,7 @@ mod identity;
 mod ipc;
 mod memory;
 mod policy;
+mod schedule;
 mod secret;
 mod shown;
 mod status;
@@ -83,6 +84,9 @@ enum Command {
     /// boot's health gate).
     #[command(subcommand)]
     Update(update::UpdateCommand),
+    /// The agents' jobs: list, show, run, pause, resume, add, rm.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
 }
 
 fn main() -> ExitCode {
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
             Command::Fs(command) => fs::run(command).await,
             Command::Search(args) => memory::search(args).await,
             Command::Update(command) => update::run(command).await,
+            Command::Schedule(command) => schedule::run(command).await,
         }
     });
     match outcome {

@@ -1,18 +1,613 @@
-//! `clawos-scheduler`: Task scheduler.
+//! `clawos-scheduler`: fires the agents' jobs (`specs/scheduler/README.md`).
 //!
-//! For now the daemon only does what every component does through
-//! `clawos-runtime` (hello, heartbeats, `ping`/`health_check`,
-//! `get_metrics`); its own methods arrive with its own issue. Owns nothing
-//! else yet.
+//! Why a component of its own: it is the one thing that acts when nobody
+//! types, so it holds no permission an agent would not have. It reads each
+//! agent's `cron/jobs.toml` and nothing else of /clawfs, starts every run as
+//! a turn through agent-loop (the agent's own limits, autonomy and
+//! approvals apply) and writes the daily log line through fs-engine as the
+//! agent. What a crash costs: nothing is run twice (each slot is claimed in
+//! its database before its turn starts); a run that was starting is ended
+//! `failed` at the next start, one whose turn runs is followed again, and
+//! slots that passed meanwhile follow their job's missed-run policy.
+//!
+//! Owns: the scheduler's methods (`clawos_api::scheduler`), the pass that
+//! reads the files and fires what is due, following each run's turn, and
+//! `task_completed`/`task_failed`. The rules themselves (the file, slots,
+//! claims) are the library's.
 
-use clawos_ipc::ComponentId;
-use clawos_runtime::Component;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// The component's own state; empty until it has methods of its own.
-struct Daemon;
+use clawos_api::agent_loop::{self, ChatSend, TurnRef, TurnStatus};
+use clawos_api::fs_engine::{self, WriteFile};
+use clawos_api::scheduler::{self, JobDetails, JobRef, JobRun, JobsFileError, ScheduleQuery, ScheduledJob, Schedules};
+use clawos_api::Call;
+use clawos_ipc::client::{ClientOptions, IpcClient};
+use clawos_ipc::server::MethodError;
+use clawos_ipc::{ComponentId, ErrorCode, Object, Request};
+use clawos_runtime::{Component, Runtime};
+use clawos_schedule::jobs::{self, FileError, Job};
+use clawos_schedule::slots::{self, Due};
+use clawos_schedule::store::{self, JobRow, Run, Status, Store};
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+use serde::Deserialize;
 
-impl Component for Daemon {}
+/// `[component]` of `/etc/clawos/scheduler.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Where ClawFS is mounted. Default `/clawfs`.
+    #[serde(default = "default_root")]
+    clawfs_root: PathBuf,
+    /// The database. Default `/var/lib/clawos/scheduler/schedule.db`.
+    #[serde(default = "default_db")]
+    database: PathBuf,
+    /// The longest wait between passes, seconds. Default 15.
+    #[serde(default = "default_pass")]
+    pass_seconds: u64,
+    /// How long to wait for a synchronised clock before firing anyway,
+    /// seconds. Default 120.
+    #[serde(default = "default_clock_wait")]
+    clock_wait_seconds: u64,
+}
+
+fn default_root() -> PathBuf {
+    PathBuf::from("/clawfs")
+}
+fn default_db() -> PathBuf {
+    PathBuf::from("/var/lib/clawos/scheduler/schedule.db")
+}
+fn default_pass() -> u64 {
+    15
+}
+fn default_clock_wait() -> u64 {
+    120
+}
+
+/// systemd-timesyncd makes this once it has synchronised the clock.
+const CLOCK_SYNCHRONISED: &str = "/run/systemd/timesync/synchronized";
+/// How often a run's turn is asked whether it ended.
+const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+/// The runs `schedule_show` lists.
+const SHOWN_RUNS: u32 = 50;
+/// How much of an answer a run keeps and logs, characters.
+const ANSWER_KEPT: usize = 200;
+
+/// One agent's jobs file as last read.
+struct AgentFile {
+    /// Its text (empty: no file).
+    text: String,
+    /// The jobs of the last text that parsed.
+    jobs: Vec<Job>,
+    /// Why the current text does not parse.
+    error: Option<FileError>,
+}
+
+struct Shared {
+    runtime: Runtime,
+    config: Config,
+    local: TimeZone,
+    store: Mutex<Store>,
+    files: Mutex<BTreeMap<String, AgentFile>>,
+    clock_trusted: AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn eio(error: impl std::fmt::Display) -> MethodError {
+    MethodError::new(ErrorCode::Eio, error.to_string())
+}
+
+fn rfc3339(at: Timestamp) -> String {
+    at.round(jiff::Unit::Second).unwrap_or(at).to_string()
+}
+
+fn shown_run(run: Run) -> JobRun {
+    JobRun {
+        agent: run.agent,
+        job: run.job,
+        fire_id: run.fire_id,
+        slot: rfc3339(run.slot),
+        manual: run.manual,
+        started_at: rfc3339(run.started),
+        ended_at: run.ended.map(rfc3339),
+        status: run.status.as_str().to_owned(),
+        turn_id: run.turn_id,
+        session_id: run.session_id,
+        message: run.message,
+    }
+}
+
+/// The first `n` characters of `text`, on one line.
+fn clip(text: &str, n: usize) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(n) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+impl Shared {
+    /// Re-reads every agent's jobs file that changed.
+    fn read_files(&self, now: Timestamp) {
+        let agents_dir = self.config.clawfs_root.join("agents");
+        let agents: Vec<String> = match std::fs::read_dir(&agents_dir) {
+            Ok(entries) => entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|name| !name.starts_with('.'))
+                .collect(),
+            Err(e) => return tracing::error!("listing {}: {e}", agents_dir.display()),
+        };
+        let mut files = lock(&self.files);
+        let mut store = lock(&self.store);
+        for gone in files.keys().filter(|a| !agents.contains(a)).cloned().collect::<Vec<_>>() {
+            files.remove(&gone);
+            if let Err(e) = store.sync(&gone, "", &[], now) {
+                tracing::error!(agent = gone, "forgetting the jobs of a removed agent: {e}");
+            }
+        }
+        for agent in agents {
+            let path = agents_dir.join(&agent).join(jobs::JOBS_FILE);
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => {
+                    tracing::warn!(agent, "reading {}: {e}", path.display());
+                    continue;
+                }
+            };
+            if files.get(&agent).is_some_and(|file| file.text == text) {
+                continue;
+            }
+            let previous = match files.remove(&agent) {
+                Some(file) => file.jobs,
+                // First read since start: the last text that parsed.
+                None => store
+                    .last_good(&agent)
+                    .ok()
+                    .flatten()
+                    .and_then(|good| jobs::parse(&good, &self.local).ok())
+                    .unwrap_or_default(),
+            };
+            let file = match jobs::parse(&text, &self.local) {
+                Ok(parsed) => {
+                    let shown: Vec<(String, String)> =
+                        parsed.iter().map(|job| (job.name.clone(), job.schedule.to_string())).collect();
+                    match store.sync(&agent, &text, &shown, now) {
+                        Ok(()) => {
+                            tracing::info!(agent, jobs = parsed.len(), "read {}", jobs::JOBS_FILE);
+                            AgentFile { text, jobs: parsed, error: None }
+                        }
+                        Err(e) => {
+                            tracing::error!(agent, "recording the jobs: {e}");
+                            AgentFile { text: String::new(), jobs: previous, error: None }
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(agent, "{error}; its previous jobs keep running");
+                    AgentFile { text, jobs: previous, error: Some(error) }
+                }
+            };
+            files.insert(agent, file);
+        }
+    }
+
+    /// One pass: reads the files, fires what is due, records what was
+    /// missed. Returns the earliest next slot.
+    fn pass(self: &Arc<Self>) -> Option<Timestamp> {
+        let now = Timestamp::now();
+        self.read_files(now);
+        let jobs: Vec<(String, Job)> = lock(&self.files)
+            .iter()
+            .flat_map(|(agent, file)| file.jobs.iter().map(move |job| (agent.clone(), job.clone())))
+            .collect();
+        let mut earliest: Option<Timestamp> = None;
+        for (agent, job) in jobs {
+            match self.step(&agent, &job, now) {
+                Ok(Some(next)) => earliest = Some(earliest.map_or(next, |e| e.min(next))),
+                Ok(None) => {}
+                Err(e) => tracing::error!(agent, job = job.name, "{e}"),
+            }
+        }
+        earliest
+    }
+
+    /// Does what is due for one job; returns its next slot.
+    fn step(self: &Arc<Self>, agent: &str, job: &Job, now: Timestamp) -> Result<Option<Timestamp>, store::Error> {
+        let mut store = lock(&self.store);
+        let Some(row) = store.job(agent, &job.name)? else { return Ok(None) };
+        if row.paused {
+            return Ok(None);
+        }
+        match slots::decide(job, row.first_seen, row.last_slot, now) {
+            Due::Wait(next) => Ok(next),
+            Due::Missed { latest, count } => {
+                let message = format!(
+                    "{count} slot(s) passed more than {} late, the latest {}; missed = \"skip\"",
+                    format_grace(job.grace),
+                    rfc3339(latest)
+                );
+                if store.record_unrun(agent, &job.name, latest, Status::Missed, &message, now)? {
+                    tracing::info!(agent, job = job.name, "{message}");
+                }
+                Ok(None)
+            }
+            Due::Fire { slot, earlier, late } => {
+                if store.running(agent, &job.name)? {
+                    let message = "not started: the job's previous run is still running";
+                    store.record_unrun(agent, &job.name, slot, Status::Skipped, message, now)?;
+                    return Ok(None);
+                }
+                if let Some(fire_id) = store.claim(agent, &job.name, slot, false, now)? {
+                    let mut why = Vec::new();
+                    if earlier > 0 {
+                        why.push(format!("{earlier} earlier slot(s) folded into this run"));
+                    }
+                    if late {
+                        why.push("run late: missed = \"once\"".to_owned());
+                    }
+                    self.start_run(agent, job, &row, fire_id, slot, why.join("; "));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Starts the turn of a claimed run and follows it, in a task of its own.
+    fn start_run(
+        self: &Arc<Self>,
+        agent: &str,
+        job: &Job,
+        row: &JobRow,
+        fire_id: String,
+        slot: Timestamp,
+        note: String,
+    ) {
+        let shared = Arc::clone(self);
+        let params = ChatSend {
+            agent: agent.to_owned(),
+            session_id: job.session.clone().or_else(|| row.session_id.clone()),
+            message: format!("[scheduled job {}, due {}]\n{}", job.name, rfc3339(slot), job.prompt),
+            hint: None,
+        };
+        tracing::info!(agent, job = job.name, fire_id, slot = %rfc3339(slot), "firing");
+        tokio::spawn(async move {
+            let started = match connect(ComponentId::AgentLoop).await {
+                Ok(client) => {
+                    let answer = agent_loop::Client::new(&client).chat_send(&params).await;
+                    client.goodbye().await;
+                    answer.map_err(|e| format!("agent-loop did not start the turn: {e}"))
+                }
+                Err(e) => Err(e),
+            };
+            match started {
+                Ok(turn) => {
+                    if let Err(e) = lock(&shared.store).started_turn(&fire_id, &turn.turn_id, &turn.session_id) {
+                        tracing::error!(fire_id, "recording the turn: {e}");
+                    }
+                    shared.follow(fire_id, turn.turn_id, note).await;
+                }
+                Err(message) => shared.finish(&fire_id, Status::Failed, &message).await,
+            }
+        });
+    }
+
+    /// Follows a run's turn until it ends, then finishes the run.
+    async fn follow(&self, fire_id: String, turn_id: String, note: String) {
+        let outcome = loop {
+            tokio::time::sleep(FOLLOW_EVERY).await;
+            let client = match connect(ComponentId::AgentLoop).await {
+                Ok(client) => client,
+                Err(e) => {
+                    tracing::warn!(fire_id, "{e}; trying again");
+                    continue;
+                }
+            };
+            let answer = agent_loop::Client::new(&client).turn_result(&TurnRef { turn_id: turn_id.clone() }).await;
+            client.goodbye().await;
+            match answer {
+                Ok(outcome) if outcome.status == TurnStatus::Running => continue,
+                Ok(outcome) => break Ok(outcome),
+                Err(e) => break Err(format!("agent-loop no longer knows turn {turn_id}: {e}")),
+            }
+        };
+        let (status, message) = match outcome {
+            Ok(outcome) => {
+                let said = match outcome.status {
+                    TurnStatus::Done => clip(&outcome.answer, ANSWER_KEPT),
+                    _ => outcome.message.unwrap_or_default(),
+                };
+                let status = match outcome.status {
+                    TurnStatus::Done => Status::Ok,
+                    TurnStatus::Waiting => Status::Waiting,
+                    _ => Status::Failed,
+                };
+                (status, said)
+            }
+            Err(message) => (Status::Failed, message),
+        };
+        let message = if note.is_empty() { message } else { format!("{message} ({note})") };
+        self.finish(&fire_id, status, &message).await;
+    }
+
+    /// Ends a run: its row, its line in the agent's daily log, its event.
+    async fn finish(&self, fire_id: &str, status: Status, message: &str) {
+        let now = Timestamp::now();
+        let run = {
+            let store = lock(&self.store);
+            if let Err(e) = store.end(fire_id, status, message, now) {
+                tracing::error!(fire_id, "recording the end of the run: {e}");
+            }
+            store.run(fire_id)
+        };
+        let run = match run {
+            Ok(Some(run)) => shown_run(run),
+            Ok(None) => return tracing::error!(fire_id, "the run is gone"),
+            Err(e) => return tracing::error!(fire_id, "reading the run: {e}"),
+        };
+        tracing::info!(agent = run.agent, job = run.job, fire_id, status = run.status, "run ended");
+        let utc = now.to_zoned(TimeZone::UTC);
+        let line = format!(
+            "- {} job {}: {} (fire {}): {}\n",
+            utc.strftime("%H:%M:%S"),
+            run.job,
+            run.status,
+            &run.fire_id[..12],
+            clip(message, ANSWER_KEPT)
+        );
+        let log = WriteFile {
+            path: format!("logs/{}.md", utc.strftime("%Y-%m-%d")),
+            agent: Some(run.agent.clone()),
+            content: Some(line),
+            append: true,
+            create_dirs: true,
+            ..WriteFile::default()
+        };
+        match connect(ComponentId::FsEngine).await {
+            Ok(client) => {
+                if let Err(e) = fs_engine::Client::new(&client).write_file(&log).await {
+                    tracing::warn!(agent = run.agent, "the daily log line: {e}");
+                }
+                client.goodbye().await;
+            }
+            Err(e) => tracing::warn!(agent = run.agent, "the daily log line: {e}"),
+        }
+        let event = if status == Status::Ok { scheduler::TASK_COMPLETED } else { scheduler::TASK_FAILED };
+        match serde_json::to_value(&run) {
+            Ok(serde_json::Value::Object(data)) => self.runtime.publish(event, data),
+            _ => tracing::error!(fire_id, "the run does not encode"),
+        }
+    }
+
+    /// At start: runs a stop cut off. One that had started its turn is
+    /// followed again; one that had not is ended, never run again.
+    fn resume_unfinished(self: &Arc<Self>) {
+        let unfinished = match lock(&self.store).unfinished() {
+            Ok(runs) => runs,
+            Err(e) => return tracing::error!("reading unfinished runs: {e}"),
+        };
+        for run in unfinished {
+            let shared = Arc::clone(self);
+            tokio::spawn(async move {
+                match run.turn_id {
+                    Some(turn_id) => shared.follow(run.fire_id, turn_id, String::new()).await,
+                    None => {
+                        let message = "the scheduler stopped before the turn started; the slot is not run again";
+                        shared.finish(&run.fire_id, Status::Failed, message).await;
+                    }
+                }
+            });
+        }
+    }
+
+    /// Waits for systemd-timesyncd's word, at most `clock_wait_seconds`.
+    async fn wait_for_clock(&self) {
+        let until = Instant::now() + Duration::from_secs(self.config.clock_wait_seconds);
+        while !Path::new(CLOCK_SYNCHRONISED).exists() {
+            if Instant::now() >= until {
+                tracing::warn!(
+                    "the clock is not synchronised after {} s; firing jobs by it anyway",
+                    self.config.clock_wait_seconds
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        self.clock_trusted.store(true, Ordering::SeqCst);
+    }
+
+    /// A job of the files, with its row.
+    fn find(&self, r: &JobRef) -> Result<(Job, JobRow), MethodError> {
+        let not_found = || {
+            MethodError::new(
+                ErrorCode::Enoent,
+                format!("agent `{}` has no job `{}` in {}", r.agent, r.job, jobs::JOBS_FILE),
+            )
+        };
+        let job = lock(&self.files)
+            .get(&r.agent)
+            .and_then(|file| file.jobs.iter().find(|job| job.name == r.job).cloned())
+            .ok_or_else(not_found)?;
+        let row = lock(&self.store).job(&r.agent, &r.job).map_err(eio)?.ok_or_else(not_found)?;
+        Ok((job, row))
+    }
+
+    fn shown_job(&self, job: &Job, row: JobRow, now: Timestamp) -> Result<ScheduledJob, MethodError> {
+        let next_fire = match (row.paused, slots::decide(job, row.first_seen, row.last_slot, now)) {
+            (true, _) => None,
+            (false, Due::Wait(next)) => next,
+            (false, Due::Fire { slot, .. }) => Some(slot),
+            (false, Due::Missed { .. }) => slots::next_after(&job.schedule, row.first_seen, now),
+        };
+        let last_run = lock(&self.store).last_run(&row.agent, &row.name).map_err(eio)?.map(shown_run);
+        Ok(ScheduledJob {
+            agent: row.agent,
+            job: row.name,
+            kind: job.schedule.kind().to_owned(),
+            schedule: job.schedule.to_string(),
+            missed: job.missed.as_str().to_owned(),
+            next_fire: next_fire.map(rfc3339),
+            paused: row.paused,
+            session_id: job.session.clone().or(row.session_id),
+            last_run,
+        })
+    }
+}
+
+fn format_grace(grace: Duration) -> String {
+    format!("{:#}", jiff::SignedDuration::try_from(grace).unwrap_or(jiff::SignedDuration::MAX))
+}
+
+async fn connect(peer: ComponentId) -> Result<IpcClient, String> {
+    IpcClient::connect(peer, ClientOptions::new(ComponentId::Scheduler.into()))
+        .await
+        .map(|(client, _events)| client)
+        .map_err(|e| format!("connecting to {peer}: {e}"))
+}
+
+struct Daemon {
+    shared: Arc<Shared>,
+}
+
+impl scheduler::Service for Daemon {
+    async fn schedule_list(&self, _call: &Call, p: ScheduleQuery) -> Result<Schedules, MethodError> {
+        let shared = &self.shared;
+        let now = Timestamp::now();
+        let (pairs, file_errors) = {
+            let files = lock(&shared.files);
+            let wanted = |agent: &String| p.agent.as_ref().is_none_or(|only| only == agent);
+            let pairs: Vec<(String, Job)> = files
+                .iter()
+                .filter(|(agent, _)| wanted(agent))
+                .flat_map(|(agent, file)| file.jobs.iter().map(move |job| (agent.clone(), job.clone())))
+                .collect();
+            let errors = files
+                .iter()
+                .filter(|(agent, _)| wanted(agent))
+                .filter_map(|(agent, file)| {
+                    file.error.as_ref().map(|e| JobsFileError {
+                        agent: agent.clone(),
+                        line: e.line.map(|l| l as u64),
+                        reason: e.reason.clone(),
+                    })
+                })
+                .collect();
+            (pairs, errors)
+        };
+        let mut jobs = Vec::new();
+        for (agent, job) in pairs {
+            let row = lock(&shared.store).job(&agent, &job.name).map_err(eio)?;
+            if let Some(row) = row {
+                jobs.push(shared.shown_job(&job, row, now)?);
+            }
+        }
+        Ok(Schedules { waiting_for_clock: !shared.clock_trusted.load(Ordering::SeqCst), jobs, file_errors })
+    }
+
+    async fn schedule_show(&self, _call: &Call, p: JobRef) -> Result<JobDetails, MethodError> {
+        let (job, row) = self.shared.find(&p)?;
+        let runs = lock(&self.shared.store).runs(&p.agent, &p.job, SHOWN_RUNS).map_err(eio)?;
+        Ok(JobDetails {
+            prompt: job.prompt.clone(),
+            job: self.shared.shown_job(&job, row, Timestamp::now())?,
+            runs: runs.into_iter().map(shown_run).collect(),
+        })
+    }
+
+    async fn schedule_run(&self, _call: &Call, p: JobRef) -> Result<JobRun, MethodError> {
+        let (job, row) = self.shared.find(&p)?;
+        let now = Timestamp::now();
+        let fire_id = {
+            let mut store = lock(&self.shared.store);
+            if store.running(&p.agent, &p.job).map_err(eio)? {
+                return Err(MethodError::new(
+                    ErrorCode::Eagain,
+                    format!("job `{}`'s previous run is still running", p.job),
+                ));
+            }
+            store.claim(&p.agent, &p.job, now, true, now).map_err(eio)?
+        };
+        let fire_id =
+            fire_id.ok_or_else(|| MethodError::new(ErrorCode::Eagain, "fired by hand this millisecond already"))?;
+        self.shared.start_run(&p.agent, &job, &row, fire_id.clone(), now, "run by hand".to_owned());
+        let run = lock(&self.shared.store).run(&fire_id).map_err(eio)?;
+        run.map(shown_run).ok_or_else(|| eio("the run just claimed is gone"))
+    }
+
+    async fn schedule_pause(&self, _call: &Call, p: JobRef) -> Result<ScheduledJob, MethodError> {
+        self.set_paused(p, true)
+    }
+
+    async fn schedule_resume(&self, _call: &Call, p: JobRef) -> Result<ScheduledJob, MethodError> {
+        self.set_paused(p, false)
+    }
+}
+
+impl Daemon {
+    fn set_paused(&self, p: JobRef, paused: bool) -> Result<ScheduledJob, MethodError> {
+        let (job, _) = self.shared.find(&p)?;
+        let now = Timestamp::now();
+        lock(&self.shared.store).set_paused(&p.agent, &p.job, paused, now).map_err(eio)?;
+        tracing::info!(agent = p.agent, job = p.job, paused, "the operator paused or resumed a job");
+        self.shared.wake.notify_one();
+        let (_, row) = self.shared.find(&p)?;
+        self.shared.shown_job(&job, row, now)
+    }
+}
+
+impl Component for Daemon {
+    async fn handle_request(&self, call: &Call, request: Request) -> Option<Result<Object, MethodError>> {
+        scheduler::dispatch(self, call, request).await
+    }
+}
+
+/// The scheduler's loop: the clock first, then the runs a stop cut off,
+/// then a pass at each next slot and at least every `pass_seconds`.
+async fn run(shared: Arc<Shared>) {
+    shared.wait_for_clock().await;
+    shared.resume_unfinished();
+    let longest = Duration::from_secs(shared.config.pass_seconds.max(1));
+    loop {
+        let next = shared.pass();
+        let wait = next
+            .map(|at| at.duration_since(Timestamp::now()))
+            .and_then(|d| Duration::try_from(d).ok())
+            .map_or(longest, |d| d.min(longest));
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shared.wake.notified() => {}
+        }
+    }
+}
+
+fn build(runtime: &Runtime) -> Result<Daemon, String> {
+    let config: Config =
+        runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
+    let store = Store::open(&config.database).map_err(|e| format!("{}: {e}", config.database.display()))?;
+    let shared = Arc::new(Shared {
+        runtime: runtime.clone(),
+        config,
+        local: TimeZone::try_system().unwrap_or(TimeZone::UTC),
+        store: Mutex::new(store),
+        files: Mutex::new(BTreeMap::new()),
+        clock_trusted: AtomicBool::new(false),
+        wake: tokio::sync::Notify::new(),
+    });
+    // The files are read at once, so the methods show the jobs while the
+    // clock is awaited.
+    shared.read_files(Timestamp::now());
+    tokio::spawn(run(Arc::clone(&shared)));
+    Ok(Daemon { shared })
+}
 
 fn main() -> std::process::ExitCode {
-    clawos_runtime::main(ComponentId::Scheduler, env!("CARGO_PKG_VERSION"), |_runtime| Ok(Daemon))
+    clawos_runtime::main(ComponentId::Scheduler, env!("CARGO_PKG_VERSION"), build)
 }
