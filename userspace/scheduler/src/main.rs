@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clawos_api::agent_loop::{self, ChatSend, TurnRef, TurnStatus};
 use clawos_api::fs_engine::{self, WriteFile};
@@ -49,8 +49,8 @@ struct Config {
     /// The longest wait between passes, seconds. Default 15.
     #[serde(default = "default_pass")]
     pass_seconds: u64,
-    /// How long to wait for a synchronised clock before firing anyway,
-    /// seconds. Default 120.
+    /// How long after boot to wait for a synchronised clock before firing
+    /// anyway, seconds. Default 120.
     #[serde(default = "default_clock_wait")]
     clock_wait_seconds: u64,
 }
@@ -408,18 +408,22 @@ impl Shared {
         }
     }
 
-    /// Waits for systemd-timesyncd's word, at most `clock_wait_seconds`.
+    /// Waits for systemd-timesyncd's word, until `clock_wait_seconds` after
+    /// the box booted (not after this start: a restart later in the boot
+    /// does not wait again).
     async fn wait_for_clock(&self) {
-        let until = Instant::now() + Duration::from_secs(self.config.clock_wait_seconds);
+        let wait = Duration::from_secs(self.config.clock_wait_seconds);
         while !Path::new(CLOCK_SYNCHRONISED).exists() {
-            if Instant::now() >= until {
-                tracing::warn!(
-                    "the clock is not synchronised after {} s; firing jobs by it anyway",
-                    self.config.clock_wait_seconds
-                );
-                break;
+            match since_boot() {
+                Some(up) if up < wait => tokio::time::sleep(Duration::from_secs(1)).await,
+                _ => {
+                    tracing::warn!(
+                        "the clock is not synchronised {} s after boot; firing jobs by it anyway",
+                        self.config.clock_wait_seconds
+                    );
+                    break;
+                }
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         self.clock_trusted.store(true, Ordering::SeqCst);
     }
@@ -460,6 +464,12 @@ impl Shared {
             last_run,
         })
     }
+}
+
+/// How long the box has been up (`/proc/uptime`).
+fn since_boot() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    Duration::try_from_secs_f64(text.split_whitespace().next()?.parse().ok()?).ok()
 }
 
 fn format_grace(grace: Duration) -> String {
