@@ -17,7 +17,21 @@ service! {
     fn schedule_pause(JobRef) -> ScheduledJob { timeout_ms: 5000, errors: [Enoent, Eio] }
     /// Resumes a paused job from now: the slots it missed are not replayed.
     fn schedule_resume(JobRef) -> ScheduledJob { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// Raises a notification about an agent (agent-loop for the agent's
+    /// `notify` tool); stored and published as [`NOTIFICATION`].
+    fn notify(NewNotification) -> Notification { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// Notifications, newest first (unread ones unless `all`).
+    fn notification_list(NotificationQuery) -> Notifications { timeout_ms: 5000, errors: [Eio] }
+    /// Marks a notification read.
+    fn notification_read(NotificationRef) -> Notification { timeout_ms: 5000, errors: [Enoent, Eio] }
 }
+
+/// Published when a notification is raised: a [`Notification`].
+pub const NOTIFICATION: &str = "notification";
+/// The longest notification title, characters.
+pub const MAX_TITLE: usize = 200;
+/// The longest notification body, bytes.
+pub const MAX_BODY: usize = 4096;
 
 /// Published when a run's turn answered: a [`JobRun`].
 pub const TASK_COMPLETED: &str = "task_completed";
@@ -135,4 +149,73 @@ pub struct JobsFileError {
     pub line: Option<u64>,
     /// What is wrong.
     pub reason: String,
+}
+
+/// `notify` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewNotification {
+    /// The agent it is about.
+    pub agent: String,
+    /// One line, at most [`MAX_TITLE`] characters.
+    pub title: String,
+    /// The text, at most [`MAX_BODY`] bytes.
+    #[serde(default)]
+    pub body: String,
+    /// `info` (the default), `warning` or `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+}
+
+/// `notification_list` params.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationQuery {
+    /// Only this agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Read ones too.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// Params naming one notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationRef {
+    /// Its number.
+    pub id: i64,
+}
+
+/// `notification_list` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Notifications {
+    /// Newest first, at most 200.
+    pub notifications: Vec<Notification>,
+}
+
+/// One notification, and the data of [`NOTIFICATION`]: a stable shape the
+/// console and the channels deliver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Notification {
+    /// Its number, rising.
+    pub id: i64,
+    /// The agent it is about.
+    pub agent: String,
+    /// What raised it: `job:<name>`, `heartbeat`, or `agent` (its `notify` tool).
+    pub source: String,
+    /// `info`, `warning` or `error`.
+    pub level: String,
+    /// One line.
+    pub title: String,
+    /// The text (written by a model or a job's run: shown escaped).
+    pub body: String,
+    /// The run that raised it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fire_id: Option<String>,
+    /// When it was raised (RFC 3339).
+    pub created_at: String,
+    /// When it was marked read (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_at: Option<String>,
 }

@@ -87,6 +87,8 @@ enum Command {
     /// The agents' jobs: list, show, run, pause, resume, add, rm.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Notifications raised by jobs, heartbeats and agents (--read ID marks one read).
+    Notifications(schedule::NotificationsArgs),
 }
 
 fn main() -> ExitCode {
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
             Command::Search(args) => memory::search(args).await,
             Command::Update(command) => update::run(command).await,
             Command::Schedule(command) => schedule::run(command).await,
+            Command::Notifications(args) => schedule::notifications(args).await,
         }
     });
     match outcome {

@@ -2,16 +2,20 @@
 //! `show`, `run`, `pause` and `resume` ask the scheduler; `add` and `rm` edit
 //! the agent's `cron/jobs.toml` (the jobs' source of truth) through
 //! fs-engine as the operator, keeping the file's comments, and check the
-//! result with the scheduler's own parser before writing it.
+//! result with the scheduler's own parser before writing it. `clawctl
+//! notifications` lists and marks read what jobs, heartbeats and agents raised.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use clawos_api::fs_engine::{self, ReadFile, WriteFile};
-use clawos_api::scheduler::{self, JobDetails, JobRef, JobRun, ScheduleQuery, ScheduledJob};
+use clawos_api::scheduler::{
+    self, JobDetails, JobRef, JobRun, Notification, NotificationQuery, NotificationRef, ScheduleQuery, ScheduledJob,
+};
 use clawos_ipc::{ComponentId, ErrorCode};
 use clawos_schedule::jobs;
+use jiff::tz::TimeZone;
 
 use crate::shown::Line;
 
@@ -91,6 +95,9 @@ pub struct AddArgs {
     /// How late a slot may be reached and still be on time (default 5m).
     #[arg(long)]
     grace: Option<String>,
+    /// When a run raises a notification: always, on_failure (default), on_success, never.
+    #[arg(long)]
+    notify: Option<String>,
 }
 
 fn print_run(run: &JobRun) {
@@ -188,10 +195,14 @@ async fn read_jobs(fs: &fs_engine::Client<'_>, agent: &str) -> anyhow::Result<St
     }
 }
 
-/// Writes `text` as the agent's jobs file once the scheduler's parser takes it.
-async fn write_jobs(fs: &fs_engine::Client<'_>, agent: &str, text: String) -> anyhow::Result<()> {
-    jobs::parse(&text, &jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC))
-        .map_err(|e| anyhow::anyhow!("{e}; nothing written"))?;
+/// Reads the agent's jobs file, changes it with `change` (which checks
+/// the result with the scheduler's parser) and writes it back.
+async fn edit(agent: &str, change: impl FnOnce(&str, &TimeZone) -> Result<String, String>) -> anyhow::Result<()> {
+    let (client, _events) = crate::ipc::connect(ComponentId::FsEngine).await.context("cannot reach fs-engine")?;
+    let fs = fs_engine::Client::new(&client);
+    let text = read_jobs(&fs, agent).await?;
+    let local = TimeZone::try_system().unwrap_or(TimeZone::UTC);
+    let text = change(&text, &local).map_err(|e| anyhow::anyhow!("agent `{agent}`: {e}; nothing written"))?;
     let write = WriteFile {
         path: jobs_path(agent),
         agent: None,
@@ -200,29 +211,11 @@ async fn write_jobs(fs: &fs_engine::Client<'_>, agent: &str, text: String) -> an
         ..WriteFile::default()
     };
     fs.write_file(&write).await?;
-    Ok(())
-}
-
-async fn edit(
-    agent: &str,
-    change: impl FnOnce(&mut toml_edit::DocumentMut) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let (client, _events) = crate::ipc::connect(ComponentId::FsEngine).await.context("cannot reach fs-engine")?;
-    let fs = fs_engine::Client::new(&client);
-    let text = read_jobs(&fs, agent).await?;
-    let mut document: toml_edit::DocumentMut =
-        text.parse().map_err(|e| anyhow::anyhow!("{}: {e}; fix it first", jobs::JOBS_FILE))?;
-    change(&mut document)?;
-    write_jobs(&fs, agent, document.to_string()).await?;
     client.goodbye().await;
     Ok(())
 }
 
 async fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
-    if !jobs::valid_name(&args.job) {
-        anyhow::bail!("`{}` is not a job name: 1-64 of a-z, 0-9, - and _", args.job);
-    }
-    let mut table = toml_edit::Table::new();
     let fields = [
         ("cron", &args.cron),
         ("at", &args.at),
@@ -233,37 +226,65 @@ async fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
         ("session", &args.session),
         ("missed", &args.missed),
         ("grace", &args.grace),
+        ("notify", &args.notify),
     ];
-    for (key, value) in fields {
-        if let Some(value) = value {
-            table.insert(key, toml_edit::value(value.as_str()));
-        }
-    }
-    let job = args.job.clone();
-    edit(&args.agent, |document| {
-        let jobs = document.entry("jobs").or_insert_with(|| {
-            let mut jobs = toml_edit::Table::new();
-            jobs.set_implicit(true);
-            toml_edit::Item::Table(jobs)
-        });
-        let jobs = jobs.as_table_mut().context("`jobs` in cron/jobs.toml is not a table")?;
-        if jobs.contains_key(&job) {
-            anyhow::bail!("agent `{}` already has a job `{job}`; `clawctl schedule rm` it first", args.agent);
-        }
-        jobs.insert(&job, toml_edit::Item::Table(table));
-        Ok(())
-    })
-    .await?;
+    let fields: Vec<(&str, &str)> = fields.iter().filter_map(|(k, v)| Some((*k, v.as_deref()?))).collect();
+    edit(&args.agent, |text, local| jobs::with_job_added(text, &args.job, &fields, local)).await?;
     println!("added {}/{} to {}; the scheduler reads it within its pass", args.agent, args.job, jobs::JOBS_FILE);
     Ok(ExitCode::SUCCESS)
 }
 
 async fn remove(agent: &str, job: &str) -> anyhow::Result<ExitCode> {
-    edit(agent, |document| {
-        let removed = document.get_mut("jobs").and_then(|jobs| jobs.as_table_mut()).and_then(|jobs| jobs.remove(job));
-        removed.map(|_| ()).with_context(|| format!("agent `{agent}` has no job `{job}` in {}", jobs::JOBS_FILE))
-    })
-    .await?;
+    edit(agent, |text, local| jobs::with_job_removed(text, job, local)).await?;
     println!("removed {agent}/{job} from {}", jobs::JOBS_FILE);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct NotificationsArgs {
+    /// Only this agent's.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Read ones too.
+    #[arg(long)]
+    all: bool,
+    /// Mark this one read.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["agent", "all"])]
+    read: Option<i64>,
+    /// Print them as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn print_notification(n: &Notification) {
+    let read = if n.read_at.is_some() { "" } else { " (unread)" };
+    println!("#{} {} {} {} [{}]{read}: {}", n.id, n.created_at, n.level, n.agent, n.source, Line(&n.title));
+    for line in n.body.lines() {
+        println!("    {}", Line(line));
+    }
+}
+
+/// `clawctl notifications`: what jobs, heartbeats and agents raised.
+pub async fn notifications(args: NotificationsArgs) -> anyhow::Result<ExitCode> {
+    let (client, _events) = crate::ipc::connect(ComponentId::Scheduler).await.context("cannot reach the scheduler")?;
+    let scheduler = scheduler::Client::new(&client);
+    if let Some(id) = args.read {
+        let read = scheduler.notification_read(&NotificationRef { id }).await?;
+        if args.json {
+            println!("{}", crate::shown::json(&read)?);
+        } else {
+            print_notification(&read);
+        }
+    } else {
+        let list = scheduler.notification_list(&NotificationQuery { agent: args.agent, all: args.all }).await?;
+        if args.json {
+            println!("{}", crate::shown::json(&list)?);
+        } else if list.notifications.is_empty() {
+            println!("no {}notifications", if args.all { "" } else { "unread " });
+        } else {
+            list.notifications.iter().for_each(print_notification);
+        }
+    }
+    client.goodbye().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -102,6 +102,17 @@ fn start() -> Daemons {
                 std::os::unix::fs::chown(&log, Some(uid), None).unwrap();
                 config.push_str(&format!("[component]\naudit_log = \"{}\"\n", log.display()));
             }
+            // Its database in a directory of its own (the unit's StateDirectory).
+            "scheduler" => {
+                let state = dir.join("scheduler");
+                std::fs::create_dir_all(&state).unwrap();
+                std::os::unix::fs::chown(&state, Some(uid), None).unwrap();
+                config.push_str(&format!(
+                    "[component]\ndatabase = \"{}\"\nclawfs_root = \"{}\"\n",
+                    state.join("schedule.db").display(),
+                    dir.join("clawfs").display()
+                ));
+            }
             _ => {}
         }
         write(&dir.join(format!("{id}.toml")), &config);

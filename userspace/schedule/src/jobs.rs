@@ -88,6 +88,102 @@ fn friendly(duration: Duration) -> String {
     format!("{signed:#}")
 }
 
+/// When a run raises a notification (`notify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Notify {
+    /// After every run.
+    Always,
+    /// After a run that failed or waits for an approval (the default).
+    OnFailure,
+    /// After a run whose turn answered.
+    OnSuccess,
+    /// Never.
+    Never,
+}
+
+impl Notify {
+    /// Whether a run that ended `ok` (or not) raises one.
+    pub fn after(self, ok: bool) -> bool {
+        match self {
+            Notify::Always => true,
+            Notify::OnFailure => !ok,
+            Notify::OnSuccess => ok,
+            Notify::Never => false,
+        }
+    }
+}
+
+/// The hours of the day a heartbeat runs in (`active_hours = "08:00-22:00"`,
+/// read in its zone; an end before the start spans midnight).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveHours {
+    /// The first minute in.
+    pub start: jiff::civil::Time,
+    /// The first minute out.
+    pub end: jiff::civil::Time,
+    /// The zone they are read in.
+    pub zone: TimeZone,
+}
+
+impl ActiveHours {
+    /// Whether `at` falls in them.
+    pub fn contain(&self, at: Timestamp) -> bool {
+        let time = at.to_zoned(self.zone.clone()).time();
+        if self.start <= self.end {
+            self.start <= time && time < self.end
+        } else {
+            time >= self.start || time < self.end
+        }
+    }
+}
+
+/// The name the heartbeat goes by among the jobs (no `[jobs.heartbeat]`).
+pub const HEARTBEAT: &str = "heartbeat";
+/// The agent's heartbeat checklist, under its agent directory.
+pub const HEARTBEAT_FILE: &str = "HEARTBEAT.md";
+/// A heartbeat answer that starts with this and is short says all is well:
+/// it raises no notification.
+pub const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
+
+/// Whether a heartbeat checklist has nothing to do: nothing but blank
+/// lines, headings, HTML comments and empty list items.
+pub fn effectively_empty(checklist: &str) -> bool {
+    let mut in_comment = false;
+    for line in checklist.lines() {
+        let mut rest = line.trim();
+        loop {
+            if in_comment {
+                match rest.find("-->") {
+                    Some(end) => {
+                        rest = rest[end + 3..].trim();
+                        in_comment = false;
+                    }
+                    None => break,
+                }
+            } else if let Some(start) = rest.find("<!--") {
+                if !rest[..start].trim().is_empty() {
+                    return false;
+                }
+                rest = &rest[start + 4..];
+                in_comment = true;
+            } else {
+                break;
+            }
+        }
+        if in_comment {
+            continue;
+        }
+        let bare = rest.trim_start_matches('#').trim();
+        let bare = bare.trim_start_matches(['-', '*', '+']).trim();
+        let bare = bare.strip_prefix("[ ]").or_else(|| bare.strip_prefix("[x]")).unwrap_or(bare).trim();
+        if !bare.is_empty() && !rest.starts_with('#') {
+            return false;
+        }
+    }
+    true
+}
+
 /// What to do with slots that passed unrun (`specs/scheduler/README.md`,
 /// "Missed runs").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -124,6 +220,18 @@ pub struct Job {
     pub missed: Missed,
     /// How late a slot may be reached and still be on time.
     pub grace: Duration,
+    /// When a run raises a notification.
+    pub notify: Notify,
+    /// For the heartbeat (the job named [`HEARTBEAT`], whose prompt is its
+    /// checklist): the hours it runs in, if limited.
+    pub active_hours: Option<ActiveHours>,
+}
+
+impl Job {
+    /// Whether this is the agent's heartbeat.
+    pub fn is_heartbeat(&self) -> bool {
+        self.name == HEARTBEAT
+    }
 }
 
 /// A job as the file writes it.
@@ -139,6 +247,17 @@ struct RawJob {
     session: Option<String>,
     missed: Option<Missed>,
     grace: Option<String>,
+    notify: Option<Notify>,
+}
+
+/// `[heartbeat]` as the file writes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeartbeat {
+    every: String,
+    active_hours: Option<String>,
+    tz: Option<String>,
+    notify: Option<Notify>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +265,7 @@ struct RawJob {
 struct RawFile {
     #[serde(default)]
     jobs: BTreeMap<String, toml::Spanned<RawJob>>,
+    heartbeat: Option<toml::Spanned<RawHeartbeat>>,
 }
 
 /// Whether `name` may name a job: 1-64 of `a-z`, `0-9`, `-`, `_`.
@@ -164,13 +284,59 @@ pub fn parse(text: &str, local: &TimeZone) -> Result<Vec<Job>, FileError> {
     if raw.jobs.len() > MAX_JOBS {
         return Err(error(None, format!("{} jobs; a file holds at most {MAX_JOBS}", raw.jobs.len())));
     }
-    raw.jobs
+    let mut jobs = raw
+        .jobs
         .into_iter()
         .map(|(name, spanned)| {
             let line = Some(line_of(text, spanned.span().start));
             job(name, spanned.into_inner(), local).map_err(|reason| error(line, reason))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(spanned) = raw.heartbeat {
+        let line = Some(line_of(text, spanned.span().start));
+        jobs.push(heartbeat(spanned.into_inner(), local).map_err(|reason| error(line, reason))?);
+    }
+    Ok(jobs)
+}
+
+fn zone_named(tz: Option<&str>, local: &TimeZone) -> Result<TimeZone, String> {
+    match tz {
+        Some(tz) => TimeZone::get(tz).map_err(|_| format!("`{tz}` is not a time zone of this box's tzdata")),
+        None => Ok(local.clone()),
+    }
+}
+
+fn heartbeat(raw: RawHeartbeat, local: &TimeZone) -> Result<Job, String> {
+    let context = |reason: String| format!("[heartbeat]: {reason}");
+    let every = duration(&raw.every).map_err(|e| context(format!("`every`: {e}")))?;
+    if every < MIN_EVERY {
+        return Err(context(format!("`every` is {}; the shortest is 1m", friendly(every))));
+    }
+    let zone = zone_named(raw.tz.as_deref(), local).map_err(context)?;
+    let active_hours = match raw.active_hours {
+        Some(hours) => {
+            let bad = || context(format!("`active_hours = \"{hours}\"` is not HH:MM-HH:MM"));
+            let (start, end) = hours.split_once('-').ok_or_else(bad)?;
+            let time = |t: &str| t.trim().parse::<jiff::civil::Time>().map_err(|_| bad());
+            let (start, end) = (time(start)?, time(end)?);
+            if start == end {
+                return Err(context("`active_hours` is empty: its start and end are the same".into()));
+            }
+            Some(ActiveHours { start, end, zone })
+        }
+        None if raw.tz.is_some() => return Err(context("`tz` applies only to `active_hours`".into())),
+        None => None,
+    };
+    Ok(Job {
+        name: HEARTBEAT.to_owned(),
+        schedule: Schedule::Every(every),
+        prompt: String::new(),
+        session: None,
+        missed: Missed::Skip,
+        grace: DEFAULT_GRACE,
+        notify: raw.notify.unwrap_or(Notify::Always),
+        active_hours,
+    })
 }
 
 /// The 1-based line of byte `offset` in `text`.
@@ -182,6 +348,9 @@ fn job(name: String, raw: RawJob, local: &TimeZone) -> Result<Job, String> {
     let context = |reason: String| format!("job `{name}`: {reason}");
     if !valid_name(&name) {
         return Err(format!("`{name}` is not a job name: 1-64 of a-z, 0-9, - and _"));
+    }
+    if name == HEARTBEAT {
+        return Err("`heartbeat` is not a job name: the heartbeat is `[heartbeat]`".into());
     }
     if raw.prompt.trim().is_empty() {
         return Err(context("`prompt` is empty".into()));
@@ -221,7 +390,48 @@ fn job(name: String, raw: RawJob, local: &TimeZone) -> Result<Job, String> {
         None => DEFAULT_GRACE,
     };
     let missed = raw.missed.unwrap_or(if schedule.one_shot() { Missed::Once } else { Missed::Skip });
-    Ok(Job { name, schedule, prompt: raw.prompt, session: raw.session, missed, grace })
+    let notify = raw.notify.unwrap_or(Notify::OnFailure);
+    Ok(Job { name, schedule, prompt: raw.prompt, session: raw.session, missed, grace, notify, active_hours: None })
+}
+
+/// `text` with job `name` added as a table of `fields` (`cron`, `prompt`,
+/// ...; the file's own spelling), its comments kept; refused if the job
+/// exists or the result is not a valid jobs file.
+pub fn with_job_added(text: &str, name: &str, fields: &[(&str, &str)], local: &TimeZone) -> Result<String, String> {
+    let mut document = document(text)?;
+    let jobs = document.entry("jobs").or_insert_with(|| {
+        let mut jobs = toml_edit::Table::new();
+        jobs.set_implicit(true);
+        toml_edit::Item::Table(jobs)
+    });
+    let jobs = jobs.as_table_mut().ok_or_else(|| format!("`jobs` in {JOBS_FILE} is not a table"))?;
+    if jobs.contains_key(name) {
+        return Err(format!("there is a job `{name}` already"));
+    }
+    let mut table = toml_edit::Table::new();
+    for (key, value) in fields {
+        table.insert(key, toml_edit::value(*value));
+    }
+    jobs.insert(name, toml_edit::Item::Table(table));
+    checked(document.to_string(), local)
+}
+
+/// `text` without job `name`, its comments kept; refused if there is no
+/// such job or the result is not a valid jobs file.
+pub fn with_job_removed(text: &str, name: &str, local: &TimeZone) -> Result<String, String> {
+    let mut document = document(text)?;
+    let jobs = document.get_mut("jobs").and_then(|jobs| jobs.as_table_mut());
+    jobs.and_then(|jobs| jobs.remove(name)).ok_or_else(|| format!("there is no job `{name}` in {JOBS_FILE}"))?;
+    checked(document.to_string(), local)
+}
+
+fn document(text: &str) -> Result<toml_edit::DocumentMut, String> {
+    text.parse().map_err(|e| format!("{JOBS_FILE} does not parse, fix it first: {e}"))
+}
+
+fn checked(text: String, local: &TimeZone) -> Result<String, String> {
+    parse(&text, local).map_err(|e| e.to_string())?;
+    Ok(text)
 }
 
 /// A five-field cron expression; seconds are refused.
@@ -358,5 +568,57 @@ session = "s-1"
         let second = at_time("2025-11-02T01:30-05:00", &new_york).unwrap();
         assert_eq!(second.duration_since(first), SignedDuration::from_hours(1));
         assert_eq!(at_time("2025-07-01T09:00", &new_york).unwrap().to_string(), "2025-07-01T13:00:00Z");
+    }
+
+    #[test]
+    fn the_heartbeat_parses_with_its_active_hours() {
+        let text = "[heartbeat]\nevery = \"30m\"\nactive_hours = \"22:00-06:00\"\ntz = \"Europe/London\"\n";
+        let jobs = parse(text, &utc()).unwrap();
+        let beat = &jobs[0];
+        assert!(beat.is_heartbeat() && beat.notify == Notify::Always);
+        assert_eq!(beat.schedule, Schedule::Every(Duration::from_secs(1800)));
+        let hours = beat.active_hours.as_ref().unwrap();
+        // Over midnight, in London's time (GMT in January, BST in July).
+        assert!(hours.contain(ts("2026-01-10T23:30:00Z")));
+        assert!(hours.contain(ts("2026-01-10T05:59:00Z")));
+        assert!(!hours.contain(ts("2026-01-10T06:00:00Z")));
+        assert!(hours.contain(ts("2026-07-10T21:00:00Z")), "22:00 BST");
+        let bad = |text: &str| parse(text, &utc()).unwrap_err().reason;
+        assert!(bad("[heartbeat]\nevery = \"30m\"\nactive_hours = \"8-22\"\n").contains("HH:MM-HH:MM"));
+        assert!(bad("[heartbeat]\nevery = \"30m\"\ntz = \"UTC\"\n").contains("only to `active_hours`"));
+        assert!(bad("[jobs.heartbeat]\nevery = \"30m\"\nprompt = \"x\"\n").contains("`[heartbeat]`"));
+    }
+
+    fn ts(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_checklist_of_headings_comments_and_empty_items_is_effectively_empty() {
+        assert!(effectively_empty(""));
+        assert!(effectively_empty("# Heartbeat\n\n<!-- add what to check,\none per line -->\n- [ ]\n-\n"));
+        assert!(!effectively_empty("# Heartbeat\n- [ ] check the disk\n"));
+        assert!(!effectively_empty("<!-- a note --> look at the queue"));
+        assert!(!effectively_empty("Check mail."));
+    }
+
+    #[test]
+    fn jobs_are_added_and_removed_keeping_the_files_comments() {
+        let text = "# my jobs\n[jobs.a] # the first\nevery = \"1h\"\nprompt = \"A.\"\n";
+        let added = with_job_added(text, "b", &[("cron", "0 9 * * *"), ("prompt", "B.")], &utc()).unwrap();
+        assert!(added.starts_with("# my jobs\n[jobs.a] # the first\n"), "{added}");
+        assert_eq!(parse(&added, &utc()).unwrap().len(), 2);
+        assert!(with_job_added(&added, "b", &[("every", "1h"), ("prompt", "again")], &utc())
+            .unwrap_err()
+            .contains("already"));
+        let refused = with_job_added(text, "c", &[("every", "10s"), ("prompt", "C.")], &utc()).unwrap_err();
+        assert!(refused.contains("shortest is 1m"), "{refused}");
+        let removed = with_job_removed(&added, "a", &utc()).unwrap();
+        assert_eq!(parse(&removed, &utc()).unwrap()[0].name, "b");
+        assert!(with_job_removed(&removed, "a", &utc()).unwrap_err().contains("no job `a`"));
+        assert_eq!(
+            with_job_added("", "x", &[("delay", "5s"), ("prompt", "X.")], &utc()).unwrap(),
+            "[jobs.x]\ndelay = \"5s\"\nprompt = \"X.\"\n"
+        );
     }
 }

@@ -119,6 +119,8 @@ mod tests {
             session: None,
             missed: Missed::Skip,
             grace: jobs::DEFAULT_GRACE,
+            notify: jobs::Notify::OnFailure,
+            active_hours: None,
         }
     }
 

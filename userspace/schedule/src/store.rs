@@ -36,6 +36,17 @@ CREATE TABLE IF NOT EXISTS runs (
     message TEXT
 ) STRICT;
 CREATE INDEX IF NOT EXISTS runs_by_job ON runs (agent, job, started_ms);
+CREATE TABLE IF NOT EXISTS notifications (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent TEXT NOT NULL,
+    source TEXT NOT NULL,
+    level TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL,
+    fire_id TEXT,
+    created_ms INTEGER NOT NULL,
+    read_ms INTEGER
+) STRICT;
 CREATE TABLE IF NOT EXISTS files (
     agent TEXT PRIMARY KEY,
     text TEXT NOT NULL
@@ -128,6 +139,32 @@ pub struct Run {
     pub session_id: Option<String>,
     /// What happened: the answer's start, agent-loop's reason, the slots missed.
     pub message: Option<String>,
+}
+
+/// How many notifications are kept; the oldest go first.
+pub const KEPT_NOTIFICATIONS: i64 = 10_000;
+
+/// A notification (`specs/scheduler/README.md`, "Notifications").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// Its number, rising.
+    pub id: i64,
+    /// The agent it is about.
+    pub agent: String,
+    /// What raised it: `job:<name>`, `heartbeat` or `agent` (its `notify` tool).
+    pub source: String,
+    /// `info`, `warning` or `error`.
+    pub level: String,
+    /// One line.
+    pub title: String,
+    /// The text.
+    pub body: String,
+    /// The run that raised it, if a run did.
+    pub fire_id: Option<String>,
+    /// When it was raised.
+    pub created: Timestamp,
+    /// When the operator marked it read.
+    pub read: Option<Timestamp>,
 }
 
 /// The fire ID of `agent`'s job `job` at `slot` (`manual`: fired by hand).
@@ -292,6 +329,65 @@ impl Store {
         Ok(true)
     }
 
+    /// Moves a job's last slot to `slot` without a run (a heartbeat slot
+    /// outside its active hours or with nothing on its checklist).
+    pub fn advance(&self, agent: &str, job: &str, slot: Timestamp) -> Result<(), Error> {
+        self.db.execute(
+            "UPDATE jobs SET last_slot_ms = ?3 WHERE agent = ?1 AND name = ?2",
+            params![agent, job, ms(slot)],
+        )?;
+        Ok(())
+    }
+
+    /// Stores a notification (`id`, `created` and `read` are set here) and
+    /// drops the oldest beyond [`KEPT_NOTIFICATIONS`].
+    pub fn notify(&self, n: &Notification, now: Timestamp) -> Result<Notification, Error> {
+        self.db.execute(
+            "INSERT INTO notifications (agent, source, level, title, body, fire_id, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![n.agent, n.source, n.level, n.title, n.body, n.fire_id, ms(now)],
+        )?;
+        let id = self.db.last_insert_rowid();
+        self.db.execute("DELETE FROM notifications WHERE id <= ?1", [id - KEPT_NOTIFICATIONS])?;
+        Ok(Notification { id, created: now, read: None, ..n.clone() })
+    }
+
+    /// Notifications, newest first: `agent`'s or everyone's, unread only or
+    /// all, at most `limit`.
+    pub fn notifications(
+        &self,
+        agent: Option<&str>,
+        unread_only: bool,
+        limit: u32,
+    ) -> Result<Vec<Notification>, Error> {
+        let mut q = self.db.prepare(
+            "SELECT id, agent, source, level, title, body, fire_id, created_ms, read_ms FROM notifications
+             WHERE (?1 IS NULL OR agent = ?1) AND (?2 = 0 OR read_ms IS NULL) ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = q.query_map(params![agent, unread_only, limit], |r| {
+            Ok(Notification {
+                id: r.get(0)?,
+                agent: r.get(1)?,
+                source: r.get(2)?,
+                level: r.get(3)?,
+                title: r.get(4)?,
+                body: r.get(5)?,
+                fire_id: r.get(6)?,
+                created: at(r.get(7)?),
+                read: r.get::<_, Option<i64>>(8)?.map(at),
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Marks notification `id` read (once); `false` if there is none.
+    pub fn mark_read(&self, id: i64, now: Timestamp) -> Result<bool, Error> {
+        let found = self
+            .db
+            .execute("UPDATE notifications SET read_ms = COALESCE(read_ms, ?2) WHERE id = ?1", params![id, ms(now)])?;
+        Ok(found == 1)
+    }
+
     /// The turn a run started; also the job's own session, when it has none yet.
     pub fn started_turn(&self, fire_id: &str, turn_id: &str, session_id: &str) -> Result<(), Error> {
         self.db.execute(
@@ -441,5 +537,38 @@ mod tests {
         assert_ne!(id, fire_id("a", "j", slot, true));
         assert_ne!(id, fire_id("a", "k", slot, false));
         assert_ne!(fire_id("a", "bc", slot, false), fire_id("ab", "c", slot, false));
+    }
+
+    #[test]
+    fn notifications_are_kept_newest_first_and_marked_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let raise = |agent: &str, title: &str, at: &str| {
+            let n = Notification {
+                id: 0,
+                agent: agent.into(),
+                source: "agent".into(),
+                level: "info".into(),
+                title: title.into(),
+                body: "b".into(),
+                fire_id: None,
+                created: Timestamp::UNIX_EPOCH,
+                read: None,
+            };
+            store.notify(&n, ts(at)).unwrap()
+        };
+        let first = raise("a", "one", "2026-01-01T00:00:00Z");
+        raise("b", "two", "2026-01-01T00:01:00Z");
+        let titles = |agent, unread| -> Vec<String> {
+            store.notifications(agent, unread, 10).unwrap().into_iter().map(|n| n.title).collect()
+        };
+        assert_eq!(titles(None, true), ["two", "one"]);
+        assert_eq!(titles(Some("a"), true), ["one"]);
+        assert!(store.mark_read(first.id, ts("2026-01-02T00:00:00Z")).unwrap());
+        assert!(store.mark_read(first.id, ts("2026-01-03T00:00:00Z")).unwrap());
+        assert_eq!(titles(None, true), ["two"]);
+        let read = &store.notifications(Some("a"), false, 10).unwrap()[0];
+        assert_eq!(read.read, Some(ts("2026-01-02T00:00:00Z")), "the first read is kept");
+        assert!(!store.mark_read(99, ts("2026-01-02T00:00:00Z")).unwrap());
     }
 }

@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use clawos_api::agent_loop::{self, ChatSend, TurnRef, TurnStatus};
 use clawos_api::fs_engine::{self, WriteFile};
-use clawos_api::scheduler::{self, JobDetails, JobRef, JobRun, JobsFileError, ScheduleQuery, ScheduledJob, Schedules};
+use clawos_api::scheduler::{
+    self, JobDetails, JobRef, JobRun, JobsFileError, NewNotification, Notification, NotificationQuery, NotificationRef,
+    Notifications, ScheduleQuery, ScheduledJob, Schedules,
+};
 use clawos_api::Call;
 use clawos_ipc::client::{ClientOptions, IpcClient};
 use clawos_ipc::server::MethodError;
@@ -74,6 +77,8 @@ const CLOCK_SYNCHRONISED: &str = "/run/systemd/timesync/synchronized";
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 /// The runs `schedule_show` lists.
 const SHOWN_RUNS: u32 = 50;
+/// The notifications `notification_list` answers.
+const SHOWN_NOTIFICATIONS: u32 = 200;
 /// How much of an answer a run keeps and logs, characters.
 const ANSWER_KEPT: usize = 200;
 
@@ -123,6 +128,34 @@ fn shown_run(run: Run) -> JobRun {
         session_id: run.session_id,
         message: run.message,
     }
+}
+
+/// What a run of `job` for `slot` tells the agent.
+fn scheduled_message(job: &Job, slot: Timestamp) -> String {
+    format!("[scheduled job {}, due {}]\n{}", job.name, rfc3339(slot), job.prompt)
+}
+
+fn shown_notification(n: store::Notification) -> Notification {
+    Notification {
+        id: n.id,
+        agent: n.agent,
+        source: n.source,
+        level: n.level,
+        title: n.title,
+        body: n.body,
+        fire_id: n.fire_id,
+        created_at: rfc3339(n.created),
+        read_at: n.read.map(rfc3339),
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn clip_bytes(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// The first `n` characters of `text`, on one line.
@@ -241,6 +274,23 @@ impl Shared {
                 Ok(None)
             }
             Due::Fire { slot, earlier, late } => {
+                let message = if job.is_heartbeat() {
+                    match self.checklist(agent, job, slot) {
+                        Some(checklist) => format!(
+                            "[heartbeat, due {}]\nGo through your checklist below (your {}) and act on what needs \
+                             it. If nothing needs attention, answer only {}.\n\n{checklist}",
+                            rfc3339(slot),
+                            jobs::HEARTBEAT_FILE,
+                            jobs::HEARTBEAT_OK
+                        ),
+                        None => {
+                            store.advance(agent, &job.name, slot)?;
+                            return Ok(None);
+                        }
+                    }
+                } else {
+                    scheduled_message(job, slot)
+                };
                 if store.running(agent, &job.name)? {
                     let message = "not started: the job's previous run is still running";
                     store.record_unrun(agent, &job.name, slot, Status::Skipped, message, now)?;
@@ -254,11 +304,26 @@ impl Shared {
                     if late {
                         why.push("run late: missed = \"once\"".to_owned());
                     }
-                    self.start_run(agent, job, &row, fire_id, slot, why.join("; "));
+                    self.start_run(agent, job, &row, fire_id, message, why.join("; "));
                 }
                 Ok(None)
             }
         }
+    }
+
+    /// The heartbeat's checklist when its slot is in its active hours and
+    /// the checklist has something to do; else `None`, and no model call.
+    fn checklist(&self, agent: &str, job: &Job, slot: Timestamp) -> Option<String> {
+        if job.active_hours.as_ref().is_some_and(|hours| !hours.contain(slot)) {
+            return None;
+        }
+        let path = self.config.clawfs_root.join("agents").join(agent).join(jobs::HEARTBEAT_FILE);
+        let checklist = std::fs::read_to_string(path).unwrap_or_default();
+        if jobs::effectively_empty(&checklist) {
+            tracing::info!(agent, "heartbeat: nothing on the checklist, no turn");
+            return None;
+        }
+        Some(checklist)
     }
 
     /// Starts the turn of a claimed run and follows it, in a task of its own.
@@ -268,17 +333,17 @@ impl Shared {
         job: &Job,
         row: &JobRow,
         fire_id: String,
-        slot: Timestamp,
+        message: String,
         note: String,
     ) {
         let shared = Arc::clone(self);
         let params = ChatSend {
             agent: agent.to_owned(),
             session_id: job.session.clone().or_else(|| row.session_id.clone()),
-            message: format!("[scheduled job {}, due {}]\n{}", job.name, rfc3339(slot), job.prompt),
+            message,
             hint: None,
         };
-        tracing::info!(agent, job = job.name, fire_id, slot = %rfc3339(slot), "firing");
+        tracing::info!(agent, job = job.name, fire_id, "firing");
         tokio::spawn(async move {
             let started = match connect(ComponentId::AgentLoop).await {
                 Ok(client) => {
@@ -295,7 +360,7 @@ impl Shared {
                     }
                     shared.follow(fire_id, turn.turn_id, note).await;
                 }
-                Err(message) => shared.finish(&fire_id, Status::Failed, &message).await,
+                Err(message) => shared.finish(&fire_id, Status::Failed, &message, None).await,
             }
         });
     }
@@ -319,27 +384,24 @@ impl Shared {
                 Err(e) => break Err(format!("agent-loop no longer knows turn {turn_id}: {e}")),
             }
         };
-        let (status, message) = match outcome {
-            Ok(outcome) => {
-                let said = match outcome.status {
-                    TurnStatus::Done => clip(&outcome.answer, ANSWER_KEPT),
-                    _ => outcome.message.unwrap_or_default(),
-                };
-                let status = match outcome.status {
-                    TurnStatus::Done => Status::Ok,
-                    TurnStatus::Waiting => Status::Waiting,
-                    _ => Status::Failed,
-                };
-                (status, said)
+        let (status, message, answer) = match outcome {
+            Ok(outcome) if outcome.status == TurnStatus::Done => {
+                (Status::Ok, clip(&outcome.answer, ANSWER_KEPT), Some(outcome.answer))
             }
-            Err(message) => (Status::Failed, message),
+            Ok(outcome) => {
+                let status = if outcome.status == TurnStatus::Waiting { Status::Waiting } else { Status::Failed };
+                (status, outcome.message.unwrap_or_default(), None)
+            }
+            Err(message) => (Status::Failed, message, None),
         };
         let message = if note.is_empty() { message } else { format!("{message} ({note})") };
-        self.finish(&fire_id, status, &message).await;
+        self.finish(&fire_id, status, &message, answer).await;
     }
 
-    /// Ends a run: its row, its line in the agent's daily log, its event.
-    async fn finish(&self, fire_id: &str, status: Status, message: &str) {
+    /// Ends a run: its row, its line in the agent's daily log, its event,
+    /// and the notification its job asks for. `answer`: the turn's whole
+    /// answer, when it answered.
+    async fn finish(&self, fire_id: &str, status: Status, message: &str, answer: Option<String>) {
         let now = Timestamp::now();
         let run = {
             let store = lock(&self.store);
@@ -381,9 +443,58 @@ impl Shared {
             Err(e) => tracing::warn!(agent = run.agent, "the daily log line: {e}"),
         }
         let event = if status == Status::Ok { scheduler::TASK_COMPLETED } else { scheduler::TASK_FAILED };
-        match serde_json::to_value(&run) {
+        self.publish(event, &run);
+        let job = lock(&self.files).get(&run.agent).and_then(|f| f.jobs.iter().find(|j| j.name == run.job).cloned());
+        let Some(job) = job else { return };
+        let ok = status == Status::Ok;
+        let all_well = job.is_heartbeat()
+            && answer.as_deref().is_some_and(|a| a.trim_start().starts_with(jobs::HEARTBEAT_OK) && a.len() <= 300);
+        if !job.notify.after(ok) || all_well {
+            return;
+        }
+        let level = match status {
+            Status::Ok => "info",
+            Status::Waiting => "warning",
+            _ => "error",
+        };
+        let notification = store::Notification {
+            id: 0,
+            agent: run.agent.clone(),
+            source: if job.is_heartbeat() { jobs::HEARTBEAT.to_owned() } else { format!("job:{}", run.job) },
+            level: level.to_owned(),
+            title: if job.is_heartbeat() {
+                format!("heartbeat of {}: {}", run.agent, run.status)
+            } else {
+                format!("job {} of {}: {}", run.job, run.agent, run.status)
+            },
+            body: clip_bytes(answer.as_deref().unwrap_or(message), scheduler::MAX_BODY),
+            fire_id: Some(run.fire_id.clone()),
+            created: now,
+            read: None,
+        };
+        self.raise(&notification);
+    }
+
+    /// Stores and publishes a notification.
+    fn raise(&self, notification: &store::Notification) -> Option<Notification> {
+        let stored = lock(&self.store).notify(notification, Timestamp::now());
+        match stored {
+            Ok(stored) => {
+                let shown = shown_notification(stored);
+                self.publish(scheduler::NOTIFICATION, &shown);
+                Some(shown)
+            }
+            Err(e) => {
+                tracing::error!(agent = notification.agent, "storing a notification: {e}");
+                None
+            }
+        }
+    }
+
+    fn publish(&self, event: &str, data: &impl serde::Serialize) {
+        match serde_json::to_value(data) {
             Ok(serde_json::Value::Object(data)) => self.runtime.publish(event, data),
-            _ => tracing::error!(fire_id, "the run does not encode"),
+            _ => tracing::error!(event, "the event's data does not encode"),
         }
     }
 
@@ -401,7 +512,7 @@ impl Shared {
                     Some(turn_id) => shared.follow(run.fire_id, turn_id, String::new()).await,
                     None => {
                         let message = "the scheduler stopped before the turn started; the slot is not run again";
-                        shared.finish(&run.fire_id, Status::Failed, message).await;
+                        shared.finish(&run.fire_id, Status::Failed, message, None).await;
                     }
                 }
             });
@@ -547,7 +658,8 @@ impl scheduler::Service for Daemon {
         };
         let fire_id =
             fire_id.ok_or_else(|| MethodError::new(ErrorCode::Eagain, "fired by hand this millisecond already"))?;
-        self.shared.start_run(&p.agent, &job, &row, fire_id.clone(), now, "run by hand".to_owned());
+        let message = scheduled_message(&job, now);
+        self.shared.start_run(&p.agent, &job, &row, fire_id.clone(), message, "run by hand".to_owned());
         let run = lock(&self.shared.store).run(&fire_id).map_err(eio)?;
         run.map(shown_run).ok_or_else(|| eio("the run just claimed is gone"))
     }
@@ -558,6 +670,50 @@ impl scheduler::Service for Daemon {
 
     async fn schedule_resume(&self, _call: &Call, p: JobRef) -> Result<ScheduledJob, MethodError> {
         self.set_paused(p, false)
+    }
+
+    async fn notify(&self, _call: &Call, p: NewNotification) -> Result<Notification, MethodError> {
+        let bad = |reason: String| MethodError::bad_params(format!("notify: {reason}"));
+        let level = p.level.unwrap_or_else(|| "info".to_owned());
+        if !["info", "warning", "error"].contains(&level.as_str()) {
+            return Err(bad(format!("`level` is `{level}`: info, warning or error")));
+        }
+        if p.title.trim().is_empty() || p.title.chars().count() > scheduler::MAX_TITLE {
+            return Err(bad(format!("`title` must be 1 to {} characters", scheduler::MAX_TITLE)));
+        }
+        if p.body.len() > scheduler::MAX_BODY {
+            return Err(bad(format!("`body` is {} bytes; at most {}", p.body.len(), scheduler::MAX_BODY)));
+        }
+        let agent_dir = self.shared.config.clawfs_root.join("agents").join(&p.agent);
+        if p.agent.starts_with('.') || p.agent.contains('/') || !agent_dir.is_dir() {
+            return Err(MethodError::new(ErrorCode::Enoent, format!("there is no agent `{}`", p.agent)));
+        }
+        let notification = store::Notification {
+            id: 0,
+            agent: p.agent,
+            source: "agent".to_owned(),
+            level,
+            title: p.title,
+            body: p.body,
+            fire_id: None,
+            created: Timestamp::now(),
+            read: None,
+        };
+        self.shared.raise(&notification).ok_or_else(|| eio("the notification could not be stored"))
+    }
+
+    async fn notification_list(&self, _call: &Call, p: NotificationQuery) -> Result<Notifications, MethodError> {
+        let found = lock(&self.shared.store).notifications(p.agent.as_deref(), !p.all, SHOWN_NOTIFICATIONS);
+        Ok(Notifications { notifications: found.map_err(eio)?.into_iter().map(shown_notification).collect() })
+    }
+
+    async fn notification_read(&self, _call: &Call, p: NotificationRef) -> Result<Notification, MethodError> {
+        let store = lock(&self.shared.store);
+        if !store.mark_read(p.id, Timestamp::now()).map_err(eio)? {
+            return Err(MethodError::new(ErrorCode::Enoent, format!("there is no notification {}", p.id)));
+        }
+        let all = store.notifications(None, false, u32::MAX).map_err(eio)?;
+        all.into_iter().find(|n| n.id == p.id).map(shown_notification).ok_or_else(|| eio("the notification is gone"))
     }
 }
 

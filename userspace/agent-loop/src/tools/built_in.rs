@@ -1,7 +1,8 @@
 //! The built-in tools (`specs/agent/README.md`, "Tools"): the agent's own
 //! files (paths relative to its directory, RULE-001), its memory (store,
-//! recall, forget) and a user workspace's memory search, each one request
-//! to fs-engine as the agent.
+//! recall, forget), a user workspace's memory search and its jobs (its
+//! `cron/jobs.toml`, `specs/scheduler/README.md`), each through fs-engine
+//! as the agent; and `notify`, a notification raised at the scheduler.
 //!
 //! Owns: the built-in tools as one enum ([`BuiltIn`]): each one's name,
 //! description and the permission a call needs, its arguments (one type
@@ -11,8 +12,11 @@
 //! agent may reach (RULE-001 and the memory's rules are fs-engine's).
 
 use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
+use clawos_api::scheduler::{self, NewNotification};
 use clawos_api::security_agent::Permission;
-use clawos_ipc::IpcClient;
+use clawos_ipc::{ComponentId, ErrorCode, IpcClient};
+use clawos_schedule::jobs;
+use jiff::tz::TimeZone;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 use serde_json::{json, Value};
@@ -37,11 +41,19 @@ pub enum BuiltIn {
     /// `memory_search`: passages about a query in the user workspace of
     /// `[tools] memory_workspace`.
     MemorySearch,
+    /// `schedule_add`: a job in the agent's `cron/jobs.toml`.
+    ScheduleAdd,
+    /// `schedule_list`: the jobs of the agent's `cron/jobs.toml`.
+    ScheduleList,
+    /// `schedule_remove`: a job out of the agent's `cron/jobs.toml`.
+    ScheduleRemove,
+    /// `notify`: a notification to the operator.
+    Notify,
 }
 
 impl BuiltIn {
     /// Every built-in tool, in the order the model is told of them.
-    pub const ALL: [BuiltIn; 7] = [
+    pub const ALL: [BuiltIn; 11] = [
         BuiltIn::FileRead,
         BuiltIn::FileWrite,
         BuiltIn::FileList,
@@ -49,6 +61,10 @@ impl BuiltIn {
         BuiltIn::MemoryRecall,
         BuiltIn::MemoryForget,
         BuiltIn::MemorySearch,
+        BuiltIn::ScheduleAdd,
+        BuiltIn::ScheduleList,
+        BuiltIn::ScheduleRemove,
+        BuiltIn::Notify,
     ];
 
     /// Its tool name.
@@ -61,6 +77,10 @@ impl BuiltIn {
             BuiltIn::MemoryRecall => "memory_recall",
             BuiltIn::MemoryForget => "memory_forget",
             BuiltIn::MemorySearch => "memory_search",
+            BuiltIn::ScheduleAdd => "schedule_add",
+            BuiltIn::ScheduleList => "schedule_list",
+            BuiltIn::ScheduleRemove => "schedule_remove",
+            BuiltIn::Notify => "notify",
         }
     }
 
@@ -81,6 +101,10 @@ impl BuiltIn {
             BuiltIn::MemoryRecall => "Recall what you remembered (and your files say) about a query.",
             BuiltIn::MemoryForget => "Forget a memory by its id.",
             BuiltIn::MemorySearch => "Search memory for passages about a query.",
+            BuiltIn::ScheduleAdd => "Schedule your prompt for later: one of cron (with tz), at, every (15m) or delay (10m).",
+            BuiltIn::ScheduleList => "List your scheduled jobs.",
+            BuiltIn::ScheduleRemove => "Remove a scheduled job.",
+            BuiltIn::Notify => "Notify the operator (level: info, warning or error).",
         }
     }
 
@@ -89,7 +113,15 @@ impl BuiltIn {
         match self {
             BuiltIn::FileWrite => Permission::FileWrite,
             BuiltIn::MemoryStore | BuiltIn::MemoryForget => Permission::MemoryWrite,
-            BuiltIn::FileRead | BuiltIn::FileList | BuiltIn::MemoryRecall | BuiltIn::MemorySearch => Permission::Read,
+            BuiltIn::ScheduleAdd | BuiltIn::ScheduleRemove => Permission::Schedule,
+            // Telling the operator changes nothing of the agent's: even a
+            // read-only agent may ask for attention.
+            BuiltIn::FileRead
+            | BuiltIn::FileList
+            | BuiltIn::MemoryRecall
+            | BuiltIn::MemorySearch
+            | BuiltIn::ScheduleList
+            | BuiltIn::Notify => Permission::Read,
         }
     }
 
@@ -103,6 +135,11 @@ impl BuiltIn {
             BuiltIn::MemoryRecall => schema_of::<MemoryRecallArgs>(),
             BuiltIn::MemoryForget => schema_of::<MemoryForgetArgs>(),
             BuiltIn::MemorySearch => schema_of::<MemorySearchArgs>(),
+            BuiltIn::ScheduleAdd => schema_of::<ScheduleAddArgs>(),
+            // Providers want `properties` even when there are none.
+            BuiltIn::ScheduleList => json!({"type": "object", "properties": {}}),
+            BuiltIn::ScheduleRemove => schema_of::<ScheduleRemoveArgs>(),
+            BuiltIn::Notify => schema_of::<NotifyArgs>(),
         }
     }
 
@@ -178,8 +215,80 @@ impl BuiltIn {
                     .map(|hit| json!({"path": hit.path, "content": hit.content, "score": hit.score}))
                     .collect::<Vec<_>>()))
             }
+            BuiltIn::ScheduleAdd => {
+                let args = ScheduleAddArgs::read(arguments)?;
+                let mut fields = vec![("prompt", args.prompt.as_str())];
+                for (key, value) in [
+                    ("cron", &args.cron),
+                    ("at", &args.at),
+                    ("every", &args.every),
+                    ("delay", &args.delay),
+                    ("tz", &args.tz),
+                ] {
+                    if let Some(value) = value {
+                        fields.push((key, value));
+                    }
+                }
+                let text = jobs_file(&fs, agent).await?;
+                let text =
+                    jobs::with_job_added(&text, &args.name, &fields, &local_zone()).map_err(CallError::Refused)?;
+                write_jobs_file(&fs, agent, text).await?;
+                Ok(json!({"added": args.name}))
+            }
+            BuiltIn::ScheduleList => {
+                let text = jobs_file(&fs, agent).await?;
+                let found = jobs::parse(&text, &local_zone()).map_err(|e| CallError::Refused(e.to_string()))?;
+                Ok(json!(found
+                    .iter()
+                    .map(|job| json!({"name": job.name, "schedule": job.schedule.to_string(), "prompt": job.prompt}))
+                    .collect::<Vec<_>>()))
+            }
+            BuiltIn::ScheduleRemove => {
+                let ScheduleRemoveArgs { name } = ScheduleRemoveArgs::read(arguments)?;
+                let text = jobs_file(&fs, agent).await?;
+                let text = jobs::with_job_removed(&text, &name, &local_zone()).map_err(CallError::Refused)?;
+                write_jobs_file(&fs, agent, text).await?;
+                Ok(json!({"removed": name}))
+            }
+            BuiltIn::Notify => {
+                let NotifyArgs { title, body, level } = NotifyArgs::read(arguments)?;
+                let params = NewNotification { agent: agent.into(), title, body: body.unwrap_or_default(), level };
+                let client =
+                    super::connect(ComponentId::Scheduler).await.map_err(|e| CallError::Unreachable(e.to_string()))?;
+                let raised = scheduler::Client::new(&client).notify(&params).await;
+                client.goodbye().await;
+                let raised = raised.map_err(CallError::Scheduler)?;
+                Ok(json!({"notification": raised.id}))
+            }
         }
     }
+}
+
+/// The zone of jobs that name none: the box's.
+fn local_zone() -> TimeZone {
+    TimeZone::try_system().unwrap_or(TimeZone::UTC)
+}
+
+/// The agent's jobs file as text (empty when it has none).
+async fn jobs_file(fs: &fs_engine::Client<'_>, agent: &str) -> Result<String, CallError> {
+    let params = ReadFile { path: jobs::JOBS_FILE.into(), offset: 0, length: None, agent: Some(agent.into()) };
+    match fs.read_file(&params).await {
+        Ok(file) => Ok(file.content.unwrap_or_default()),
+        Err(clawos_api::CallError::Ipc(e)) if e.code() == ErrorCode::Enoent => Ok(String::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn write_jobs_file(fs: &fs_engine::Client<'_>, agent: &str, text: String) -> Result<(), CallError> {
+    let params = WriteFile {
+        path: jobs::JOBS_FILE.into(),
+        agent: Some(agent.into()),
+        content: Some(text),
+        create_dirs: true,
+        ..WriteFile::default()
+    };
+    fs.write_file(&params).await?;
+    Ok(())
 }
 
 /// Why a built-in call failed: what the model reads after `error: `, and
@@ -195,6 +304,16 @@ pub enum CallError {
     /// fs-engine refused or failed (RULE-001, a missing file, ...).
     #[error(transparent)]
     FsEngine(#[from] clawos_api::CallError),
+    /// The change would not make a valid jobs file, or the file has an
+    /// error: the scheduler's parser says why.
+    #[error("{0}")]
+    Refused(String),
+    /// The scheduler could not be reached.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The scheduler refused or failed.
+    #[error("{0}")]
+    Scheduler(clawos_api::CallError),
 }
 
 /// How many hits a recall or a search answers: the model's `limit` within
@@ -358,6 +477,69 @@ impl Arguments for MemorySearchArgs {
     }
 }
 
+/// `schedule_add`'s arguments: the names and spelling of `cron/jobs.toml`.
+#[derive(JsonSchema)]
+struct ScheduleAddArgs {
+    name: String,
+    prompt: String,
+    #[schemars(transform = optional)]
+    cron: Option<String>,
+    #[schemars(transform = optional)]
+    at: Option<String>,
+    #[schemars(transform = optional)]
+    every: Option<String>,
+    #[schemars(transform = optional)]
+    delay: Option<String>,
+    #[schemars(transform = optional)]
+    tz: Option<String>,
+}
+
+impl Arguments for ScheduleAddArgs {
+    fn read(arguments: &Value) -> Result<Self, CallError> {
+        Ok(ScheduleAddArgs {
+            name: required(arguments, "name")?,
+            prompt: required(arguments, "prompt")?,
+            cron: text(arguments, "cron"),
+            at: text(arguments, "at"),
+            every: text(arguments, "every"),
+            delay: text(arguments, "delay"),
+            tz: text(arguments, "tz"),
+        })
+    }
+}
+
+/// `schedule_remove`'s arguments.
+#[derive(JsonSchema)]
+struct ScheduleRemoveArgs {
+    name: String,
+}
+
+impl Arguments for ScheduleRemoveArgs {
+    fn read(arguments: &Value) -> Result<Self, CallError> {
+        Ok(ScheduleRemoveArgs { name: required(arguments, "name")? })
+    }
+}
+
+/// `notify`'s arguments.
+#[derive(JsonSchema)]
+struct NotifyArgs {
+    title: String,
+    #[schemars(transform = optional)]
+    body: Option<String>,
+    #[schemars(transform = optional)]
+    level: Option<String>,
+}
+
+impl Arguments for NotifyArgs {
+    fn read(arguments: &Value) -> Result<Self, CallError> {
+        Ok(NotifyArgs {
+            title: required(arguments, "title")?,
+            body: text(arguments, "body"),
+            level: text(arguments, "level"),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +564,13 @@ mod tests {
             json!({"type": "object", "properties": {"query": {"type": "string"}, "category": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
             json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
             json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
+            json!({"type": "object", "properties": {"name": {"type": "string"}, "prompt": {"type": "string"},
+                "cron": {"type": "string"}, "at": {"type": "string"}, "every": {"type": "string"},
+                "delay": {"type": "string"}, "tz": {"type": "string"}}, "required": ["name", "prompt"]}),
+            json!({"type": "object", "properties": {}}),
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            json!({"type": "object", "properties": {"title": {"type": "string"}, "body": {"type": "string"},
+                "level": {"type": "string"}}, "required": ["title"]}),
         ];
         for (tool, told) in BuiltIn::ALL.into_iter().zip(told) {
             assert_eq!(tool.parameters(), told, "{}", tool.name());
