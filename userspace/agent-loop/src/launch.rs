@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use clawos_api::agent_loop::{
     AgentState, TurnCancelled, TurnOutcome, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
 };
+use clawos_api::fs_engine::{self, AgentCommit, AgentCommitted};
 use clawos_ipc::server::Connection;
-use clawos_ipc::{ComponentId, Object};
+use clawos_ipc::{ComponentId, IpcClient, Object};
 use clawos_runtime::Runtime;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -443,11 +444,45 @@ async fn run_turn(
         _ => turn.run(message, &specs).await,
     };
     drop(turn);
+    if outcome.tool_calls > 0 {
+        commit_turn(&peers.fs_engine, agent, session_id, &outcome).await;
+    }
     peers.fs_engine.goodbye().await;
     peers.wasm_daemon.goodbye().await;
     peers.security_agent.goodbye().await;
     outcome
 }
+
+/// Commits what a turn with tool calls changed to the agent's history
+/// (`specs/clawfs/README.md`, "History"): the subject is the first line of
+/// the agent's answer (its words on what it did), the body names the turn.
+/// A failure is logged: the files are there, the next commit takes them.
+async fn commit_turn(fs: &IpcClient, agent: &str, session_id: &str, outcome: &TurnOutcome) {
+    let subject = outcome.answer.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
+    let subject: String = match subject.char_indices().nth(COMMIT_SUBJECT_CHARS) {
+        Some((cut, _)) => format!("{}…", &subject[..cut]),
+        None if subject.is_empty() => format!("Turn {}", outcome.turn_id),
+        None => subject.to_owned(),
+    };
+    let message = format!("{subject}\n\nturn {} of session {session_id}, ended {:?}", outcome.turn_id, outcome.status);
+    let params = AgentCommit { agent: agent.to_owned(), message };
+    match fs_engine::Client::new(fs).agent_commit(&params).await {
+        Ok(AgentCommitted { commit: Some(commit) }) => {
+            tracing::info!(
+                agent,
+                turn = outcome.turn_id,
+                commit = commit.id,
+                files = commit.files.len(),
+                "committed the turn's changes"
+            );
+        }
+        Ok(AgentCommitted { commit: None }) => {}
+        Err(why) => tracing::warn!(agent, turn = outcome.turn_id, "committing the turn's changes: {why}"),
+    }
+}
+
+/// The longest commit subject, characters (git's convention is about 72).
+const COMMIT_SUBJECT_CHARS: usize = 72;
 
 /// Reports a turn on the connection that started it (in order, through one
 /// queue drained by a task, so a slow reader never stalls the model) and

@@ -77,6 +77,63 @@ service! {
     fn agent_dir_create(AgentDirCreate) -> AgentDirCreated { timeout_ms: 30000, errors: [Eperm, Eio] }
     /// Removes an agent's directory and everything in it.
     fn agent_dir_remove(AgentRef) -> Done { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Commits an agent's files as they are to its history, authored by
+    /// the agent (agent-loop, at the end of a turn) or the operator; no
+    /// commit when nothing changed.
+    fn agent_commit(AgentCommit) -> AgentCommitted { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// An agent's newest commits, newest first.
+    fn agent_history(AgentHistory) -> AgentCommits { timeout_ms: 30000, errors: [Enoent, Eio] }
+    /// Puts an agent's files back as a commit left them, as a new commit
+    /// (the operator's; changes not yet committed are committed first).
+    fn agent_rollback(AgentRollback) -> Commit { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+}
+
+pub use clawfs::history::Commit;
+
+/// `agent_commit` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCommit {
+    /// The agent.
+    pub agent: String,
+    /// The commit message (its first line is the subject).
+    pub message: String,
+}
+
+/// `agent_commit` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentCommitted {
+    /// The commit, or none when nothing changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<Commit>,
+}
+
+/// `agent_history` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentHistory {
+    /// The agent.
+    pub agent: String,
+    /// At most this many (default 20, at most 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `agent_history` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentCommits {
+    /// Newest first.
+    pub commits: Vec<Commit>,
+}
+
+/// `agent_rollback` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRollback {
+    /// The agent.
+    pub agent: String,
+    /// The commit to go back to: its id, or a unique prefix of it.
+    pub commit: String,
 }
 
 /// `read_file` params.

@@ -1,5 +1,6 @@
 //! `clawctl agent`, `clawctl chat` and `clawctl session`: the agents
-//! (specs/agent/README.md) through agent-loop.
+//! (specs/agent/README.md) through agent-loop; an agent's history
+//! (`agent history`, `agent rollback`) through fs-engine.
 //!
 //! A turn outlives any request, so `chat` sends the message, then prints
 //! the turn's events from the same connection as they arrive (`turn.text`
@@ -15,6 +16,7 @@ use clawos_api::agent_loop::{
     self, AgentCreate, AgentName, ChatSend, GuardDecision, GuardHold, SessionRef, TranscriptEntry, TurnOutcome,
     TurnRef, TurnStarted, TurnStatus, TurnStep, TURN_END, TURN_STEP, TURN_TEXT,
 };
+use clawos_api::fs_engine::{self, AgentHistory, AgentRollback};
 use clawos_ipc::message::Body;
 use clawos_ipc::{ComponentId, IpcClient, Message};
 use tokio::sync::mpsc::Receiver;
@@ -38,6 +40,61 @@ pub enum AgentCommand {
     /// The changes to soul.md / identity.md the soul guard holds, with
     /// their diffs; --approve or --reject decides them.
     Guard(GuardArgs),
+    /// The agent's history: each turn that changed its files, newest first.
+    History(HistoryArgs),
+    /// Put the agent's files back as a commit of its history left them
+    /// (itself a new commit; changes not yet committed are kept in one first).
+    Rollback(RollbackArgs),
+}
+
+#[derive(Args)]
+pub struct HistoryArgs {
+    agent: String,
+    /// At most this many commits.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    /// Print them as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct RollbackArgs {
+    agent: String,
+    /// The commit (its id, or a unique prefix of it, as `history` shows).
+    commit: String,
+}
+
+/// `agent history` and `agent rollback`: fs-engine keeps the history.
+async fn history(command: AgentCommand) -> anyhow::Result<ExitCode> {
+    let (client, _events) = crate::ipc::connect(ComponentId::FsEngine).await.context("cannot reach fs-engine")?;
+    let fs = fs_engine::Client::new(&client);
+    match command {
+        AgentCommand::History(args) => {
+            let history =
+                fs.agent_history(&AgentHistory { agent: args.agent.clone(), limit: Some(args.limit) }).await?;
+            if args.json {
+                print_json(&history)?;
+            } else if history.commits.is_empty() {
+                println!("{} has no history yet", args.agent);
+            }
+            for commit in history.commits.iter().filter(|_| !args.json) {
+                let when = fsutil::rfc3339(u64::try_from(commit.time).unwrap_or(0));
+                let subject = commit.message.lines().next().unwrap_or("");
+                println!("{}  {when}  {}  {}", &commit.id[..12], Line(&commit.author), Line(subject));
+                for file in &commit.files {
+                    println!("    {}", Line(file));
+                }
+            }
+        }
+        AgentCommand::Rollback(args) => {
+            let commit = fs.agent_rollback(&AgentRollback { agent: args.agent, commit: args.commit }).await?;
+            println!("{}  {}", &commit.id[..12], Line(&commit.message));
+        }
+        _ => unreachable!("only history and rollback"),
+    }
+    client.goodbye().await;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args)]
@@ -111,6 +168,9 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 }
 
 pub async fn run(command: AgentCommand) -> anyhow::Result<ExitCode> {
+    if matches!(command, AgentCommand::History(_) | AgentCommand::Rollback(_)) {
+        return history(command).await;
+    }
     let (client, _events) = connect().await?;
     let agents = agent_loop::Client::new(&client);
     match command {
@@ -155,6 +215,7 @@ pub async fn run(command: AgentCommand) -> anyhow::Result<ExitCode> {
             agents.agent_remove(&AgentName { agent: args.agent.clone() }).await?;
             println!("removed {}", args.agent);
         }
+        AgentCommand::History(_) | AgentCommand::Rollback(_) => unreachable!("answered by fs-engine above"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -79,8 +79,8 @@ fn is_index_or_database(name: &str) -> bool {
 
 /// The entry of an agent's or a workspace's directory that ClawFS maintains
 /// itself and that `parts` (components below `/clawfs`) name or lie in, if
-/// any: in an agent's directory its databases, HNSW index, identity file
-/// and configuration; in a workspace's its databases, HNSW index, metadata
+/// any: in an agent's directory its databases, HNSW index, identity file,
+/// configuration and history (`.git`); in a workspace's its databases, HNSW index, metadata
 /// and snapshots. Only their own methods change them, which keep them
 /// consistent: a plain write there, by an agent through fs-engine or by a
 /// tool through its filesystem grant, is refused (a forged row in an
@@ -88,7 +88,10 @@ fn is_index_or_database(name: &str) -> bool {
 pub fn maintained<'p>(parts: &[&'p str]) -> Option<&'p str> {
     match *parts {
         [AGENTS_DIR, _, name, ..]
-            if is_index_or_database(name) || name == IDENTITY_FILE || name == AGENT_CONFIG_FILE =>
+            if is_index_or_database(name)
+                || name == IDENTITY_FILE
+                || name == AGENT_CONFIG_FILE
+                || name == crate::history::GIT_DIR =>
         {
             Some(name)
         }
@@ -428,6 +431,7 @@ mod tests {
             ("/clawfs/agents/a/workspace.hnsw.json", "workspace.hnsw.json"),
             ("/clawfs/agents/a/identity.json", "identity.json"),
             ("/clawfs/agents/a/config.toml", "config.toml"),
+            ("/clawfs/agents/a/.git/HEAD", ".git"),
             ("/clawfs/workspaces/w/workspace.db", "workspace.db"),
             ("/clawfs/workspaces/w/metadata.json", "metadata.json"),
             ("/clawfs/workspaces/w/snapshots/s1/workspace.db", "snapshots"),

@@ -1,6 +1,8 @@
 //! `read_file`, `write_file`, `list_dir` and `delete_file`: files under
 //! `/clawfs` on behalf of an agent or the operator; and `agent_dir_create`
-//! / `agent_dir_remove`, the agents' directories themselves. A component (the agent
+//! / `agent_dir_remove`, the agents' directories themselves, and
+//! `agent_commit` / `agent_history` / `agent_rollback`, their history
+//! (`clawfs::history`). A component (the agent
 //! loop, the WASM daemon) must name the agent it acts for in `agent`, and
 //! gets that agent's rights (RULE-001, `clawfs::files`); the operator acts
 //! as itself, or as an agent when it names one. Each request is audited
@@ -11,14 +13,27 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use clawfs::audit::{AuditLog, Entry};
 use clawfs::files::{self, Access, Requester, WriteMode};
+use clawfs::history;
 use clawfs::layout::{agents_dir, AGENT_CONFIG_FILE};
 use clawfs::namespace::{self, NamespaceReport, Owners};
 use clawos_api::fs_engine::{
-    AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile,
-    WriteFile,
+    AgentCommit, AgentCommits, AgentCommitted, AgentDirCreate, AgentDirCreated, AgentHistory, AgentRef, AgentRollback,
+    Commit, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile,
 };
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ErrorCode, Principal};
+
+/// The longest commit message, bytes.
+const MAX_COMMIT_MESSAGE: usize = 4096;
+
+fn history_error(error: history::Error) -> MethodError {
+    let code = match &error {
+        history::Error::NoCommit(_) => ErrorCode::Enoent,
+        history::Error::Unchanged(_) => ErrorCode::Eperm,
+        history::Error::Git(_) | history::Error::Io { .. } => ErrorCode::Eio,
+    };
+    MethodError::new(code, error.to_string())
+}
 
 /// Serves the file methods under one ClawFS root.
 pub struct FileService {
@@ -179,6 +194,46 @@ impl FileService {
             .and_then(|()| std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o640)))
             .map_err(|e| MethodError::new(ErrorCode::Eio, format!("writing {}: {e}", config.display())))?;
         Ok(AgentDirCreated { path: display })
+    }
+
+    /// The directory of agent `agent`, which must exist.
+    fn agent_dir(&self, agent: &str) -> Result<(PathBuf, String), MethodError> {
+        if !namespace::agent_exists(&self.root, agent) {
+            return Err(MethodError::new(ErrorCode::Enoent, format!("no agent `{agent}`")));
+        }
+        Ok((agents_dir(&self.root).join(agent), format!("/clawfs/agents/{agent}")))
+    }
+
+    /// `agent_commit` for `caller`: authored by the agent when a component
+    /// (agent-loop) asks for it, by the operator when the operator does.
+    pub fn commit_agent(&self, caller: Principal, p: AgentCommit) -> Result<AgentCommitted, MethodError> {
+        if p.message.trim().is_empty() || p.message.len() > MAX_COMMIT_MESSAGE {
+            return Err(MethodError::bad_params(format!("`message` must be 1 to {MAX_COMMIT_MESSAGE} bytes")));
+        }
+        let (dir, display) = self.agent_dir(&p.agent)?;
+        let author = match caller {
+            Principal::Operator => "operator",
+            Principal::Component(_) => p.agent.as_str(),
+        };
+        self.record_allowed(caller, &p.agent, "commit", &display, None)?;
+        let commit = history::commit(&dir, author, &p.message).map_err(history_error)?;
+        Ok(AgentCommitted { commit })
+    }
+
+    /// `agent_history`.
+    pub fn agent_history(&self, p: AgentHistory) -> Result<AgentCommits, MethodError> {
+        let (dir, _) = self.agent_dir(&p.agent)?;
+        let limit = p.limit.unwrap_or(20).clamp(1, 500);
+        Ok(AgentCommits { commits: history::log(&dir, limit).map_err(history_error)? })
+    }
+
+    /// `agent_rollback` for `caller` (the operator: the ACL grants it to no
+    /// component), audited before the files change.
+    pub fn rollback_agent(&self, caller: Principal, p: AgentRollback) -> Result<Commit, MethodError> {
+        let (dir, display) = self.agent_dir(&p.agent)?;
+        let author = if caller == Principal::Operator { "operator" } else { p.agent.as_str() };
+        self.record_allowed(caller, &p.agent, "rollback", &display, None)?;
+        history::rollback(&dir, &p.commit, author, files::FILE_MODE, namespace::AGENT_DIR_MODE).map_err(history_error)
     }
 
     /// `agent_dir_remove` for `caller`.

@@ -26,8 +26,9 @@ use clawfs::{
     Clawfs, Config, Embedder, IndexReport, Owners, SearchRequest, SearchResponse, Snapshot, WorkspaceMetadata,
 };
 use clawos_api::fs_engine::{
-    self, AgentDirCreate, AgentDirCreated, AgentRef, DirListing, FileContent, FileDeleted, FilePath, FileWritten,
-    IdentityBackups, IdentityRecordTask, IdentityRestore, MemoryCount, MemoryCounted, MemoryEntries,
+    self, AgentCommit, AgentCommits, AgentCommitted, AgentDirCreate, AgentDirCreated, AgentHistory, AgentRef,
+    AgentRollback, Commit, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups,
+    IdentityRecordTask, IdentityRestore, MemoryCount, MemoryCounted, MemoryEntries,
     MemoryHygiene as MemoryHygieneParams, MemoryId, MemoryIndex, MemoryList, MemoryRecall, MemoryRemove, MemoryRemoved,
     MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore, SnapshotsPruned,
     WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
@@ -543,6 +544,20 @@ impl fs_engine::Service for Daemon {
         })
         .await?;
         Ok(Done {})
+    }
+
+    async fn agent_commit(&self, call: &Call, params: AgentCommit) -> Result<AgentCommitted, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.commit_agent(caller, params)).await
+    }
+
+    async fn agent_history(&self, _call: &Call, params: AgentHistory) -> Result<AgentCommits, MethodError> {
+        self.files(move |files| files.agent_history(params)).await
+    }
+
+    async fn agent_rollback(&self, call: &Call, params: AgentRollback) -> Result<Commit, MethodError> {
+        let caller = call.peer();
+        self.files(move |files| files.rollback_agent(caller, params)).await
     }
 }
 

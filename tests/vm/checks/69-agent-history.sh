@@ -1,0 +1,46 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
+# An agent's history (specs/clawfs/README.md, "History"): each turn that
+# changed its files is one git commit authored by the agent, its answer the
+# subject; the operator rolls the files back as a new commit; the agent
+# cannot write the repository. A scripted provider of 59-agent-turns.sh
+# answers on the guest's loopback.
+
+HISTORY_PORT=18089
+
+history_agent_ready() {
+  local script
+  script=$(jq -cn --argjson r1 "$(tool_call_reply call-h1 file_write '{"path": "notes/plan.md", "content": "v1"}')" \
+                  --argjson r2 "$(text_reply "Wrote the plan." 30 3)" \
+                  --argjson r3 "$(tool_call_reply call-h2 file_write '{"path": "notes/plan.md", "content": "v2"}')" \
+                  --argjson r4 "$(text_reply "Rewrote the plan." 30 3)" \
+                  --argjson r5 "$(tool_call_reply call-h3 file_write '{"path": ".git/HEAD", "content": "ref: refs/heads/forged\n"}')" \
+                  --argjson r6 "$(text_reply "Tried." 30 1)" \
+                  '{replies: [$r1, $r2, $r3, $r4, $r5, $r6]}') || return 1
+  scripted_agent vm-hist "$HISTORY_PORT" "$script"
+}
+check "history: an agent with a scripted provider that writes a file twice" history_agent_ready
+
+check "history: each turn that wrote a file is one commit authored by the agent with its answer as subject; the operator rolls back as a new commit" vm_ssh '
+  clawctl chat --agent vm-hist -m "Write the plan." --json | jq -e ".answer == \"Wrote the plan.\"" >/dev/null || exit 1
+  clawctl chat --agent vm-hist -m "Rewrite it." --json | jq -e ".answer == \"Rewrote the plan.\"" >/dev/null || exit 1
+  log=$(clawctl agent history vm-hist --json)
+  echo "$log" | jq -e "(.commits | length) == 2 and ([.commits[].author] | unique) == [\"vm-hist\"]
+                       and (.commits[0].message | startswith(\"Rewrote the plan.\n\")) and .commits[0].files == [\"notes/plan.md\"]
+                       and (.commits[1].message | startswith(\"Wrote the plan.\n\")) and any(.commits[1].files[]; . == \"notes/plan.md\")
+                       and all(.commits[].files[]; test(\"workspace.db|config.toml|identity.json\") | not)" >/dev/null || { echo "$log"; exit 1; }
+  first=$(echo "$log" | jq -r ".commits[1].id")
+  clawctl agent rollback vm-hist "${first:0:10}" | grep -q "Roll back to ${first:0:12}: Wrote the plan." || exit 1
+  test "$(cat /clawfs/agents/vm-hist/notes/plan.md)" = v1 || exit 1
+  test "$(stat -c %a /clawfs/agents/vm-hist/notes/plan.md)" = 640 || { stat /clawfs/agents/vm-hist/notes/plan.md; exit 1; }
+  clawctl agent history vm-hist --json | jq -e "(.commits | length) == 3 and .commits[0].author == \"operator\"" >/dev/null || exit 1
+  grep -q "agent=vm-hist operation=rollback path=/clawfs/agents/vm-hist caller=operator$" /var/log/clawos/clawfs-audit.log ||
+    { grep vm-hist /var/log/clawos/clawfs-audit.log | tail -n 3; exit 1; }'
+
+check "history: the agent cannot write its own repository" vm_ssh '
+  head=$(cat /clawfs/agents/vm-hist/.git/HEAD)
+  clawctl chat --agent vm-hist -m "Point HEAD elsewhere." --json | jq -e ".answer == \"Tried.\"" >/dev/null || exit 1
+  test "$(cat /clawfs/agents/vm-hist/.git/HEAD)" = "$head" || exit 1
+  session=$(clawctl session list vm-hist | head -n 1 | cut -d" " -f1)
+  clawctl session show vm-hist "$session" --json | jq -e "any(.entries[]; .role == \"tool\" and (.content | test(\"maintained by ClawFS\")))" >/dev/null ||
+    { clawctl session show vm-hist "$session" --json; exit 1; }
+  systemctl stop clawos-test-vm-hist && clawctl agent rm vm-hist >/dev/null'
