@@ -1,9 +1,10 @@
 # shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
-# An agent's history (specs/clawfs/README.md, "History"): each turn that
-# changed its files is one git commit authored by the agent, its answer the
-# subject; the operator rolls the files back as a new commit; the agent
-# cannot write the repository. A scripted provider of 59-agent-turns.sh
-# answers on the guest's loopback.
+# An agent's history and goals (specs/clawfs/README.md, "History",
+# "Goals"): each turn that changed its files is one git commit authored by
+# the agent, its answer the subject; the operator rolls the files back as a
+# new commit; the agent cannot write the repository; a goal's file moves
+# with its state and the move is a commit. A scripted provider of
+# 59-agent-turns.sh answers on the guest's loopback.
 
 HISTORY_PORT=18089
 
@@ -15,10 +16,14 @@ history_agent_ready() {
                   --argjson r4 "$(text_reply "Rewrote the plan." 30 3)" \
                   --argjson r5 "$(tool_call_reply call-h3 file_write '{"path": ".git/HEAD", "content": "ref: refs/heads/forged\n"}')" \
                   --argjson r6 "$(text_reply "Tried." 30 1)" \
-                  '{replies: [$r1, $r2, $r3, $r4, $r5, $r6]}') || return 1
+                  --argjson r7 "$(tool_call_reply call-h4 goal_create '{"title": "Plan the trip", "description": "Dates and bookings."}')" \
+                  --argjson r8 "$(text_reply "Started the goal." 30 3)" \
+                  --argjson r9 "$(tool_call_reply call-h5 goal_update '{"id": "plan-the-trip", "state": "completed", "note": "booked", "artifact": "notes/plan.md"}')" \
+                  --argjson r10 "$(text_reply "Goal done." 30 2)" \
+                  '{replies: [$r1, $r2, $r3, $r4, $r5, $r6, $r7, $r8, $r9, $r10]}') || return 1
   scripted_agent vm-hist "$HISTORY_PORT" "$script"
 }
-check "history: an agent with a scripted provider that writes a file twice" history_agent_ready
+check "history: an agent with a scripted provider that writes a file twice, then works on a goal" history_agent_ready
 
 check "history: each turn that wrote a file is one commit authored by the agent with its answer as subject; the operator rolls back as a new commit" vm_ssh '
   clawctl chat --agent vm-hist -m "Write the plan." --json | jq -e ".answer == \"Wrote the plan.\"" >/dev/null || exit 1
@@ -42,5 +47,23 @@ check "history: the agent cannot write its own repository" vm_ssh '
   test "$(cat /clawfs/agents/vm-hist/.git/HEAD)" = "$head" || exit 1
   session=$(clawctl session list vm-hist | head -n 1 | cut -d" " -f1)
   clawctl session show vm-hist "$session" --json | jq -e "any(.entries[]; .role == \"tool\" and (.content | test(\"maintained by ClawFS\")))" >/dev/null ||
-    { clawctl session show vm-hist "$session" --json; exit 1; }
+    { clawctl session show vm-hist "$session" --json; exit 1; }'
+
+check "goals: a goal the agent starts and completes moves from goals/active to goals/completed with its log; the move is a commit" vm_ssh '
+  (timeout 60 clawctl events --name goal.changed > /run/clawos-test/goal-events.jsonl &)
+  sleep 1
+  clawctl chat --agent vm-hist -m "Start a goal to plan the trip." --json | jq -e ".answer == \"Started the goal.\"" >/dev/null || exit 1
+  test -f /clawfs/agents/vm-hist/goals/active/plan-the-trip.md || { ls -R /clawfs/agents/vm-hist/goals; exit 1; }
+  clawctl chat --agent vm-hist -m "It is booked." --json | jq -e ".answer == \"Goal done.\"" >/dev/null || exit 1
+  test ! -e /clawfs/agents/vm-hist/goals/active/plan-the-trip.md && test -f /clawfs/agents/vm-hist/goals/completed/plan-the-trip.md ||
+    { ls -R /clawfs/agents/vm-hist/goals; exit 1; }
+  goal=$(clawctl goal show vm-hist plan-the-trip --json)
+  echo "$goal" | jq -e ".state == \"completed\" and .title == \"Plan the trip\" and .artifacts == [\"notes/plan.md\"]
+                        and .description == \"Dates and bookings.\" and (.log | length) == 2 and (.log[1] | test(\"active → completed .*: booked$\"))" >/dev/null ||
+    { echo "$goal"; exit 1; }
+  clawctl goal list vm-hist --state completed --json | jq -e "[.goals[].id] == [\"plan-the-trip\"]" >/dev/null || exit 1
+  clawctl goal log vm-hist plan-the-trip | grep -q "vm-hist  Goal plan-the-trip: active → completed" || { clawctl goal log vm-hist plan-the-trip; exit 1; }
+  for _ in $(seq 20); do test "$(wc -l < /run/clawos-test/goal-events.jsonl)" -ge 2 && break; sleep 0.5; done
+  jq -se "[.[] | .payload.event_data | select(.agent == \"vm-hist\") | [.from, .to]] == [[null, \"active\"], [\"active\", \"completed\"]]" \
+    /run/clawos-test/goal-events.jsonl >/dev/null || { cat /run/clawos-test/goal-events.jsonl; exit 1; }
   systemctl stop clawos-test-vm-hist && clawctl agent rm vm-hist >/dev/null'

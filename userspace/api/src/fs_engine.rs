@@ -86,9 +86,80 @@ service! {
     /// Puts an agent's files back as a commit left them, as a new commit
     /// (the operator's; changes not yet committed are committed first).
     fn agent_rollback(AgentRollback) -> Commit { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Makes a goal of an agent (`goals/<state>/<id>.md`).
+    fn goal_create(GoalCreate) -> Goal { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// Changes a goal: its state (the file moves; a history commit marks
+    /// the boundary), a log line, an artifact.
+    fn goal_update(GoalUpdate) -> Goal { timeout_ms: 30000, errors: [Eperm, Enoent, Eio] }
+    /// An agent's goals (one state's, or all), by state then id.
+    fn goal_list(GoalQuery) -> Goals { timeout_ms: 5000, errors: [Enoent, Eio] }
 }
 
+pub use clawfs::goals::{Goal, State as GoalState};
 pub use clawfs::history::Commit;
+
+/// Published when a goal is made or changes state: `agent`, `goal`, `from`
+/// (absent for a new one), `to`.
+pub const GOAL_CHANGED: &str = "goal.changed";
+
+/// `goal_create` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GoalCreate {
+    /// The agent.
+    pub agent: String,
+    /// One line.
+    pub title: String,
+    /// What it is about.
+    #[serde(default)]
+    pub description: String,
+    /// Its id (1-64 of a-z, 0-9, -); from the title when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The goal it is a sub-goal of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// `proposed` or `active` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<GoalState>,
+}
+
+/// `goal_update` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GoalUpdate {
+    /// The agent.
+    pub agent: String,
+    /// The goal.
+    pub id: String,
+    /// Its new state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<GoalState>,
+    /// A line for its log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// A file of the agent's it produced (relative to its directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<String>,
+}
+
+/// `goal_list` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GoalQuery {
+    /// The agent.
+    pub agent: String,
+    /// Only goals in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<GoalState>,
+}
+
+/// `goal_list` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Goals {
+    /// By state, then id.
+    pub goals: Vec<Goal>,
+}
 
 /// `agent_commit` params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

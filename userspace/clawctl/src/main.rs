@@ -9,6 +9,7 @@ mod agent;
 mod approvals;
 mod events;
 mod fs;
+mod goal;
 mod identity;
 mod ipc;
 mod memory;
@@ -89,6 +90,9 @@ enum Command {
     Schedule(schedule::ScheduleCommand),
     /// Notifications raised by jobs, heartbeats and agents (--read ID marks one read).
     Notifications(schedule::NotificationsArgs),
+    /// An agent's goals: list, show, log.
+    #[command(subcommand)]
+    Goal(goal::GoalCommand),
 }
 
 fn main() -> ExitCode {
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
             Command::Update(command) => update::run(command).await,
             Command::Schedule(command) => schedule::run(command).await,
             Command::Notifications(args) => schedule::notifications(args).await,
+            Command::Goal(command) => goal::run(command).await,
         }
     });
     match outcome {

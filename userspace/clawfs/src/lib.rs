@@ -46,6 +46,7 @@ pub mod embed;
 mod error;
 pub mod files;
 mod fsio;
+pub mod goals;
 pub mod history;
 mod identity;
 mod index;

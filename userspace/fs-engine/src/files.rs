@@ -13,12 +13,13 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use clawfs::audit::{AuditLog, Entry};
 use clawfs::files::{self, Access, Requester, WriteMode};
-use clawfs::history;
 use clawfs::layout::{agents_dir, AGENT_CONFIG_FILE};
 use clawfs::namespace::{self, NamespaceReport, Owners};
+use clawfs::{goals, history};
 use clawos_api::fs_engine::{
     AgentCommit, AgentCommits, AgentCommitted, AgentDirCreate, AgentDirCreated, AgentHistory, AgentRef, AgentRollback,
-    Commit, DirListing, FileContent, FileDeleted, FilePath, FileWritten, ReadFile, WriteFile,
+    Commit, DirListing, FileContent, FileDeleted, FilePath, FileWritten, Goal, GoalCreate, GoalQuery, GoalState,
+    GoalUpdate, Goals, ReadFile, WriteFile,
 };
 use clawos_ipc::server::MethodError;
 use clawos_ipc::{ErrorCode, Principal};
@@ -33,6 +34,21 @@ fn history_error(error: history::Error) -> MethodError {
         history::Error::Git(_) | history::Error::Io { .. } => ErrorCode::Eio,
     };
     MethodError::new(code, error.to_string())
+}
+
+fn goal_error(error: goals::Error) -> MethodError {
+    let code = match &error {
+        goals::Error::NoGoal(_) => ErrorCode::Enoent,
+        goals::Error::Refused(_) => ErrorCode::Eperm,
+        goals::Error::Corrupt { .. } | goals::Error::Io { .. } => ErrorCode::Eio,
+    };
+    MethodError::new(code, error.to_string())
+}
+
+/// Now, RFC 3339 (UTC, seconds).
+fn now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    fsutil::rfc3339(secs)
 }
 
 /// Serves the file methods under one ClawFS root.
@@ -234,6 +250,52 @@ impl FileService {
         let author = if caller == Principal::Operator { "operator" } else { p.agent.as_str() };
         self.record_allowed(caller, &p.agent, "rollback", &display, None)?;
         history::rollback(&dir, &p.commit, author, files::FILE_MODE, namespace::AGENT_DIR_MODE).map_err(history_error)
+    }
+
+    /// `goal_create` for `caller`, audited as a write of the goal's file.
+    pub fn create_goal(&self, caller: Principal, p: GoalCreate) -> Result<Goal, MethodError> {
+        let (dir, display) = self.agent_dir(&p.agent)?;
+        let new = goals::New {
+            id: p.id.as_deref(),
+            title: &p.title,
+            description: &p.description,
+            parent: p.parent.as_deref(),
+            state: p.state,
+        };
+        self.record_allowed(caller, &p.agent, "goal_create", &format!("{display}/{}", goals::GOALS_DIR), None)?;
+        goals::create(&dir, &new, &now(), files::FILE_MODE, namespace::AGENT_DIR_MODE).map_err(goal_error)
+    }
+
+    /// `goal_update` for `caller`, audited; a change of state is also a
+    /// history commit ("Goal <id>: <from> → <to>"), authored as
+    /// `agent_commit` would author it. Returns the state the goal left.
+    pub fn update_goal(&self, caller: Principal, p: GoalUpdate) -> Result<(Goal, Option<GoalState>), MethodError> {
+        let (dir, display) = self.agent_dir(&p.agent)?;
+        let change = goals::Change { state: p.state, note: p.note.as_deref(), artifact: p.artifact.as_deref() };
+        self.record_allowed(
+            caller,
+            &p.agent,
+            "goal_update",
+            &format!("{display}/{}/{}", goals::GOALS_DIR, p.id),
+            None,
+        )?;
+        let (goal, from) = goals::update(&dir, &p.id, &change, &now(), files::FILE_MODE, namespace::AGENT_DIR_MODE)
+            .map_err(goal_error)?;
+        if let Some(from) = from {
+            let author = if caller == Principal::Operator { "operator" } else { p.agent.as_str() };
+            let message = format!("Goal {}: {} → {}\n\n{}", goal.id, from.as_str(), goal.state.as_str(), goal.title);
+            if let Err(e) = history::commit(&dir, author, &message) {
+                tracing::warn!(agent = p.agent, goal = goal.id, "the goal's history commit: {e}");
+            }
+        }
+        Ok((goal, from))
+    }
+
+    /// `goal_list`.
+    pub fn goals(&self, p: GoalQuery) -> Result<Goals, MethodError> {
+        let (dir, _) = self.agent_dir(&p.agent)?;
+        let all = goals::list(&dir).map_err(goal_error)?;
+        Ok(Goals { goals: all.into_iter().filter(|g| p.state.is_none_or(|s| g.state == s)).collect() })
     }
 
     /// `agent_dir_remove` for `caller`.

@@ -27,10 +27,10 @@ use clawfs::{
 };
 use clawos_api::fs_engine::{
     self, AgentCommit, AgentCommits, AgentCommitted, AgentDirCreate, AgentDirCreated, AgentHistory, AgentRef,
-    AgentRollback, Commit, DirListing, FileContent, FileDeleted, FilePath, FileWritten, IdentityBackups,
-    IdentityRecordTask, IdentityRestore, MemoryCount, MemoryCounted, MemoryEntries,
-    MemoryHygiene as MemoryHygieneParams, MemoryId, MemoryIndex, MemoryList, MemoryRecall, MemoryRemove, MemoryRemoved,
-    MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore, SnapshotsPruned,
+    AgentRollback, Commit, DirListing, FileContent, FileDeleted, FilePath, FileWritten, Goal, GoalCreate, GoalQuery,
+    GoalState, GoalUpdate, Goals, IdentityBackups, IdentityRecordTask, IdentityRestore, MemoryCount, MemoryCounted,
+    MemoryEntries, MemoryHygiene as MemoryHygieneParams, MemoryId, MemoryIndex, MemoryList, MemoryRecall, MemoryRemove,
+    MemoryRemoved, MemorySearch, MemoryStore, ReadFile, SnapshotList, SnapshotPrune, SnapshotRestore, SnapshotsPruned,
     WorkspaceCreate, WorkspaceList, WorkspaceName, WorkspaceRef, WriteFile,
 };
 use clawos_api::{Call, Done, NoParams, MAX_IDEMPOTENCY_KEY};
@@ -172,6 +172,8 @@ struct Daemon {
     /// The file methods, and the audit log every file and memory request
     /// is written to first.
     files: Arc<files::FileService>,
+    /// For `goal.changed`.
+    runtime: Runtime,
 }
 
 /// Records one finished task in `identity` (identity files are updated
@@ -217,6 +219,18 @@ pub(crate) fn method_error(error: clawfs::Error) -> MethodError {
 }
 
 impl Daemon {
+    /// Publishes `goal.changed` for a goal made (`from` none) or moved.
+    fn goal_changed(&self, agent: &str, goal: &Goal, from: Option<GoalState>) {
+        let mut data = clawos_ipc::Object::new();
+        data.insert("agent".into(), agent.into());
+        data.insert("goal".into(), goal.id.clone().into());
+        if let Some(from) = from {
+            data.insert("from".into(), from.as_str().into());
+        }
+        data.insert("to".into(), goal.state.as_str().into());
+        self.runtime.publish(fs_engine::GOAL_CHANGED, data);
+    }
+
     fn start(runtime: &Runtime) -> Result<Daemon, String> {
         let config: DaemonConfig =
             runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
@@ -272,7 +286,7 @@ impl Daemon {
         if let Err(error) = watch::start(&config.clawfs_root, state.clone(), hygiene) {
             tracing::error!("agents' memory files will not be re-indexed when they change: {error}");
         }
-        Ok(Daemon { state, files })
+        Ok(Daemon { state, files, runtime: runtime.clone() })
     }
 
     /// Runs `work` on the blocking pool: SQLite and HNSW calls block.
@@ -558,6 +572,28 @@ impl fs_engine::Service for Daemon {
     async fn agent_rollback(&self, call: &Call, params: AgentRollback) -> Result<Commit, MethodError> {
         let caller = call.peer();
         self.files(move |files| files.rollback_agent(caller, params)).await
+    }
+
+    async fn goal_create(&self, call: &Call, params: GoalCreate) -> Result<Goal, MethodError> {
+        let caller = call.peer();
+        let agent = params.agent.clone();
+        let goal = self.files(move |files| files.create_goal(caller, params)).await?;
+        self.goal_changed(&agent, &goal, None);
+        Ok(goal)
+    }
+
+    async fn goal_update(&self, call: &Call, params: GoalUpdate) -> Result<Goal, MethodError> {
+        let caller = call.peer();
+        let agent = params.agent.clone();
+        let (goal, from) = self.files(move |files| files.update_goal(caller, params)).await?;
+        if let Some(from) = from {
+            self.goal_changed(&agent, &goal, Some(from));
+        }
+        Ok(goal)
+    }
+
+    async fn goal_list(&self, _call: &Call, params: GoalQuery) -> Result<Goals, MethodError> {
+        self.files(move |files| files.goals(params)).await
     }
 }
 

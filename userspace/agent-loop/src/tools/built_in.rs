@@ -1,8 +1,9 @@
 //! The built-in tools (`specs/agent/README.md`, "Tools"): the agent's own
 //! files (paths relative to its directory, RULE-001), its memory (store,
-//! recall, forget), a user workspace's memory search and its jobs (its
-//! `cron/jobs.toml`, `specs/scheduler/README.md`), each through fs-engine
-//! as the agent; and `notify`, a notification raised at the scheduler.
+//! recall, forget), a user workspace's memory search, its jobs (its
+//! `cron/jobs.toml`, `specs/scheduler/README.md`) and its goals
+//! (`specs/clawfs/README.md`, "Goals"), each through fs-engine as the
+//! agent; and `notify`, a notification raised at the scheduler.
 //!
 //! Owns: the built-in tools as one enum ([`BuiltIn`]): each one's name,
 //! description and the permission a call needs, its arguments (one type
@@ -11,7 +12,10 @@
 //! (security-agent's `check_policy`) or recording it (`tools`), or what the
 //! agent may reach (RULE-001 and the memory's rules are fs-engine's).
 
-use clawos_api::fs_engine::{self, FilePath, MemoryId, MemoryRecall, MemorySearch, MemoryStore, ReadFile, WriteFile};
+use clawos_api::fs_engine::{
+    self, FilePath, GoalCreate, GoalQuery, GoalState, GoalUpdate, MemoryId, MemoryRecall, MemorySearch, MemoryStore,
+    ReadFile, WriteFile,
+};
 use clawos_api::scheduler::{self, NewNotification};
 use clawos_api::security_agent::Permission;
 use clawos_ipc::{ComponentId, ErrorCode, IpcClient};
@@ -49,11 +53,17 @@ pub enum BuiltIn {
     ScheduleRemove,
     /// `notify`: a notification to the operator.
     Notify,
+    /// `goal_create`: a goal in the agent's `goals/`.
+    GoalCreate,
+    /// `goal_update`: a goal's state, a log line, an artifact.
+    GoalUpdate,
+    /// `goal_list`: the agent's goals.
+    GoalList,
 }
 
 impl BuiltIn {
     /// Every built-in tool, in the order the model is told of them.
-    pub const ALL: [BuiltIn; 11] = [
+    pub const ALL: [BuiltIn; 14] = [
         BuiltIn::FileRead,
         BuiltIn::FileWrite,
         BuiltIn::FileList,
@@ -65,6 +75,9 @@ impl BuiltIn {
         BuiltIn::ScheduleList,
         BuiltIn::ScheduleRemove,
         BuiltIn::Notify,
+        BuiltIn::GoalCreate,
+        BuiltIn::GoalUpdate,
+        BuiltIn::GoalList,
     ];
 
     /// Its tool name.
@@ -81,6 +94,9 @@ impl BuiltIn {
             BuiltIn::ScheduleList => "schedule_list",
             BuiltIn::ScheduleRemove => "schedule_remove",
             BuiltIn::Notify => "notify",
+            BuiltIn::GoalCreate => "goal_create",
+            BuiltIn::GoalUpdate => "goal_update",
+            BuiltIn::GoalList => "goal_list",
         }
     }
 
@@ -105,13 +121,18 @@ impl BuiltIn {
             BuiltIn::ScheduleList => "List your scheduled jobs.",
             BuiltIn::ScheduleRemove => "Remove a scheduled job.",
             BuiltIn::Notify => "Notify the operator (level: info, warning or error).",
+            BuiltIn::GoalCreate => "Start a goal (state: proposed or active; parent: a goal it is part of).",
+            BuiltIn::GoalUpdate => {
+                "Change a goal: state (active, blocked, completed, abandoned), a note, an artifact file."
+            }
+            BuiltIn::GoalList => "List your goals.",
         }
     }
 
     /// What a call of it needs (`check_policy`).
     pub const fn needs(self) -> Permission {
         match self {
-            BuiltIn::FileWrite => Permission::FileWrite,
+            BuiltIn::FileWrite | BuiltIn::GoalCreate | BuiltIn::GoalUpdate => Permission::FileWrite,
             BuiltIn::MemoryStore | BuiltIn::MemoryForget => Permission::MemoryWrite,
             BuiltIn::ScheduleAdd | BuiltIn::ScheduleRemove => Permission::Schedule,
             // Telling the operator changes nothing of the agent's: even a
@@ -121,6 +142,7 @@ impl BuiltIn {
             | BuiltIn::MemoryRecall
             | BuiltIn::MemorySearch
             | BuiltIn::ScheduleList
+            | BuiltIn::GoalList
             | BuiltIn::Notify => Permission::Read,
         }
     }
@@ -140,6 +162,9 @@ impl BuiltIn {
             BuiltIn::ScheduleList => json!({"type": "object", "properties": {}}),
             BuiltIn::ScheduleRemove => schema_of::<ScheduleRemoveArgs>(),
             BuiltIn::Notify => schema_of::<NotifyArgs>(),
+            BuiltIn::GoalCreate => schema_of::<GoalCreateArgs>(),
+            BuiltIn::GoalUpdate => schema_of::<GoalUpdateArgs>(),
+            BuiltIn::GoalList => json!({"type": "object", "properties": {}}),
         }
     }
 
@@ -260,8 +285,45 @@ impl BuiltIn {
                 let raised = raised.map_err(CallError::Scheduler)?;
                 Ok(json!({"notification": raised.id}))
             }
+            BuiltIn::GoalCreate => {
+                let GoalCreateArgs { title, description, parent, state } = GoalCreateArgs::read(arguments)?;
+                let state = state.map(|s| goal_state(&s)).transpose()?;
+                let params = GoalCreate {
+                    agent: agent.into(),
+                    title,
+                    description: description.unwrap_or_default(),
+                    id: None,
+                    parent,
+                    state,
+                };
+                let goal = fs.goal_create(&params).await?;
+                Ok(json!({"id": goal.id, "state": goal.state, "path": goal.path}))
+            }
+            BuiltIn::GoalUpdate => {
+                let GoalUpdateArgs { id, state, note, artifact } = GoalUpdateArgs::read(arguments)?;
+                let state = state.map(|s| goal_state(&s)).transpose()?;
+                let goal = fs.goal_update(&GoalUpdate { agent: agent.into(), id, state, note, artifact }).await?;
+                Ok(json!({"id": goal.id, "state": goal.state, "path": goal.path}))
+            }
+            BuiltIn::GoalList => {
+                let goals = fs.goal_list(&GoalQuery { agent: agent.into(), state: None }).await?;
+                Ok(json!(goals
+                    .goals
+                    .iter()
+                    .map(
+                        |g| json!({"id": g.id, "title": g.title, "state": g.state, "parent": g.parent, "path": g.path})
+                    )
+                    .collect::<Vec<_>>()))
+            }
         }
     }
+}
+
+/// A goal state the model named.
+fn goal_state(name: &str) -> Result<GoalState, CallError> {
+    serde_json::from_value(Value::String(name.to_owned())).map_err(|_| {
+        CallError::Refused(format!("`{name}` is not a goal state: proposed, active, blocked, completed or abandoned"))
+    })
 }
 
 /// The zone of jobs that name none: the box's.
@@ -540,6 +602,52 @@ impl Arguments for NotifyArgs {
     }
 }
 
+/// `goal_create`'s arguments.
+#[derive(JsonSchema)]
+struct GoalCreateArgs {
+    title: String,
+    #[schemars(transform = optional)]
+    description: Option<String>,
+    #[schemars(transform = optional)]
+    parent: Option<String>,
+    #[schemars(transform = optional)]
+    state: Option<String>,
+}
+
+impl Arguments for GoalCreateArgs {
+    fn read(arguments: &Value) -> Result<Self, CallError> {
+        Ok(GoalCreateArgs {
+            title: required(arguments, "title")?,
+            description: text(arguments, "description"),
+            parent: text(arguments, "parent"),
+            state: text(arguments, "state"),
+        })
+    }
+}
+
+/// `goal_update`'s arguments.
+#[derive(JsonSchema)]
+struct GoalUpdateArgs {
+    id: String,
+    #[schemars(transform = optional)]
+    state: Option<String>,
+    #[schemars(transform = optional)]
+    note: Option<String>,
+    #[schemars(transform = optional)]
+    artifact: Option<String>,
+}
+
+impl Arguments for GoalUpdateArgs {
+    fn read(arguments: &Value) -> Result<Self, CallError> {
+        Ok(GoalUpdateArgs {
+            id: required(arguments, "id")?,
+            state: text(arguments, "state"),
+            note: text(arguments, "note"),
+            artifact: text(arguments, "artifact"),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,6 +679,11 @@ mod tests {
             json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
             json!({"type": "object", "properties": {"title": {"type": "string"}, "body": {"type": "string"},
                 "level": {"type": "string"}}, "required": ["title"]}),
+            json!({"type": "object", "properties": {"title": {"type": "string"}, "description": {"type": "string"},
+                "parent": {"type": "string"}, "state": {"type": "string"}}, "required": ["title"]}),
+            json!({"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"},
+                "note": {"type": "string"}, "artifact": {"type": "string"}}, "required": ["id"]}),
+            json!({"type": "object", "properties": {}}),
         ];
         for (tool, told) in BuiltIn::ALL.into_iter().zip(told) {
             assert_eq!(tool.parameters(), told, "{}", tool.name());
