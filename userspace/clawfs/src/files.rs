@@ -396,9 +396,23 @@ pub fn delete(path: &Resolved) -> Result<()> {
     }
 }
 
-/// Creates a directory (and its missing parents, each checked the same way).
+/// The mode of a directory a write makes: the group (the components that
+/// read an agent's files directly, such as the scheduler its jobs file) may
+/// list and enter it, not change it.
+pub const DIR_MODE: u32 = 0o750;
+
+/// Creates a directory (and its missing parents, each checked the same
+/// way), each with [`DIR_MODE`] set after it is made: the mode given at
+/// creation is narrowed by the process's umask (fs-engine's unit has 0077).
 pub fn make_dir(dir: &Resolved) -> Result<()> {
-    fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir.real).map_err(io("mkdir", &dir.real))
+    let missing: Vec<&Path> = dir.real.ancestors().take_while(|at| !at.exists()).collect();
+    for at in missing.into_iter().rev() {
+        match fs::DirBuilder::new().mode(DIR_MODE).create(at) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io("mkdir", at)(e)),
+            _ => fs::set_permissions(at, fs::Permissions::from_mode(DIR_MODE)).map_err(io("chmod", at))?,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
