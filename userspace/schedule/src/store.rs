@@ -180,12 +180,49 @@ pub fn fire_id(agent: &str, job: &str, slot: Timestamp, manual: bool) -> String 
     fsutil::hex(&hash.finalize())
 }
 
+fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
+    Ok(JobRow {
+        agent: r.get(0)?,
+        name: r.get(1)?,
+        schedule: r.get(2)?,
+        first_seen: at(r.get(3)?),
+        last_slot: r.get::<_, Option<i64>>(4)?.map(at),
+        session_id: r.get(5)?,
+        paused: r.get(6)?,
+    })
+}
+
 fn ms(at: Timestamp) -> i64 {
     at.as_millisecond()
 }
 
 fn at(ms: i64) -> Timestamp {
     Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Inserts the run row of a claim and, for a scheduled slot, moves the
+/// job's last slot, inside `tx`.
+fn claim_in(
+    tx: &rusqlite::Transaction<'_>,
+    agent: &str,
+    job: &str,
+    slot: Timestamp,
+    manual: bool,
+    now: Timestamp,
+) -> Result<Option<String>, Error> {
+    let id = fire_id(agent, job, slot, manual);
+    let inserted = tx.execute(
+        "INSERT INTO runs (fire_id, agent, job, slot_ms, manual, started_ms, status)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'started') ON CONFLICT (fire_id) DO NOTHING",
+        params![id, agent, job, ms(slot), manual, ms(now)],
+    )?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    if !manual {
+        tx.execute("UPDATE jobs SET last_slot_ms = ?3 WHERE agent = ?1 AND name = ?2", params![agent, job, ms(slot)])?;
+    }
+    Ok(Some(id))
 }
 
 /// The database.
@@ -243,23 +280,20 @@ impl Store {
             "SELECT agent, name, schedule, first_seen_ms, last_slot_ms, session_id, paused FROM jobs
              WHERE ?1 IS NULL OR agent = ?1 ORDER BY agent, name",
         )?;
-        let rows = q.query_map([agent], |r| {
-            Ok(JobRow {
-                agent: r.get(0)?,
-                name: r.get(1)?,
-                schedule: r.get(2)?,
-                first_seen: at(r.get(3)?),
-                last_slot: r.get::<_, Option<i64>>(4)?.map(at),
-                session_id: r.get(5)?,
-                paused: r.get(6)?,
-            })
-        })?;
+        let rows = q.query_map([agent], job_row)?;
         rows.collect()
     }
 
     /// Job `name` of `agent`.
     pub fn job(&self, agent: &str, name: &str) -> Result<Option<JobRow>, Error> {
-        Ok(self.jobs(Some(agent))?.into_iter().find(|job| job.name == name))
+        self.db
+            .query_row(
+                "SELECT agent, name, schedule, first_seen_ms, last_slot_ms, session_id, paused FROM jobs
+                 WHERE agent = ?1 AND name = ?2",
+                params![agent, name],
+                job_row,
+            )
+            .optional()
     }
 
     /// Pauses or resumes a job; `false` if there is no such job. Resuming
@@ -289,24 +323,26 @@ impl Store {
         manual: bool,
         now: Timestamp,
     ) -> Result<Option<String>, Error> {
-        let id = fire_id(agent, job, slot, manual);
         let tx = self.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted = tx.execute(
-            "INSERT INTO runs (fire_id, agent, job, slot_ms, manual, started_ms, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'started') ON CONFLICT (fire_id) DO NOTHING",
-            params![id, agent, job, ms(slot), manual, ms(now)],
-        )?;
-        if inserted == 0 {
-            return Ok(None);
-        }
-        if !manual {
-            tx.execute(
-                "UPDATE jobs SET last_slot_ms = ?3 WHERE agent = ?1 AND name = ?2",
-                params![agent, job, ms(slot)],
-            )?;
-        }
+        let claimed = claim_in(&tx, agent, job, slot, manual, now)?;
         tx.commit()?;
-        Ok(Some(id))
+        Ok(claimed)
+    }
+
+    /// [`Store::claim`] for every `(agent, job, slot)` of a pass in one
+    /// transaction, so they share one flush; the fire ID of each one this
+    /// call claimed, `None` for each claimed before.
+    pub fn claim_all(&mut self, due: &[(&str, &str, Timestamp)], now: Timestamp) -> Result<Vec<Option<String>>, Error> {
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tx = self.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let claimed: Vec<Option<String>> = due
+            .iter()
+            .map(|(agent, job, slot)| claim_in(&tx, agent, job, *slot, false, now))
+            .collect::<Result<_, _>>()?;
+        tx.commit()?;
+        Ok(claimed)
     }
 
     /// Records a run that did not start (`Skipped`, `Missed`) and moves the
@@ -494,6 +530,11 @@ mod tests {
         assert_eq!(again.job("a", "j").unwrap().unwrap().last_slot, Some(slot));
         assert!(again.running("a", "j").unwrap());
         assert_eq!(again.unfinished().unwrap().len(), 1);
+        // A pass's claims in one transaction: the one claimed before is not again.
+        let other = ts("2026-01-01T09:01:00Z");
+        let batch = again.claim_all(&[("a", "j", slot), ("a", "j", other)], now).unwrap();
+        assert_eq!((batch[0].is_none(), batch[1].is_some()), (true, true));
+        assert_eq!(again.job("a", "j").unwrap().unwrap().last_slot, Some(other));
         // A run by hand at the same instant is a different fire.
         assert!(again.claim("a", "j", slot, true, now).unwrap().is_some());
         again.end(first.as_deref().unwrap(), Status::Ok, "done", now).unwrap();

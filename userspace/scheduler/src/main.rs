@@ -82,6 +82,26 @@ const SHOWN_NOTIFICATIONS: u32 = 200;
 /// How much of an answer a run keeps and logs, characters.
 const ANSWER_KEPT: usize = 200;
 
+/// What a pass does with a job.
+enum Step {
+    /// Nothing now; its next slot, if any.
+    Next(Option<Timestamp>),
+    /// A run to claim and start.
+    Fire(Box<Firing>),
+}
+
+/// A run due in this pass, before its claim.
+struct Firing {
+    agent: String,
+    job: Job,
+    row: JobRow,
+    slot: Timestamp,
+    /// What the run tells the agent.
+    message: String,
+    /// Why it is late or folds earlier slots, if it does.
+    note: String,
+}
+
 /// One agent's jobs file as last read.
 struct AgentFile {
     /// Its text (empty: no file).
@@ -243,25 +263,45 @@ impl Shared {
             .flat_map(|(agent, file)| file.jobs.iter().map(move |job| (agent.clone(), job.clone())))
             .collect();
         let mut earliest: Option<Timestamp> = None;
+        let mut firings = Vec::new();
         for (agent, job) in jobs {
             match self.step(&agent, &job, now) {
-                Ok(Some(next)) => earliest = Some(earliest.map_or(next, |e| e.min(next))),
-                Ok(None) => {}
+                Ok(Step::Next(Some(next))) => earliest = Some(earliest.map_or(next, |e| e.min(next))),
+                Ok(Step::Next(None)) => {}
+                Ok(Step::Fire(firing)) => firings.push(firing),
                 Err(e) => tracing::error!(agent, job = job.name, "{e}"),
+            }
+        }
+        // Every slot due in this pass is claimed in one transaction: one
+        // flush for all of them, not one each (schedule-bench's lateness).
+        let due: Vec<(&str, &str, Timestamp)> =
+            firings.iter().map(|f| (f.agent.as_str(), f.job.name.as_str(), f.slot)).collect();
+        let claimed = match lock(&self.store).claim_all(&due, now) {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::error!("claiming {} due run(s): {e}", due.len());
+                return earliest;
+            }
+        };
+        for (firing, fire_id) in firings.into_iter().zip(claimed) {
+            if let Some(fire_id) = fire_id {
+                let Firing { agent, job, row, message, note, .. } = *firing;
+                self.start_run(&agent, &job, &row, fire_id, message, note);
             }
         }
         earliest
     }
 
-    /// Does what is due for one job; returns its next slot.
-    fn step(self: &Arc<Self>, agent: &str, job: &Job, now: Timestamp) -> Result<Option<Timestamp>, store::Error> {
+    /// What is due for one job: its next slot, or a run to claim. Missed
+    /// and skipped slots are recorded here.
+    fn step(self: &Arc<Self>, agent: &str, job: &Job, now: Timestamp) -> Result<Step, store::Error> {
         let mut store = lock(&self.store);
-        let Some(row) = store.job(agent, &job.name)? else { return Ok(None) };
+        let Some(row) = store.job(agent, &job.name)? else { return Ok(Step::Next(None)) };
         if row.paused {
-            return Ok(None);
+            return Ok(Step::Next(None));
         }
         match slots::decide(job, row.first_seen, row.last_slot, now) {
-            Due::Wait(next) => Ok(next),
+            Due::Wait(next) => Ok(Step::Next(next)),
             Due::Missed { latest, count } => {
                 let message = format!(
                     "{count} slot(s) passed more than {} late, the latest {}; missed = \"skip\"",
@@ -271,7 +311,7 @@ impl Shared {
                 if store.record_unrun(agent, &job.name, latest, Status::Missed, &message, now)? {
                     tracing::info!(agent, job = job.name, "{message}");
                 }
-                Ok(None)
+                Ok(Step::Next(None))
             }
             Due::Fire { slot, earlier, late } => {
                 let message = if job.is_heartbeat() {
@@ -285,7 +325,7 @@ impl Shared {
                         ),
                         None => {
                             store.advance(agent, &job.name, slot)?;
-                            return Ok(None);
+                            return Ok(Step::Next(None));
                         }
                     }
                 } else {
@@ -294,19 +334,17 @@ impl Shared {
                 if store.running(agent, &job.name)? {
                     let message = "not started: the job's previous run is still running";
                     store.record_unrun(agent, &job.name, slot, Status::Skipped, message, now)?;
-                    return Ok(None);
+                    return Ok(Step::Next(None));
                 }
-                if let Some(fire_id) = store.claim(agent, &job.name, slot, false, now)? {
-                    let mut why = Vec::new();
-                    if earlier > 0 {
-                        why.push(format!("{earlier} earlier slot(s) folded into this run"));
-                    }
-                    if late {
-                        why.push("run late: missed = \"once\"".to_owned());
-                    }
-                    self.start_run(agent, job, &row, fire_id, message, why.join("; "));
+                let mut why = Vec::new();
+                if earlier > 0 {
+                    why.push(format!("{earlier} earlier slot(s) folded into this run"));
                 }
-                Ok(None)
+                if late {
+                    why.push("run late: missed = \"once\"".to_owned());
+                }
+                let note = why.join("; ");
+                Ok(Step::Fire(Box::new(Firing { agent: agent.to_owned(), job: job.clone(), row, slot, message, note })))
             }
         }
     }
