@@ -61,8 +61,9 @@ pub struct JobArgs {
     json: bool,
 }
 
+/// Exactly one of `--cron`, `--at`, `--every`, `--delay`: the jobs file's
+/// parser says so when it is not (nothing is written).
 #[derive(Args)]
-#[group(id = "when", required = true, multiple = false, args = ["cron", "at", "every", "delay"])]
 pub struct AddArgs {
     /// The agent.
     agent: String,
