@@ -2,7 +2,8 @@
 //!
 //! Why a component of its own: it is the one thing that acts when nobody
 //! types, so it holds no permission an agent would not have. It reads each
-//! agent's `cron/jobs.toml` and nothing else of /clawfs, starts every run as
+//! agent's `cron/jobs.toml` and `HEARTBEAT.md` and nothing else of /clawfs,
+//! starts every run as
 //! a turn through agent-loop (the agent's own limits, autonomy and
 //! approvals apply) and writes the daily log line through fs-engine as the
 //! agent. What a crash costs: nothing is run twice (each slot is claimed in
@@ -11,9 +12,10 @@
 //! slots that passed meanwhile follow their job's missed-run policy.
 //!
 //! Owns: the scheduler's methods (`clawos_api::scheduler`), the pass that
-//! reads the files and fires what is due, following each run's turn, and
-//! `task_completed`/`task_failed`. The rules themselves (the file, slots,
-//! claims) are the library's.
+//! reads the files and fires what is due (the heartbeat's checklist
+//! included), following each run's turn, `task_completed`/`task_failed`,
+//! and the notifications (stored, published). The rules themselves (the
+//! file, slots, claims) are the library's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
