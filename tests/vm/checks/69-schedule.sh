@@ -117,6 +117,10 @@ check "schedule: a heartbeat with a checklist runs a turn and its answer is a no
   journalctl -b -u clawos-scheduler F_AGENT=vm-sched -o cat | grep -q "heartbeat: nothing on the checklist, no turn" || exit 1
   clawctl schedule list --agent vm-sched --json | jq -e ".jobs[] | select(.job == \"heartbeat\") | (.last_run | not)" >/dev/null || exit 1
   test "$(wc -l < /run/clawos-test/clawos-test-vm-sched.jsonl)" -eq 1 || { cat /run/clawos-test/clawos-test-vm-sched.jsonl; exit 1; }
+  # Paused first: a heartbeat turn starting now would make the removal
+  # refuse ("a turn is running").
   for agent in vm-sched vm-sched-tools; do
-    systemctl stop clawos-test-$agent && clawctl agent rm $agent >/dev/null || exit 1
-  done'
+    clawctl agent pause $agent >/dev/null && systemctl stop clawos-test-$agent || exit 1
+  done
+  sleep 2
+  for agent in vm-sched vm-sched-tools; do clawctl agent rm $agent >/dev/null || exit 1; done'
