@@ -10,7 +10,7 @@
 //! commits at the end of a turn).
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
 use git2::{IndexAddOption, Oid, Repository, Signature, Sort};
@@ -110,9 +110,22 @@ fn versioned(path: &Path) -> bool {
 pub fn commit(dir: &Path, author: &str, message: &str) -> Result<Option<Commit>> {
     let repo = open(dir)?;
     let mut index = repo.index()?;
-    // What left, grew past the limit or turned binary leaves the index...
-    let gone: Vec<Vec<u8>> =
-        index.iter().map(|entry| entry.path).filter(|p| !versioned(&dir.join(bytes_path(p)))).collect();
+    // What left, grew past the limit or turned binary leaves the index
+    // (a file the index saw at this size and time is not read again)...
+    let gone: Vec<Vec<u8>> = index
+        .iter()
+        .filter(|entry| {
+            let path = dir.join(bytes_path(&entry.path));
+            let unchanged = fs::symlink_metadata(&path).is_ok_and(|meta| {
+                meta.is_file()
+                    && meta.len() == u64::from(entry.file_size)
+                    && meta.mtime() == i64::from(entry.mtime.seconds())
+                    && meta.mtime_nsec() == i64::from(entry.mtime.nanoseconds())
+            });
+            !unchanged && !versioned(&path)
+        })
+        .map(|entry| entry.path)
+        .collect();
     for path in gone {
         index.remove_path(Path::new(&bytes_path(&path)))?;
     }

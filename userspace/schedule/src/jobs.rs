@@ -276,7 +276,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Parses a jobs file. `local` is the zone of jobs without `tz` (the box's).
 pub fn parse(text: &str, local: &TimeZone) -> Result<Vec<Job>, FileError> {
-    let error = |line, reason: String| FileError { file: JOBS_FILE.to_owned(), line, reason };
+    let error = |line, reason: String| FileError { file: JOBS_FILE.to_owned(), line, reason: visible(&reason) };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|span| line_of(text, span.start));
         error(line, e.message().to_owned())
@@ -337,6 +337,27 @@ fn heartbeat(raw: RawHeartbeat, local: &TimeZone) -> Result<Job, String> {
         notify: raw.notify.unwrap_or(Notify::Always),
         active_hours,
     })
+}
+
+/// The longest error reason, characters: it quotes the file, which anyone
+/// who may write the agent's files wrote, and goes to the journal.
+const MAX_REASON: usize = 300;
+
+/// `reason` with its control characters made visible and cut to
+/// [`MAX_REASON`] characters.
+fn visible(reason: &str) -> String {
+    let mut shown = String::new();
+    let mut count = 0;
+    for c in reason.chars() {
+        let piece: String = if c.is_control() { c.escape_default().collect() } else { c.into() };
+        count += piece.chars().count();
+        if count > MAX_REASON {
+            shown.push('…');
+            break;
+        }
+        shown.push_str(&piece);
+    }
+    shown
 }
 
 /// The 1-based line of byte `offset` in `text`.
@@ -554,6 +575,10 @@ session = "s-1"
         let e = bad("[jobs.a]\nprompt = \" \"\nevery = \"1h\"\n");
         assert!(e.reason.contains("empty"), "{e}");
         assert!(bad("[jobs.a\n").line.is_some());
+        // What the file says is quoted with its control characters visible, and bounded.
+        let e = bad(&format!("[jobs.a]\nprompt = \"x\"\ncron = \"\\u001b[2J{}\"\n", "9 ".repeat(400)));
+        assert!(e.reason.contains("\\u{1b}[2J") && !e.reason.contains('\u{1b}'), "{e}");
+        assert!(e.reason.chars().count() <= MAX_REASON + 1, "{}", e.reason.len());
     }
 
     #[test]

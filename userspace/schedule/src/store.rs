@@ -192,6 +192,23 @@ fn job_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
     })
 }
 
+const NOTIFICATION_COLUMNS: &str =
+    "SELECT id, agent, source, level, title, body, fire_id, created_ms, read_ms FROM notifications";
+
+fn notification_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Notification> {
+    Ok(Notification {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        source: r.get(2)?,
+        level: r.get(3)?,
+        title: r.get(4)?,
+        body: r.get(5)?,
+        fire_id: r.get(6)?,
+        created: at(r.get(7)?),
+        read: r.get::<_, Option<i64>>(8)?.map(at),
+    })
+}
+
 fn ms(at: Timestamp) -> i64 {
     at.as_millisecond()
 }
@@ -396,24 +413,16 @@ impl Store {
         unread_only: bool,
         limit: u32,
     ) -> Result<Vec<Notification>, Error> {
-        let mut q = self.db.prepare(
-            "SELECT id, agent, source, level, title, body, fire_id, created_ms, read_ms FROM notifications
-             WHERE (?1 IS NULL OR agent = ?1) AND (?2 = 0 OR read_ms IS NULL) ORDER BY id DESC LIMIT ?3",
-        )?;
-        let rows = q.query_map(params![agent, unread_only, limit], |r| {
-            Ok(Notification {
-                id: r.get(0)?,
-                agent: r.get(1)?,
-                source: r.get(2)?,
-                level: r.get(3)?,
-                title: r.get(4)?,
-                body: r.get(5)?,
-                fire_id: r.get(6)?,
-                created: at(r.get(7)?),
-                read: r.get::<_, Option<i64>>(8)?.map(at),
-            })
-        })?;
+        let mut q = self.db.prepare(&format!(
+            "{NOTIFICATION_COLUMNS} WHERE (?1 IS NULL OR agent = ?1) AND (?2 = 0 OR read_ms IS NULL) ORDER BY id DESC LIMIT ?3"
+        ))?;
+        let rows = q.query_map(params![agent, unread_only, limit], notification_row)?;
         rows.collect()
+    }
+
+    /// Notification `id`.
+    pub fn notification(&self, id: i64) -> Result<Option<Notification>, Error> {
+        self.db.query_row(&format!("{NOTIFICATION_COLUMNS} WHERE id = ?1"), [id], notification_row).optional()
     }
 
     /// Marks notification `id` read (once); `false` if there is none.
@@ -608,8 +617,9 @@ mod tests {
         assert!(store.mark_read(first.id, ts("2026-01-02T00:00:00Z")).unwrap());
         assert!(store.mark_read(first.id, ts("2026-01-03T00:00:00Z")).unwrap());
         assert_eq!(titles(None, true), ["two"]);
-        let read = &store.notifications(Some("a"), false, 10).unwrap()[0];
+        let read = store.notification(first.id).unwrap().unwrap();
         assert_eq!(read.read, Some(ts("2026-01-02T00:00:00Z")), "the first read is kept");
+        assert_eq!(store.notification(99).unwrap(), None);
         assert!(!store.mark_read(99, ts("2026-01-02T00:00:00Z")).unwrap());
     }
 }

@@ -359,6 +359,16 @@ impl Shared {
         }
         let path = self.config.clawfs_root.join("agents").join(agent).join(jobs::HEARTBEAT_FILE);
         let checklist = std::fs::read_to_string(path).unwrap_or_default();
+        if checklist.len() > jobs::MAX_PROMPT {
+            tracing::warn!(
+                agent,
+                bytes = checklist.len(),
+                "heartbeat: {} is over {} bytes, no turn",
+                jobs::HEARTBEAT_FILE,
+                jobs::MAX_PROMPT
+            );
+            return None;
+        }
         if jobs::effectively_empty(&checklist) {
             tracing::info!(agent, "heartbeat: nothing on the checklist, no turn");
             return None;
@@ -752,8 +762,7 @@ impl scheduler::Service for Daemon {
         if !store.mark_read(p.id, Timestamp::now()).map_err(eio)? {
             return Err(MethodError::new(ErrorCode::Enoent, format!("there is no notification {}", p.id)));
         }
-        let all = store.notifications(None, false, u32::MAX).map_err(eio)?;
-        all.into_iter().find(|n| n.id == p.id).map(shown_notification).ok_or_else(|| eio("the notification is gone"))
+        store.notification(p.id).map_err(eio)?.map(shown_notification).ok_or_else(|| eio("the notification is gone"))
     }
 }
 
