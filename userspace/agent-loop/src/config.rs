@@ -236,6 +236,10 @@ pub struct Limits {
     /// Wall time of a turn, seconds. Default 300.
     #[serde(default = "default_max_seconds")]
     pub max_seconds: u64,
+    /// Spend of one turn (a sub-agent's included), US dollars; checked
+    /// before every request. Default none.
+    #[serde(default)]
+    pub max_cost_per_turn_usd: Option<f64>,
     /// Spend per UTC day, US dollars; checked before every request.
     #[serde(default)]
     pub max_cost_per_day_usd: Option<f64>,

@@ -84,6 +84,13 @@ pub enum Error {
         /// The session asked for.
         session_id: String,
     },
+    /// The session is a sub-agent's (EPERM): it goes on only through the
+    /// `delegate` call of its parent's turn.
+    #[error("session `{session_id}` is a sub-agent's: it goes on through its parent's turn")]
+    SubAgentSession {
+        /// The session asked for.
+        session_id: String,
+    },
     /// The session runs a turn already (EAGAIN: a session takes one turn
     /// at a time).
     #[error("session `{session_id}` is running a turn")]
@@ -157,9 +164,11 @@ impl Error {
             | Error::NoTurn { .. }
             | Error::NoHold { .. } => ErrorCode::Enoent,
             Error::Config(_) | Error::ConfigFile(_) | Error::Route(_) => ErrorCode::Eproto,
-            Error::Stopped { .. } | Error::Paused { .. } | Error::Halted { .. } | Error::TurnRunning { .. } => {
-                ErrorCode::Eperm
-            }
+            Error::Stopped { .. }
+            | Error::Paused { .. }
+            | Error::Halted { .. }
+            | Error::TurnRunning { .. }
+            | Error::SubAgentSession { .. } => ErrorCode::Eperm,
             Error::SessionBusy { .. } | Error::AwaitingOperator { .. } => ErrorCode::Eagain,
             Error::AgentDirCreate(clawos_api::CallError::Ipc(ipc)) => ipc.code(),
             Error::ListAgents(_)

@@ -32,7 +32,7 @@ use crate::registry::{self, Agent, Registry};
 use crate::store::{self, Store};
 use crate::tools::{self, CallContext, Peers};
 use crate::turn::{self, Reporter, Turn};
-use crate::{guard, persona, thinker};
+use crate::{delegate, guard, persona, thinker};
 
 /// A turn the daemon knows of.
 struct TurnEntry {
@@ -132,6 +132,10 @@ impl Launcher {
         };
         let route = config.route(hint.as_deref()).map_err(Error::Route)?;
         let session_id = match session_id {
+            // A sub-agent's session goes on only through its parent's call.
+            Some(session_id) if session_id.starts_with(delegate::SESSION_PREFIX) => {
+                return Err(Error::SubAgentSession { session_id })
+            }
             Some(session) if store.has_session(&session)? => session,
             Some(session_id) => return Err(Error::NoSession { agent, session_id }),
             None => new_id("s-"),
@@ -213,7 +217,9 @@ impl Launcher {
             // for an agent that has a turn to resume: a start costs the
             // others one query.
             let Ok(Agent { info, config, store, .. }) = agents.find(&agent, self.running(&agent)) else { continue };
-            for turn in unfinished {
+            // A sub-agent's turn resumes within its parent's `delegate`
+            // call, which runs again when the parent's turn resumes.
+            for turn in unfinished.into_iter().filter(|turn| !turn.session_id.starts_with(delegate::SESSION_PREFIX)) {
                 let found_ms = store::now_ms();
                 let cannot = match (&turn.progress, &info.state, &config) {
                     (None, _, _) => Some("it ended before its message was stored".to_owned()),
@@ -375,6 +381,7 @@ async fn run_turn(
         let thinker = thinker::build(&config, &route, keys)?;
         let peers = connect_peers(matches!(begin, Begin::Resume { .. })).await?;
         let mut all = tools::built_in();
+        all.push(delegate::tool());
         match tools::wasm_tools(&peers.wasm_daemon).await {
             Ok(found) => all.extend(found),
             Err(why) => tracing::warn!(agent, "WASM tools unavailable for this turn: {why}"),
@@ -414,12 +421,25 @@ async fn run_turn(
         tracing::warn!(agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
     }
     let policy = config.policy();
+    let delegation = delegate::Delegation {
+        config: &config,
+        store: &store,
+        thinker: &*thinker,
+        persona: &persona.text,
+        after_tool: &after_tool,
+        reporter,
+        cancel: &cancel,
+        turn_id,
+    };
     let cx = CallContext {
         peers: &peers,
         tools: &allowed,
         agent,
         agent_db: &db,
         session_id,
+        approval_session: session_id,
+        paths: None,
+        delegation: Some(&delegation),
         memory_workspace: &config.tools.memory_workspace,
         policy: &policy,
     };
@@ -433,7 +453,7 @@ async fn run_turn(
         turn_id,
         persona: &persona.text,
         after_tool: &after_tool,
-        cancel,
+        cancel: cancel.clone(),
         reporter,
     };
     let outcome = match begin {

@@ -18,6 +18,7 @@
 
 pub mod compaction;
 pub mod config;
+pub mod delegate;
 pub mod error;
 pub mod guard;
 pub mod launch;

@@ -346,6 +346,9 @@ impl Turn<'_> {
         if outcome.input_tokens + outcome.output_tokens >= limits.max_tokens {
             return Err(Stop::Limit(format!("tokens per turn ({})", limits.max_tokens)));
         }
+        if let Some(limit) = limits.max_cost_per_turn_usd.filter(|limit| outcome.cost_usd >= *limit) {
+            return Err(Stop::Limit(format!("cost per turn (${limit:.2}; spent ${:.4})", outcome.cost_usd)));
+        }
         self.check_spend()
     }
 
@@ -522,10 +525,25 @@ impl Turn<'_> {
                     // The checkpoint before the call: a restart from here
                     // runs it again with the same key, not twice.
                     self.store.checkpoint(&self.checkpoint(outcome, Some(&action_id)))?;
-                    tokio::select! {
+                    let result = tokio::select! {
                         result = self.tools.run(&action_id, &call.name, &call.arguments) => result,
                         () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                    };
+                    // A sub-agent's spend is the turn's, whatever it ended with.
+                    outcome.input_tokens += result.spent.input_tokens;
+                    outcome.output_tokens += result.spent.output_tokens;
+                    outcome.cost_usd += result.spent.cost_usd;
+                    if let Some(waiting) = result.waiting {
+                        // A sub-agent's call waits: this call runs again
+                        // (continuing it) once the operator has answered.
+                        self.reporter.step(&TurnStep {
+                            ok: Some(false),
+                            duration_ms: Some(began.elapsed().as_millis() as u64),
+                            ..tool_step
+                        });
+                        return Err(Stop::Waiting(waiting));
                     }
+                    result
                 }
             };
             outcome.tool_calls += 1;

@@ -305,6 +305,18 @@ async fn each_limit_ends_the_turn_with_a_message_naming_it() {
     assert_eq!(outcome.status, TurnStatus::Limit);
     assert!(outcome.message.unwrap().contains("tokens per turn (5)"));
 
+    // Cost per turn: the first answer (a tool call) costs more than the
+    // limit, so the second request is not sent.
+    let server = Server::start(
+        Script::new().reply(openai::tool_call("a", "text-stats", "{}", 1)).reply(openai::text(["never sent"], None)),
+    )
+    .await
+    .unwrap();
+    let limits = "[limits]\nmax_cost_per_turn_usd = 0.000000001\n";
+    let (outcome, _store, _tools, _seen, _dir) = run_turn(&server, limits, true).await;
+    assert_eq!((outcome.status, outcome.steps, server.served()), (TurnStatus::Limit, 1, 1), "{outcome:?}");
+    assert!(outcome.message.unwrap().contains("cost per turn ($0.00; spent $"));
+
     // Cost per day.
     assert_the_next_turn_is_refused_for_spend("[limits]\nmax_cost_per_day_usd = 1.0\n", "cost per day ($1.00").await;
 }

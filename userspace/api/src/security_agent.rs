@@ -69,8 +69,9 @@ pub enum Permission {
     Spend,
 }
 
-/// How a policy treats a permission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// How a policy treats a permission, from the most lenient to the
+/// strictest (the order `Ord` compares by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Allowed without asking.
@@ -81,8 +82,9 @@ pub enum Mode {
     Deny,
 }
 
-/// The preset a policy starts from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// The preset a policy starts from, from the narrowest to the widest (the
+/// order `Ord` compares by).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Autonomy {
     /// Reads and thinks; changes nothing.
@@ -92,6 +94,35 @@ pub enum Autonomy {
     Supervised,
     /// Acts within its permissions without asking.
     Full,
+}
+
+impl Permission {
+    /// Every permission.
+    pub const ALL: [Permission; 7] = [
+        Permission::Read,
+        Permission::FileWrite,
+        Permission::MemoryWrite,
+        Permission::Tool,
+        Permission::Network,
+        Permission::Schedule,
+        Permission::Spend,
+    ];
+}
+
+impl Autonomy {
+    /// The mode this preset gives `permission` (`specs/agent/README.md`,
+    /// "Permissions and approvals"): reading is always allowed; read-only
+    /// denies the rest; supervised remembers freely and asks for the rest;
+    /// full allows all.
+    pub const fn preset(self, permission: Permission) -> Mode {
+        match (self, permission) {
+            (_, Permission::Read) => Mode::AutoGrant,
+            (Autonomy::ReadOnly, _) => Mode::Deny,
+            (Autonomy::Supervised, Permission::MemoryWrite) => Mode::AutoGrant,
+            (Autonomy::Supervised, _) => Mode::RequireApproval,
+            (Autonomy::Full, _) => Mode::AutoGrant,
+        }
+    }
 }
 
 /// An agent's policy as its `config.toml` gives it.
@@ -110,6 +141,32 @@ pub struct AgentPolicy {
     pub max_actions_per_hour: u32,
     /// How long an approval may wait.
     pub approval_expires_minutes: u32,
+}
+
+impl AgentPolicy {
+    /// This policy held to `level` as well (a sub-agent's,
+    /// `specs/agent/README.md`, "Sub-agents"): each permission, and each
+    /// tool's own mode, gets the stricter of this policy's mode and
+    /// `level`'s preset, so the result allows nothing this one does not.
+    pub fn narrowed(&self, level: Autonomy) -> AgentPolicy {
+        let own = |permission: Permission| {
+            self.permissions.get(&permission).copied().unwrap_or(self.autonomy.preset(permission))
+        };
+        AgentPolicy {
+            autonomy: self.autonomy.min(level),
+            permissions: Permission::ALL
+                .into_iter()
+                .map(|permission| (permission, own(permission).max(level.preset(permission))))
+                .collect(),
+            tools: self
+                .tools
+                .iter()
+                .map(|(tool, mode)| (tool.clone(), (*mode).max(level.preset(Permission::Tool))))
+                .collect(),
+            max_actions_per_hour: self.max_actions_per_hour,
+            approval_expires_minutes: self.approval_expires_minutes,
+        }
+    }
 }
 
 /// `check_policy` params.

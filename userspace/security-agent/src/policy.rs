@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clawos_api::security_agent::{
-    AgentPolicy, Approval, ApprovalState, Autonomy, CheckPolicy, Decision, Mode, Permission, PolicyDecision,
+    AgentPolicy, Approval, ApprovalState, CheckPolicy, Decision, Mode, Permission, PolicyDecision,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
@@ -67,17 +67,6 @@ pub fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// The mode a preset gives a permission.
-pub fn preset(autonomy: Autonomy, permission: Permission) -> Mode {
-    match (autonomy, permission) {
-        (_, Permission::Read) => Mode::AutoGrant,
-        (Autonomy::ReadOnly, _) => Mode::Deny,
-        (Autonomy::Supervised, Permission::MemoryWrite) => Mode::AutoGrant,
-        (Autonomy::Supervised, _) => Mode::RequireApproval,
-        (Autonomy::Full, _) => Mode::AutoGrant,
-    }
-}
-
 /// The strictest mode among the permissions an action needs: the policy's
 /// own mode for each (its preset's when it sets none), a tool's own mode
 /// replacing that of `tool`. An action that names no permission needs
@@ -90,7 +79,7 @@ pub fn mode(policy: &AgentPolicy, tool_name: &str, needs: &[Permission]) -> (Mod
                 Permission::Tool => policy.tools.get(tool_name).or_else(|| policy.permissions.get(permission)),
                 other => policy.permissions.get(other),
             };
-            (own.copied().unwrap_or_else(|| preset(policy.autonomy, *permission)), *permission)
+            (own.copied().unwrap_or_else(|| policy.autonomy.preset(*permission)), *permission)
         })
         .max_by_key(|(mode, _)| match mode {
             Mode::AutoGrant => 0,
@@ -416,6 +405,7 @@ fn approval_id(agent: &str, action_id: &str, now: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawos_api::security_agent::Autonomy;
     use std::collections::BTreeMap;
 
     fn policy(autonomy: Autonomy) -> AgentPolicy {
@@ -458,6 +448,29 @@ mod tests {
         );
         supervised.permissions.insert(Permission::Network, Mode::Deny);
         assert_eq!(mode(&supervised, "t", &[Permission::Tool, Permission::Network]).0, Mode::Deny);
+    }
+
+    #[test]
+    fn a_narrowed_policy_allows_nothing_its_own_does_not() {
+        // A supervised agent that trusts its file writes and one tool.
+        let mut parent = policy(Autonomy::Supervised);
+        parent.permissions.insert(Permission::FileWrite, Mode::AutoGrant);
+        parent.tools.insert("t".into(), Mode::AutoGrant);
+        let read_only = parent.narrowed(Autonomy::ReadOnly);
+        assert_eq!(mode(&read_only, "t", &[Permission::FileWrite]).0, Mode::Deny);
+        assert_eq!(mode(&read_only, "t", &[Permission::Tool]).0, Mode::Deny);
+        assert_eq!(mode(&read_only, "t", &[Permission::Read]).0, Mode::AutoGrant);
+        // Asking for more than its own gives its own, mode by mode.
+        let full = parent.narrowed(Autonomy::Full);
+        assert_eq!(full.autonomy, Autonomy::Supervised);
+        for needs in [Permission::FileWrite, Permission::Schedule, Permission::MemoryWrite, Permission::Tool] {
+            assert_eq!(mode(&full, "t", &[needs]), mode(&parent, "t", &[needs]), "{needs:?}");
+            assert_eq!(mode(&full, "u", &[needs]), mode(&parent, "u", &[needs]), "{needs:?}");
+        }
+        assert_eq!(
+            mode(&policy(Autonomy::ReadOnly).narrowed(Autonomy::Full), "t", &[Permission::MemoryWrite]).0,
+            Mode::Deny
+        );
     }
 
     #[test]

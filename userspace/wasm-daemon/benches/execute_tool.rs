@@ -169,6 +169,9 @@ fn main() {
             agent: AGENT,
             agent_db: &agent_db,
             session_id: "bench",
+            approval_session: "bench",
+            paths: None,
+            delegation: None,
             memory_workspace: "default",
             policy: &policy,
         };

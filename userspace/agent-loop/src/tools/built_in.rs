@@ -389,7 +389,7 @@ fn hits(limit: Option<u64>) -> usize {
 /// (the Rust type's name) and its description (the type's doc comment,
 /// written for readers of this file) are not the model's: the tool's
 /// description goes beside the schema.
-fn schema_of<T: JsonSchema>() -> Value {
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
     let settings = SchemaSettings::draft2020_12().with(|settings| settings.meta_schema = None);
     let mut schema = settings.into_generator().into_root_schema_for::<T>();
     schema.remove("title");
@@ -401,7 +401,7 @@ fn schema_of<T: JsonSchema>() -> Value {
 /// `required`, as the tools were always described: schemars makes an
 /// `Option` nullable (a model told it may send `null` sends it) and gives
 /// a `u64` its Rust format and minimum.
-fn optional(schema: &mut Schema) {
+pub(crate) fn optional(schema: &mut Schema) {
     if let Some(Value::Array(types)) = schema.get("type") {
         if let [bare] = types.iter().filter(|kind| *kind != "null").collect::<Vec<_>>()[..] {
             let bare = bare.clone();

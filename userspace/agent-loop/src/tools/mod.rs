@@ -28,6 +28,7 @@ use clawos_ipc::{ComponentId, IpcClient};
 use serde_json::Value;
 
 pub use self::built_in::BuiltIn;
+pub(crate) use self::built_in::{optional, schema_of};
 use crate::provider::ToolSpec;
 
 /// Why agent-loop could not reach a component, or learn its tools.
@@ -80,6 +81,8 @@ pub enum Runs {
     BuiltIn(BuiltIn),
     /// wasm-daemon, in the sandbox.
     Wasm,
+    /// agent-loop itself: a sub-agent's turn (`delegate`).
+    Delegate,
 }
 
 /// A tool the agent may call.
@@ -160,6 +163,18 @@ pub struct Peers {
     pub security_agent: IpcClient,
 }
 
+/// What a call spent on a model: a sub-agent's requests, counted to the
+/// turn that made the call.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Answer tokens.
+    pub output_tokens: u64,
+    /// US dollars.
+    pub cost_usd: f64,
+}
+
 /// What a call gave: the result for the model, and whether it failed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CallResult {
@@ -170,12 +185,19 @@ pub struct CallResult {
     /// Set when the call did not run because it waits for the operator's
     /// approval: what the operator is told (the approval and how to answer).
     pub waiting: Option<String>,
+    /// What the call spent on a model.
+    pub spent: Spent,
 }
 
 impl CallResult {
     /// A result the model reads.
     pub fn new(content: impl Into<String>, is_error: bool) -> Self {
-        CallResult { content: content.into(), is_error, waiting: None }
+        CallResult { content: content.into(), is_error, ..CallResult::default() }
+    }
+
+    /// A call that waits for the operator: what they are told.
+    pub(crate) fn waiting(what: String) -> Self {
+        CallResult { waiting: Some(what), ..CallResult::default() }
     }
 }
 
@@ -232,6 +254,7 @@ pub trait Runner: Send + Sync {
 }
 
 /// Who a call is made for, and the components that run it.
+#[derive(Clone, Copy)]
 pub struct CallContext<'a> {
     /// The components that run the calls.
     pub peers: &'a Peers,
@@ -243,6 +266,15 @@ pub struct CallContext<'a> {
     pub agent_db: &'a Path,
     /// The session.
     pub session_id: &'a str,
+    /// The session an approval of a call continues: the turn's own, or
+    /// for a sub-agent's call its parent's (whose `delegate` call then runs
+    /// again and continues the sub-agent).
+    pub approval_session: &'a str,
+    /// A sub-agent's paths: its file tools' calls outside them are refused.
+    pub paths: Option<&'a [String]>,
+    /// What a `delegate` call starts a sub-agent with; `None` in a
+    /// sub-agent, which cannot delegate.
+    pub delegation: Option<&'a crate::delegate::Delegation<'a>>,
     /// The user workspace `memory_search` searches.
     pub memory_workspace: &'a str,
     /// The agent's policy, sent with each `check_policy`.
@@ -286,10 +318,18 @@ async fn check(
     resumed: bool,
 ) -> Option<CallResult> {
     let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return Some(unknown(cx, name)) };
+    if let (Some(paths), Runs::BuiltIn(BuiltIn::FileRead | BuiltIn::FileWrite | BuiltIn::FileList)) =
+        (cx.paths, tool.runs)
+    {
+        if !crate::delegate::within(paths, arguments) {
+            let message = format!("error: not run: a sub-agent's files are held to {}", paths.join(", "));
+            return Some(CallResult::new(message, true));
+        }
+    }
     let check = CheckPolicy {
         agent: cx.agent.into(),
         action_id: action_id.into(),
-        session_id: cx.session_id.into(),
+        session_id: cx.approval_session.into(),
         tool_name: name.into(),
         permissions: tool.needs.clone(),
         arguments: arguments.clone(),
@@ -312,7 +352,7 @@ async fn check(
                 "waiting for the operator: {} for {name} {shown} (clawctl approvals approve {id}, or deny {id})",
                 decision.reason
             );
-            Some(CallResult { content: String::new(), is_error: false, waiting: Some(waiting) })
+            Some(CallResult::waiting(waiting))
         }
         Ok(decision) => Some(CallResult::new(format!("error: not run: {}", decision.reason), true)),
         Err(error) => Some(CallResult::new(format!("error: not run: the policy check failed: {error}"), true)),
@@ -320,7 +360,6 @@ async fn check(
 }
 
 async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Value) -> CallResult {
-    let (agent, session_id) = (cx.agent, cx.session_id);
     let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return unknown(cx, name) };
     let outcome = match tool.runs {
         // wasm-daemon keeps the key with the call and answers a recorded
@@ -329,8 +368,8 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
             let params = ExecuteTool {
                 tool_name: name.into(),
                 arguments: arguments.clone(),
-                agent: agent.into(),
-                session_id: Some(session_id.into()),
+                agent: cx.agent.into(),
+                session_id: Some(cx.session_id.into()),
                 idempotency_key: Some(action_id.into()),
             };
             // The protocol's longest request (a tool's own timeout_seconds
@@ -339,51 +378,71 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
                 wasm_daemon::Client::new(&cx.peers.wasm_daemon).with_timeout(clawos_ipc::timeouts::MAX_REQUEST_TIMEOUT);
             daemon.execute_tool(&params).await.map(|answer| answer.result).map_err(|e| e.to_string())
         }
-        Runs::BuiltIn(built_in) => {
-            let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
-            match tokio::task::spawn_blocking(move || recorded(&db, &key))
-                .await
-                .map_err(RecordError::from)
-                .and_then(|found| found)
-            {
-                Ok(Some(outcome)) => {
-                    tracing::info!(agent, tool = name, "answered from the call recorded with its idempotency key");
-                    outcome
-                }
-                Ok(None) => {
-                    let started = SystemTime::now();
-                    // As text from here: the model reads it, the record keeps it.
-                    let outcome = built_in
-                        .call(&cx.peers.fs_engine, agent, arguments, cx.memory_workspace, action_id)
-                        .await
-                        .map_err(|e| e.to_string());
-                    let (db, record_of) = (
-                        cx.agent_db.to_owned(),
-                        CallRecord {
-                            session_id: session_id.to_owned(),
-                            key: action_id.to_owned(),
-                            name: name.to_owned(),
-                        },
-                    );
-                    let (arguments_owned, outcome_owned) = (arguments.clone(), outcome.clone());
-                    let written = tokio::task::spawn_blocking(move || {
-                        record(&db, &record_of, &arguments_owned, &outcome_owned, started)
-                    })
-                    .await;
-                    if let Err(error) = written.map_err(RecordError::from).and_then(|r| r) {
-                        tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
-                    }
-                    outcome
-                }
-                Err(error) => Err(format!("reading the tool-call records: {error}")),
-            }
-        }
+        runs => match run_here(cx, runs, action_id, name, arguments).await {
+            Ok(outcome) => outcome,
+            Err(waiting) => return waiting,
+        },
     };
     match outcome {
+        Ok(record) if tool.runs == Runs::Delegate => {
+            let (content, is_error) = crate::delegate::shown(&record);
+            CallResult { spent: crate::delegate::spent(&record), ..CallResult::new(content, is_error) }
+        }
         Ok(Value::String(text)) => CallResult::new(text, false),
         Ok(value) => CallResult::new(value.to_string(), false),
         Err(error) => CallResult::new(format!("error: {error}"), true),
     }
+}
+
+/// Runs a call that agent-loop records itself (a built-in tool, a
+/// sub-agent) once per action ID: a call recorded with `action_id` is
+/// answered from its record. `Err` is the result when a sub-agent's call
+/// waits for the operator: nothing is recorded then, and the call runs
+/// again (continuing the sub-agent) once they have answered.
+async fn run_here(
+    cx: &CallContext<'_>,
+    runs: Runs,
+    action_id: &str,
+    name: &str,
+    arguments: &Value,
+) -> Result<Result<Value, String>, CallResult> {
+    let agent = cx.agent;
+    let (db, key) = (cx.agent_db.to_owned(), action_id.to_owned());
+    match tokio::task::spawn_blocking(move || recorded(&db, &key)).await.map_err(RecordError::from).and_then(|r| r) {
+        Ok(Some(outcome)) => {
+            tracing::info!(agent, tool = name, "answered from the call recorded with its idempotency key");
+            return Ok(outcome);
+        }
+        Ok(None) => {}
+        Err(error) => return Ok(Err(format!("reading the tool-call records: {error}"))),
+    }
+    let started = SystemTime::now();
+    // As text from here: the model reads it, the record keeps it.
+    let outcome = match (runs, cx.delegation) {
+        (Runs::BuiltIn(built_in), _) => built_in
+            .call(&cx.peers.fs_engine, agent, arguments, cx.memory_workspace, action_id)
+            .await
+            .map_err(|e| e.to_string()),
+        (_, Some(delegation)) => match crate::delegate::run(cx, delegation, action_id, arguments).await {
+            Ok(crate::delegate::Ended::Outcome(record)) => Ok(record),
+            Ok(crate::delegate::Ended::Waiting { what, spent }) => {
+                return Err(CallResult { spent, ..CallResult::waiting(what) })
+            }
+            Err(why) => Err(why),
+        },
+        (_, None) => Err("a sub-agent cannot delegate".to_owned()),
+    };
+    let (db, record_of) = (
+        cx.agent_db.to_owned(),
+        CallRecord { session_id: cx.session_id.to_owned(), key: action_id.to_owned(), name: name.to_owned() },
+    );
+    let (arguments_owned, outcome_owned) = (arguments.clone(), outcome.clone());
+    let written =
+        tokio::task::spawn_blocking(move || record(&db, &record_of, &arguments_owned, &outcome_owned, started)).await;
+    if let Err(error) = written.map_err(RecordError::from).and_then(|r| r) {
+        tracing::error!(agent, tool = name, "writing the tool-call record: {error}");
+    }
+    Ok(outcome)
 }
 
 /// The outcome of the built-in call recorded with idempotency key `key`
