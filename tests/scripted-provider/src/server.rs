@@ -51,6 +51,12 @@ pub struct Recorded {
     /// backoff is the time between two of these).
     #[serde(default)]
     pub at_ms: u64,
+    /// The host and port an absolute-form request line named
+    /// (`POST http://host:port/v1/... HTTP/1.1`): the client used this
+    /// server as its HTTP proxy to reach that origin. `None` for a request
+    /// sent to the server as the origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxied_to: Option<String>,
 }
 
 impl Recorded {
@@ -266,6 +272,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         body_text: String::from_utf8_lossy(&body).into_owned(),
         reply: None,
         at_ms,
+        proxied_to: parts.uri.authority().map(ToString::to_string),
     };
     let (number, reply) = shared.record(recorded, endpoint);
     let response = match (protocol, endpoint, reply) {

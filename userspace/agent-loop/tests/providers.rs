@@ -336,3 +336,31 @@ async fn a_redirect_is_never_followed_the_key_and_the_conversation_stay_put() {
     assert_eq!(server.served(), 8, "each redirect answered once, never retried");
     assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing reached where the redirects pointed");
 }
+
+/// `proxy`: every request goes through the named HTTP proxy (the scripted
+/// server as one: it records the origin an absolute-form request names);
+/// the origin itself (`provider.invalid`) would not resolve.
+#[tokio::test]
+async fn a_provider_with_a_proxy_reaches_its_origin_only_through_it() {
+    let server = Server::start(Script::new().reply(openai::text(["via proxy"], Some((5, 2))))).await.unwrap();
+    let port = server.api_url().rsplit(':').next().unwrap().split('/').next().unwrap().to_owned();
+    let table: ProviderConfig = toml::from_str(&format!(
+        "kind = \"openai\"\nbase_url = \"http://provider.invalid:{port}/v1\"\nproxy = \"http://127.0.0.1:{port}\"\napi_key_secret = \"provider-test\"\n"
+    ))
+    .unwrap();
+    let provider = config::build("scripted", &table, Arc::new(OneKey)).unwrap();
+    let (answer, _) = ask(&provider).await;
+    assert_eq!(answer.unwrap().text, "via proxy");
+    let sent = &server.requests()[0];
+    assert_eq!(sent.proxied_to.as_deref(), Some(format!("provider.invalid:{port}").as_str()));
+    assert_eq!(sent.path, "/v1/chat/completions");
+
+    // Without the proxy the same origin is not reached at all.
+    let direct: ProviderConfig = toml::from_str(&format!(
+        "kind = \"openai\"\nbase_url = \"http://provider.invalid:{port}/v1\"\nconnect_timeout_ms = 2000\n"
+    ))
+    .unwrap();
+    let (answer, _) = ask(&config::build("scripted", &direct, Arc::new(OneKey)).unwrap()).await;
+    assert!(answer.is_err());
+    assert_eq!(server.requests().len(), 1);
+}

@@ -40,6 +40,12 @@ pub struct ProviderConfig {
     /// model's server); the URL then gives only the path.
     #[serde(default)]
     pub unix_socket: Option<PathBuf>,
+    /// Every request goes through this HTTP proxy (`http://proxy:3128`;
+    /// HTTPS through `CONNECT`, so the proxy sees only the host). Taken
+    /// only from here, never from the environment: the config says where
+    /// the conversation goes.
+    #[serde(default)]
+    pub proxy: Option<String>,
     /// The vault secret holding the API key, fetched for each request;
     /// none for a server that needs no key.
     #[serde(default)]
@@ -139,7 +145,29 @@ impl ProviderConfig {
         if let Some(socket) = &self.unix_socket {
             builder = builder.unix_socket(socket.clone());
         }
+        if let Some(proxy) = &self.proxy {
+            builder = builder.proxy(self.proxied(proxy)?);
+        }
         builder.build().map_err(|e| format!("HTTP client: {e}"))
+    }
+}
+
+impl ProviderConfig {
+    /// `proxy` checked: an `http` or `https` URL without credentials (a
+    /// password in `config.toml` would be a secret on disk in plaintext),
+    /// and not with `unix_socket` (a socket has no proxy).
+    fn proxied(&self, proxy: &str) -> Result<reqwest::Proxy, String> {
+        let url = reqwest::Url::parse(proxy).map_err(|e| format!("proxy `{proxy}`: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!("proxy `{}`: an http or https URL with a host", origin(&url)));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(format!("proxy `{}`: no credentials in the URL (config.toml is not a secret)", origin(&url)));
+        }
+        if self.unix_socket.is_some() {
+            return Err("proxy and unix_socket: a Unix socket is reached without a proxy".into());
+        }
+        reqwest::Proxy::all(url).map_err(|e| format!("proxy `{proxy}`: {e}"))
     }
 }
 
@@ -184,6 +212,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("native_tool"), "{error}");
+    }
+
+    #[test]
+    fn a_proxy_is_an_http_url_without_credentials_and_never_with_a_socket() {
+        let table = |extra: &str| -> ProviderConfig {
+            toml::from_str(&format!("kind = \"openai\"\nbase_url = \"https://api.example/v1\"\n{extra}")).unwrap()
+        };
+        assert!(table("proxy = \"http://proxy.corp:3128\"").http_client().is_ok());
+        for (extra, says) in [
+            ("proxy = \"http://user:hunter2@proxy.corp:3128\"", "no credentials"),
+            ("proxy = \"socks5://proxy.corp:1080\"", "an http or https URL"),
+            ("proxy = \"http://proxy.corp:3128\"\nunix_socket = \"/run/x.sock\"", "a Unix socket"),
+        ] {
+            let error = table(extra).http_client().unwrap_err();
+            assert!(error.contains(says) && !error.contains("hunter2"), "{extra}: {error}");
+        }
     }
 
     #[test]
