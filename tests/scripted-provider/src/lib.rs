@@ -60,14 +60,18 @@ use serde_json::Value;
 pub use server::{Recorded, Server};
 
 /// The replies, served in order, one per request to
-/// `POST /v1/chat/completions` or `POST /v1/messages`.
+/// `POST /v1/chat/completions` or `POST /v1/messages`; and web pages, each
+/// served to every `GET` of its path (the web a tool of the agent fetches
+/// in a scenario).
 ///
-/// As JSON: `{"replies": [{"status": 200, "events": [...]}, ...]}`; unknown
-/// fields are refused.
+/// As JSON: `{"replies": [{"status": 200, "events": [...]}, ...],
+/// "pages": {"/path": "text"}}`; unknown fields are refused.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
     pub replies: Vec<Reply>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pages: std::collections::BTreeMap<String, String>,
 }
 
 impl Script {
@@ -79,6 +83,12 @@ impl Script {
     /// This script with `reply` served after the ones it has.
     pub fn reply(mut self, reply: Reply) -> Script {
         self.replies.push(reply);
+        self
+    }
+
+    /// This script with a page: `text` (as `text/plain`) to every `GET path`.
+    pub fn page(mut self, path: &str, text: &str) -> Script {
+        self.pages.insert(path.to_owned(), text.to_owned());
         self
     }
 
@@ -113,13 +123,13 @@ impl Script {
 
 impl From<Vec<Reply>> for Script {
     fn from(replies: Vec<Reply>) -> Script {
-        Script { replies }
+        Script { replies, pages: Default::default() }
     }
 }
 
 impl FromIterator<Reply> for Script {
     fn from_iter<I: IntoIterator<Item = Reply>>(replies: I) -> Script {
-        Script { replies: replies.into_iter().collect() }
+        Script { replies: replies.into_iter().collect(), pages: Default::default() }
     }
 }
 

@@ -76,6 +76,7 @@ enum Protocol {
 /// What the connections share.
 struct Shared {
     replies: Vec<Reply>,
+    pages: std::collections::BTreeMap<String, String>,
     state: Mutex<State>,
     log: Option<Mutex<std::fs::File>>,
 }
@@ -189,7 +190,7 @@ impl Shared {
             Some(path) => Some(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)),
             None => None,
         };
-        Ok(Shared { replies: script.replies, state: Mutex::new(State::default()), log })
+        Ok(Shared { replies: script.replies, pages: script.pages, state: Mutex::new(State::default()), log })
     }
 
     /// Records a request and picks its reply: the next one for an
@@ -275,7 +276,9 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         proxied_to: parts.uri.authority().map(ToString::to_string),
     };
     let (number, reply) = shared.record(recorded, endpoint);
+    let page = (parts.method == Method::GET).then(|| shared.pages.get(parts.uri.path())).flatten();
     let response = match (protocol, endpoint, reply) {
+        (None, _, _) if page.is_some() => full(StatusCode::OK, "text/plain; charset=utf-8", page.cloned().unwrap_or_default()),
         (None, _, _) => error(Protocol::OpenAi, StatusCode::NOT_FOUND, "not_found", &format!("no such path: {path}")),
         (Some(protocol), false, _) => error(
             protocol,

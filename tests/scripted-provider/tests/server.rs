@@ -330,3 +330,25 @@ async fn the_binary_serves_a_script_file_and_logs_requests() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("evnets"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The whole answer to `GET path` on a new connection.
+async fn get(addr: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// A page is served to every GET of its path, beside the script's replies,
+/// and takes none of them; another path is still a 404.
+#[tokio::test]
+async fn pages_are_served_to_get_without_taking_a_reply() {
+    let server = Server::start(Script::new().page("/news", "CVE-2026-0001 in libfoo")).await.unwrap();
+    for _ in 0..2 {
+        let page = get(server.addr(), "/news").await;
+        assert!(page.starts_with("HTTP/1.1 200") && page.ends_with("CVE-2026-0001 in libfoo"), "{page}");
+    }
+    assert!(get(server.addr(), "/other").await.starts_with("HTTP/1.1 404"));
+    assert!(server.requests().iter().all(|request| request.reply.is_none()));
+}
