@@ -278,7 +278,9 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
     let (number, reply) = shared.record(recorded, endpoint);
     let page = (parts.method == Method::GET).then(|| shared.pages.get(parts.uri.path())).flatten();
     let response = match (protocol, endpoint, reply) {
-        (None, _, _) if page.is_some() => full(StatusCode::OK, "text/plain; charset=utf-8", page.cloned().unwrap_or_default()),
+        (None, _, _) if page.is_some() => {
+            full(StatusCode::OK, "text/plain; charset=utf-8", page.cloned().unwrap_or_default())
+        }
         (None, _, _) => error(Protocol::OpenAi, StatusCode::NOT_FOUND, "not_found", &format!("no such path: {path}")),
         (Some(protocol), false, _) => error(
             protocol,

@@ -334,7 +334,10 @@ async fn the_binary_serves_a_script_file_and_logs_requests() {
 /// The whole answer to `GET path` on a new connection.
 async fn get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut out = String::new();
     stream.read_to_string(&mut out).await.unwrap();
     out

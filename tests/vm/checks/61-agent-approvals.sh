@@ -19,7 +19,9 @@ check_approvals() {
     set -e
     d=/clawfs/agents/vm-approve
     # Supervised: the operator edits the config over SSH; the next turn reads it.
-    sed "s/^level = \"full\"/level = \"supervised\"/" $d/config.toml > /run/clawos-test/approve.toml && cat /run/clawos-test/approve.toml > $d/config.toml
+    # Its approvals wait three days: the scenarios (71-scenarios.sh) move the
+    # clock a day on while the last one waits across the reboot.
+    sed "s/^level = \"full\"/level = \"supervised\"\napproval_expires_minutes = 4320/" $d/config.toml > /run/clawos-test/approve.toml && cat /run/clawos-test/approve.toml > $d/config.toml
     grep -q "^level = \"supervised\"" $d/config.toml
     out=$(clawctl chat --agent vm-approve -m "Save the approved text." --json) || true
     echo "$out" | jq -e ".status == \"waiting\" and (.message | test(\"clawctl approvals approve a[0-9a-f]{10}\"))" >/dev/null || { echo "$out"; exit 1; }

@@ -13,6 +13,13 @@
 //! lifted for the measurement (production allows 100 messages/s per
 //! connection).
 //!
+//! Then the other tool a turn runs in agent-loop itself: `delegate`
+//! (specs/agent/README.md, "Sub-agents"), each call a sub-agent's whole
+//! turn (its session, checkpoints, one request to a scripted provider on
+//! loopback that answers at once, its outcome and the call's record),
+//! beside a bare request to the same provider: the difference is what a
+//! sub-agent costs beyond its model.
+//!
 //! `cargo bench -p clawos-wasm-daemon --bench execute_tool`
 
 use std::path::Path;
@@ -21,13 +28,42 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawos_agent_loop::config::AgentConfig;
+use clawos_agent_loop::delegate::{self, Delegation};
+use clawos_agent_loop::provider::{ChatMessage, ChatRequest, KeySource, Role};
+use clawos_agent_loop::store::Store;
+use clawos_agent_loop::thinker;
 use clawos_agent_loop::tools::{self, CallContext, Peers, Runner as _};
+use clawos_agent_loop::turn::Reporter;
+use clawos_api::agent_loop::TurnStep;
 use clawos_ipc::{ComponentId, IpcClient, Object};
+use clawos_scripted_provider::{openai, Script, Server};
+use futures::FutureExt as _;
+use tokio_util::sync::CancellationToken;
 
 const SEQUENTIAL_CALLS: usize = 2000;
 const CALLERS: usize = 8;
 const CALLS_PER_CALLER: usize = 250;
 const AGENT: &str = "bench-agent";
+const DELEGATE_CALLS: usize = 200;
+
+/// No vault: the scripted provider takes no key.
+struct NoKeys;
+
+impl KeySource for NoKeys {
+    fn key(&self, secret_id: &str) -> futures::future::BoxFuture<'_, Result<zeroize::Zeroizing<String>, String>> {
+        let error = format!("no secret `{secret_id}`");
+        async move { Err(error) }.boxed()
+    }
+}
+
+/// Reports nowhere.
+struct Quiet;
+
+impl Reporter for Quiet {
+    fn text(&self, _text: &str) {}
+    fn step(&self, _step: &TurnStep) {}
+    fn publish(&self, _event_name: &str, _data: serde_json::Value) {}
+}
 
 struct Daemon(Child);
 
@@ -190,6 +226,65 @@ fn main() {
             "a tool call from agent-loop (CallContext: check_policy, IPC, fresh instance, run, tool_calls record)",
             samples,
         );
+
+        // A sub-agent per call, its model answering at once.
+        let script = (0..2 * (DELEGATE_CALLS + 10)).fold(Script::new(), |script, _| {
+            script.reply(openai::text(["Done."], Some((10, 2))))
+        });
+        let server = Server::start(script).await.unwrap();
+        let config = AgentConfig::parse(&format!(
+            "[model]\nprovider = \"scripted\"\nmodel = \"m\"\nmax_retries = 0\n[autonomy]\nlevel = \"full\"\nmax_actions_per_hour = 1000000\n[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\n",
+            server.api_url()
+        ))
+        .unwrap();
+        let thinker = thinker::build(&config, &config.route(None).unwrap(), Arc::new(NoKeys)).unwrap();
+        let store = Store::open(&agent_db).unwrap();
+        let cancel = CancellationToken::new();
+        let delegation = Delegation {
+            config: &config,
+            store: &store,
+            thinker: &*thinker,
+            persona: "",
+            after_tool: &|| None,
+            reporter: &Quiet,
+            cancel: &cancel,
+            turn_id: "bench-turn",
+        };
+        let mut with_delegate = wasm.clone();
+        with_delegate.push(delegate::tool());
+        let policy = config.policy();
+        let parent = CallContext {
+            tools: &with_delegate,
+            session_id: "bench-parent",
+            approval_session: "bench-parent",
+            delegation: Some(&delegation),
+            policy: &policy,
+            ..cx
+        };
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::text(Role::User, "Say done.")],
+            tools: Vec::new(),
+            max_tokens: 16,
+            temperature: None,
+        };
+        let (mut bare, mut delegated) = (Vec::new(), Vec::new());
+        for n in 0..DELEGATE_CALLS + 10 {
+            let start = Instant::now();
+            thinker.think(&request, &|_| {}, &cancel).await.expect("a scripted answer");
+            let request_took = start.elapsed();
+            let start = Instant::now();
+            let result = parent.call(&format!("bench-parent/1/d{n}"), "delegate", &serde_json::json!({"task": "Say done."})).await;
+            let call_took = start.elapsed();
+            assert!(!result.is_error && result.content.contains(": done after 1 steps"), "{result:?}");
+            // The first ones warm up.
+            if n >= 10 {
+                bare.push(request_took);
+                delegated.push(call_took);
+            }
+        }
+        report("a bare request to the scripted provider (loopback, instant answer)", bare);
+        report("a delegate call: a sub-agent's turn of one instant answer, from check_policy to the call's record", delegated);
 
         let mut clients = Vec::new();
         for _ in 0..CALLERS {

@@ -1,0 +1,16 @@
+# shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
+# The scenarios' state across a reboot (checks/71-scenarios.sh): what a
+# user of each scenario comes back to after the box was off. Scenario 1's
+# symptoms are recalled from memory (1: "memory persists across sessions",
+# here across a power cycle), its files and completed goal are there;
+# scenario 2's stages are still two commits; scenario 4's daily job is
+# still scheduled with its two runs; scenario 7's sub-agent session kept.
+check "scenarios after the reboot: memories recalled, workspace files, goal states, history, jobs and sub-agent sessions as they were" vm_ssh '
+  set -e
+  recall=$(clawctl memory recall --agent vm-s1 --category symptoms --json headache after poor sleep)
+  echo "$recall" | jq -e "any(.results[]; .content | contains(\"2026-11-02: headache after poor sleep\"))" >/dev/null || { echo "$recall"; exit 1; }
+  grep -q "2026-11-20 skipped lunch" /clawfs/agents/vm-s1/artifacts/doctor-briefing.md
+  clawctl goal show vm-s1 headache-research --json | jq -e ".state == \"completed\"" >/dev/null
+  clawctl agent history vm-s2 --json | jq -e "(.commits | length) == 2" >/dev/null
+  clawctl schedule show vm-s4 cve-check --json | jq -e ".job.next_fire != null and (.runs | length) == 2" >/dev/null
+  clawctl session list vm-s7 | grep -q "^d-[0-9a-f]\{32\} "'
