@@ -367,7 +367,8 @@ scenario_7() {
     for _ in $(seq 20); do grep -q subagent.ended /run/clawos-test/s7-events.jsonl && break; sleep 0.5; done
     jq -se "any(.[]; .payload.event_name == \"subagent.ended\" and .payload.event_data.session_id == \"$session\" and .payload.event_data.status == \"done\")" \
       /run/clawos-test/s7-events.jsonl >/dev/null || { cat /run/clawos-test/s7-events.jsonl; exit 1; }
-    # The matrix in step with memory: every stored piece of evidence is in it.
+    # The matrix in step with memory: both stored pieces of evidence are in it.
+    test "$(clawctl memory list --agent vm-s7 --limit 50 --json | jq "[.entries[] | select(.category | startswith(\"evidence-\"))] | length")" -eq 2
     clawctl memory list --agent vm-s7 --limit 50 --json | jq -r ".entries[] | select(.category | startswith(\"evidence-\")) | .content | sub(\"^Evidence: \"; \"\")" |
       while read -r evidence; do grep -qF "$evidence" $d/artifacts/evidence-matrix.md || { echo "not in the matrix: $evidence"; exit 1; }; done'
 }
@@ -421,6 +422,7 @@ scenario_9() {
     wait_runs vm-s9 scan 1
     expect "$(clawctl schedule show vm-s9 scan --json)" ".runs[0].status == \"waiting\""
     # 9.3: the same content found in two directories.
+    contains "$(result vm-s9 s9-3)" "Jane Doe, engineer" "the first copy read (9.3)"
     test "$(result vm-s9 s9-3)" = "$(result vm-s9 s9-4)"
     # 9.4: a suggestion, not a change: the files are where they were.
     expect "$(clawctl notifications --agent vm-s9 --json)" "any(.notifications[]; .title == \"Duplicate CVs\")"

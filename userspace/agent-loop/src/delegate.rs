@@ -190,18 +190,22 @@ pub async fn run(
     let child = CallContext {
         tools: &tools,
         session_id: &session_id,
-        approval_session: cx.approval_session,
+        // Its approvals name the parent's session (`cx.approval_session`,
+        // kept by `..*cx`): approving one continues the parent.
         paths: paths.as_deref(),
         policy: &policy,
         delegation: None,
         ..*cx
     };
     let reporter = Forwarded(parent.reporter);
-    let persona = format!(
-        "{}\n\nYou are a sub-agent of {}, started for one task. Do it with the tools you have, then answer with the result: your answer goes to the agent that started you.",
-        parent.persona.trim_end(),
+    let role = format!(
+        "You are a sub-agent of {}, started for one task. Do it with the tools you have, then answer with the result: your answer goes to the agent that started you.",
         cx.agent
     );
+    let persona = match parent.persona.trim_end() {
+        "" => role,
+        own => format!("{own}\n\n{role}"),
+    };
     let sub = Turn {
         agent: cx.agent,
         config: &config,
@@ -344,9 +348,9 @@ pub fn within(paths: &[String], arguments: &Value) -> bool {
 fn scoped_config(parent: &AgentConfig, args: &Args, tools: &[Tool]) -> AgentConfig {
     let mut config = parent.clone();
     let limits = &mut config.limits;
-    limits.max_steps = args.max_steps.map_or(limits.max_steps, |n| n.clamp(1, limits.max_steps));
+    limits.max_steps = args.max_steps.map_or(limits.max_steps, |n| n.min(limits.max_steps));
     limits.max_tokens = args.max_tokens.map_or(limits.max_tokens, |n| n.min(limits.max_tokens));
-    limits.max_seconds = args.max_seconds.map_or(limits.max_seconds, |n| n.clamp(1, limits.max_seconds));
+    limits.max_seconds = args.max_seconds.map_or(limits.max_seconds, |n| n.min(limits.max_seconds));
     limits.max_cost_per_turn_usd = match (args.max_cost_usd, limits.max_cost_per_turn_usd) {
         (Some(asked), Some(own)) => Some(asked.min(own)),
         (asked, own) => asked.or(own),
@@ -434,6 +438,13 @@ mod tests {
         assert_eq!(config.limits.max_steps, parent.limits.max_steps);
         assert_eq!(config.limits.max_tokens, 100);
         assert_eq!(config.limits.max_cost_per_turn_usd, Some(0.5));
+        // A parent allowed no steps (a config may say so) gives none, and asking
+        // for some neither widens that nor panics.
+        parent.limits.max_steps = 0;
+        parent.limits.max_seconds = 0;
+        let asked = Args { max_steps: Some(3), max_seconds: Some(0), ..Args::default() };
+        let zero = scoped_config(&parent, &asked, &[]).limits;
+        assert_eq!((zero.max_steps, zero.max_seconds), (0, 0));
         let read_only = Args { autonomy: Some(Autonomy::ReadOnly), ..Args::default() };
         assert_eq!(scoped_config(&parent, &read_only, &[]).autonomy.level, Autonomy::ReadOnly);
     }
