@@ -244,6 +244,17 @@ check() {
   local output status=0 t0=$SECONDS
   output=$("$@" 2>&1) || status=$?
   check_report "$name" "$status" "$((SECONDS - t0))" "$output"
+  ((status == 0)) || failure_journal "$((SECONDS - t0))"
+}
+
+# failure_journal SECONDS: what the box's components logged during a
+# failed check that took SECONDS, after its output. CI keeps only the
+# suite's output, so a failure carries its own evidence (a timeout says
+# nothing of what the component was busy with). Nothing when the VM does
+# not answer.
+failure_journal() {
+  VM_SSH_TIMEOUT=20 vm_ssh "journalctl -b --since=-$(($1 + 5))s -u 'clawos-*' -p info -o short-monotonic -q --no-pager |
+    tail -n 20" 2>/dev/null | sed 's/^/       journal: /'
 }
 
 # check_report NAME STATUS SECONDS OUTPUT: counts and prints a check's

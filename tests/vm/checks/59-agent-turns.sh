@@ -103,7 +103,7 @@ scripted_agent() {
 check "agent turns: a scripted provider runs on the guest's loopback and an agent is configured for it" scripted_agent_ready
 
 check "agent turns: one turn calls a WASM tool, writes a file and searches memory, then answers" vm_ssh '
-  (timeout 120 clawctl events --name agent.step --name provider.request --name tool.invoked --name tool.completed > /run/clawos-test/agent-events.jsonl &)
+  (timeout 120 clawctl events --name agent.step --name provider.request --name tool.invoked --name tool.completed > /run/clawos-test/agent-events.jsonl 2>/dev/null < /dev/null &)
   sleep 1
   out=$(clawctl chat --agent vm-scripted -m "Count the words of \"one two three\", save it, and recall the forecast." --json) || { echo "$out"; exit 1; }
   echo "$out" | jq -e ".status == \"done\" and .steps == 4 and .tool_calls == 3 and .answer == \"The text has three words; saved.\"

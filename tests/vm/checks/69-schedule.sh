@@ -48,7 +48,7 @@ check "schedule: the agent's schedule_add tool writes a job into its cron/jobs.t
     ! clawctl notifications --agent vm-sched-tools --json | jq -e "any(.notifications[]; .id == $id)" >/dev/null'
 
 check "schedule: a delay job added with clawctl fires once as a turn of its agent; its run, the daily log line and task_completed record it" vm_ssh '
-  (timeout 90 clawctl events --name task_completed --name task_failed > /run/clawos-test/schedule-events.jsonl &)
+  (timeout 90 clawctl events --name task_completed --name task_failed > /run/clawos-test/schedule-events.jsonl 2>/dev/null < /dev/null &)
   sleep 1
   clawctl schedule add vm-sched soon --delay 5s --prompt "Write the report." >/dev/null || exit 1
   grep -q "^\[jobs.soon\]" /clawfs/agents/vm-sched/cron/jobs.toml || { cat /clawfs/agents/vm-sched/cron/jobs.toml; exit 1; }

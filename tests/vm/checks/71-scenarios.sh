@@ -345,7 +345,7 @@ scenario_7() {
   vm_ssh '. /run/clawos-test/scenario.sh; set -e; d=/clawfs/agents/vm-s7
     # 7.1-7.5
     expect "$(chat vm-s7 "Research whether intermittent fasting affects cognition. Two papers: ...")" ".answer == \"Evidence stored and matrix updated.\""
-    (timeout 60 clawctl events --name subagent.started --name subagent.ended > /run/clawos-test/s7-events.jsonl &)
+    (timeout 60 clawctl events --name subagent.started --name subagent.ended > /run/clawos-test/s7-events.jsonl 2>/dev/null < /dev/null &)
     sleep 1
     # 7.6-7.7: the assessment, through a sub-agent.
     out=$(chat vm-s7 "What is the current assessment?")

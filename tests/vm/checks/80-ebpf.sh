@@ -61,7 +61,7 @@ check "ebpf: audit mode lets the same open through and reports it as audited" \
           done; tail -n 3 /tmp/ebpf-audited; exit 1'
 
 check "ebpf: an open of /etc/shadow in a monitored cgroup shows up in clawctl events" \
-  vm_ssh "$ebpf_in_cgroup"'; (timeout 15 clawctl events --name anomaly_detected --count 1 > /tmp/ebpf-events &);
+  vm_ssh "$ebpf_in_cgroup"'; (timeout 15 clawctl events --name anomaly_detected --count 1 > /tmp/ebpf-events 2>/dev/null < /dev/null &);
           sleep 1; in_cgroup audit ": < /etc/shadow"; sleep 3; grep -q "/etc/shadow" /tmp/ebpf-events'
 
 # The programs' own diagnostics (aya-log) reach the agent's journal: a path

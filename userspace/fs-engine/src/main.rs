@@ -16,7 +16,7 @@ mod embedder;
 mod files;
 mod watch;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -89,6 +89,9 @@ struct State {
     indexes: HashMap<String, clawfs::MemoryIndex>,
     /// Open memory indexes by agent (in each agent's `workspace.db`).
     agent_indexes: HashMap<String, clawfs::MemoryIndex>,
+    /// Agents whose index is open but not yet brought in step with their
+    /// files (see [`State::agent_memory`]).
+    unsynced: HashSet<String>,
     namespace: Namespace,
 }
 
@@ -135,17 +138,19 @@ impl State {
         Ok(response)
     }
 
-    /// Agent `agent`'s memory and its open index. The first open brings
+    /// Agent `agent`'s memory and its open index. The first use brings
     /// the index in step with the files, which may have changed while
     /// fs-engine was not running (`AgentMemory::sync_all`).
     fn agent_memory<'a>(
         &'a mut self,
         agent: &'a str,
     ) -> Result<(AgentMemory<'a>, &'a mut clawfs::MemoryIndex), MethodError> {
+        self.agent_index(agent)?;
         let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
-        if !self.agent_indexes.contains_key(agent) {
-            let mut index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
-            let report = memory.sync_all(&mut index).map_err(method_error)?;
+        let index = self.agent_indexes.get_mut(agent).expect("opened above");
+        if self.unsynced.contains(agent) {
+            let report = memory.sync_all(index).map_err(method_error)?;
+            self.unsynced.remove(agent);
             tracing::info!(
                 agent,
                 added = report.added,
@@ -153,9 +158,65 @@ impl State {
                 unchanged = report.unchanged,
                 "agent memory index opened"
             );
-            self.agent_indexes.insert(agent.to_owned(), index);
         }
-        Ok((memory, self.agent_indexes.get_mut(agent).expect("inserted above")))
+        Ok((memory, index))
+    }
+
+    /// Agent `agent`'s index, opened if it was not; not brought in step
+    /// with the files ([`State::agent_memory`] does that).
+    fn agent_index(&mut self, agent: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
+        if !self.agent_indexes.contains_key(agent) {
+            let index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
+            self.agent_indexes.insert(agent.to_owned(), index);
+            self.unsynced.insert(agent.to_owned());
+        }
+        Ok(self.agent_indexes.get_mut(agent).expect("inserted above"))
+    }
+
+    /// Forgets agent `agent`'s index (the agent is being removed).
+    fn close_agent(&mut self, agent: &str) {
+        self.agent_indexes.remove(agent);
+        self.unsynced.remove(agent);
+    }
+
+    /// Embeds, without holding the state lock, what bringing agent
+    /// `agent`'s index in step with its files (as `ahead` says which) will
+    /// embed under it: the chunks of those files the index does not hold.
+    /// The embedder caches each vector, so the sync that follows takes the
+    /// lock only for its database and HNSW writes. Embedding is the slow
+    /// part of indexing (seconds a chunk for all-MiniLM-L6-v2 on an
+    /// emulated CPU), and every other memory request, and an agent's
+    /// removal, waits for the lock: an agent removed while its changed
+    /// files were embedded under the lock waited past its 30 s timeout.
+    /// A failure here is not reported: the sync runs the same steps again
+    /// and reports it.
+    fn embed_ahead(state: &Mutex<State>, agent: &str, ahead: Ahead<'_>) {
+        let ahead = {
+            let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if state.ensure_namespace().is_err() || !clawfs::namespace::agent_exists(&state.clawfs.config().root, agent)
+            {
+                return;
+            }
+            let root = state.clawfs.config().root.clone();
+            let Ok(index) = state.agent_index(agent) else { return };
+            let Some(embedder) = index.embedder() else { return };
+            let Ok(memory) = AgentMemory::new(&root, agent) else { return };
+            let index = state.agent_indexes.get(agent).expect("opened above");
+            let texts = match (state.unsynced.contains(agent), ahead) {
+                (false, Ahead::FirstSync) => return,
+                (false, Ahead::Files(files)) => memory.unembedded(index, files),
+                (true, _) | (false, Ahead::All) => memory.files().and_then(|all| memory.unembedded(index, &all)),
+            };
+            match texts {
+                Ok(texts) if !texts.is_empty() => (embedder, texts),
+                _ => return,
+            }
+        };
+        let (embedder, texts) = ahead;
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        if let Err(error) = embedder.embed(&texts) {
+            tracing::debug!(agent, "embedding ahead of the sync failed: {error}");
+        }
     }
 
     fn index(&mut self, workspace: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
@@ -165,6 +226,19 @@ impl State {
         }
         Ok(self.indexes.get_mut(workspace).expect("inserted above"))
     }
+}
+
+/// Which files of an agent [`State::embed_ahead`] embeds for.
+#[derive(Clone, Copy)]
+enum Ahead<'a> {
+    /// Those of the index's first sync, if it still owes it (nothing
+    /// otherwise).
+    FirstSync,
+    /// These files, relative to the agent's directory (all of them when
+    /// the first sync is owed).
+    Files(&'a [String]),
+    /// All its memory files (a rescan).
+    All,
 }
 
 struct Daemon {
@@ -261,6 +335,7 @@ impl Daemon {
             embedder,
             indexes: HashMap::new(),
             agent_indexes: HashMap::new(),
+            unsynced: HashSet::new(),
             namespace: Namespace::NotTried,
         };
         if root_exists {
@@ -349,6 +424,12 @@ impl Daemon {
             denied: None,
             caller: caller.as_str(),
         })?;
+        // An index's first sync embeds every memory file the index does
+        // not hold: that is done before the state lock is taken.
+        let (state, ahead) = (self.state.clone(), agent.clone());
+        tokio::task::spawn_blocking(move || State::embed_ahead(&state, &ahead, Ahead::FirstSync))
+            .await
+            .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?;
         self.blocking(move |s| {
             let (memory, index) = s.agent_memory(&agent)?;
             work(memory, index).map_err(method_error)
@@ -553,7 +634,7 @@ impl fs_engine::Service for Daemon {
         // (a rescan of the new agent's files) wrote `search.db` into the
         // directory as it was being removed ("Directory not empty").
         self.blocking(move |s| {
-            s.agent_indexes.remove(&params.agent);
+            s.close_agent(&params.agent);
             files.remove_agent(caller, params)
         })
         .await?;
