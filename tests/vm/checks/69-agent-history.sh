@@ -66,7 +66,7 @@ check "goals: a goal the agent starts and completes moves from goals/active to g
   for _ in $(seq 20); do test "$(wc -l < /run/clawos-test/goal-events.jsonl)" -ge 2 && break; sleep 0.5; done
   jq -se "[.[] | .payload.event_data | select(.agent == \"vm-hist\") | [.from, .to]] == [[null, \"active\"], [\"active\", \"completed\"]]" \
     /run/clawos-test/goal-events.jsonl >/dev/null || { cat /run/clawos-test/goal-events.jsonl; exit 1; }
-  # The goal files are still being embedded (seconds a chunk under TCG);
-  # that holds no lock a removal waits for.
+  # The goal files are still being embedded (slowly, under TCG); that
+  # holds no lock the removal waits for.
   systemctl stop clawos-test-vm-hist && t0=$(date +%s%N) && clawctl agent rm vm-hist >/dev/null || exit 1
   ms=$((($(date +%s%N) - t0) / 1000000)); test "$ms" -lt 10000 || { echo "clawctl agent rm took $ms ms"; exit 1; }'

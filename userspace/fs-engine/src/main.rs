@@ -183,11 +183,11 @@ impl State {
     /// `agent`'s index in step with its files (as `ahead` says which) will
     /// embed under it: the chunks of those files the index does not hold.
     /// The embedder caches each vector, so the sync that follows takes the
-    /// lock only for its database and HNSW writes. Embedding is the slow
-    /// part of indexing (seconds a chunk for all-MiniLM-L6-v2 on an
-    /// emulated CPU), and every other memory request, and an agent's
-    /// removal, waits for the lock: an agent removed while its changed
-    /// files were embedded under the lock waited past its 30 s timeout.
+    /// lock only for its database and HNSW writes. Embedding is by far the
+    /// slowest part of indexing, and every other memory request, and an
+    /// agent's removal, waits for the lock: under TCG, an agent removed
+    /// while its new goal files were embedded under the lock waited past
+    /// the removal's 30 s timeout.
     /// A failure here is not reported: the sync runs the same steps again
     /// and reports it.
     fn embed_ahead(state: &Mutex<State>, agent: &str, ahead: Ahead<'_>) {
