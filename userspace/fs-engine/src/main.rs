@@ -187,36 +187,47 @@ impl State {
     /// slowest part of indexing, and every other memory request, and an
     /// agent's removal, waits for the lock: under TCG, an agent removed
     /// while its new goal files were embedded under the lock waited past
-    /// the removal's 30 s timeout.
+    /// the removal's 30 s timeout. Files that change while they are
+    /// embedded are looked at again ([`EMBED_AHEAD_ROUNDS`] times at most),
+    /// so the sync finds what changed meanwhile embedded too.
     /// A failure here is not reported: the sync runs the same steps again
     /// and reports it.
     fn embed_ahead(state: &Mutex<State>, agent: &str, ahead: Ahead<'_>) {
-        let ahead = {
-            let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if state.ensure_namespace().is_err() || !clawfs::namespace::agent_exists(&state.clawfs.config().root, agent)
-            {
+        let mut embedded: HashSet<String> = HashSet::new();
+        for _ in 0..EMBED_AHEAD_ROUNDS {
+            let Some((embedder, texts)) = Self::unembedded(state, agent, ahead) else { return };
+            let fresh: Vec<&str> =
+                texts.iter().filter(|text| !embedded.contains(text.as_str())).map(String::as_str).collect();
+            if fresh.is_empty() {
                 return;
             }
-            let root = state.clawfs.config().root.clone();
-            let Ok(index) = state.agent_index(agent) else { return };
-            let Some(embedder) = index.embedder() else { return };
-            let Ok(memory) = AgentMemory::new(&root, agent) else { return };
-            let index = state.agent_indexes.get(agent).expect("opened above");
-            let texts = match (state.unsynced.contains(agent), ahead) {
-                (false, Ahead::FirstSync) => return,
-                (false, Ahead::Files(files)) => memory.unembedded(index, files),
-                (true, _) | (false, Ahead::All) => memory.files().and_then(|all| memory.unembedded(index, &all)),
-            };
-            match texts {
-                Ok(texts) if !texts.is_empty() => (embedder, texts),
-                _ => return,
+            let embedding = EMBEDDING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let outcome = embedder.embed(&fresh);
+            drop(embedding);
+            if let Err(error) = outcome {
+                return tracing::debug!(agent, "embedding ahead of the sync failed: {error}");
             }
-        };
-        let (embedder, texts) = ahead;
-        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        if let Err(error) = embedder.embed(&texts) {
-            tracing::debug!(agent, "embedding ahead of the sync failed: {error}");
+            embedded.extend(fresh.into_iter().map(str::to_owned));
         }
+    }
+
+    /// The embedder and the texts [`State::embed_ahead`] embeds now, under
+    /// a short hold of the lock; `None` when there are none.
+    fn unembedded(state: &Mutex<State>, agent: &str, ahead: Ahead<'_>) -> Option<(Arc<dyn Embedder>, Vec<String>)> {
+        let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if state.ensure_namespace().is_err() || !clawfs::namespace::agent_exists(&state.clawfs.config().root, agent) {
+            return None;
+        }
+        let root = state.clawfs.config().root.clone();
+        let embedder = state.agent_index(agent).ok()?.embedder()?;
+        let memory = AgentMemory::new(&root, agent).ok()?;
+        let index = state.agent_indexes.get(agent).expect("opened above");
+        let texts = match (state.unsynced.contains(agent), ahead) {
+            (false, Ahead::FirstSync) => return None,
+            (false, Ahead::Files(files)) => memory.unembedded(index, files),
+            (true, _) | (false, Ahead::All) => memory.files().and_then(|all| memory.unembedded(index, &all)),
+        };
+        texts.ok().filter(|texts| !texts.is_empty()).map(|texts| (embedder, texts))
     }
 
     fn index(&mut self, workspace: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
@@ -227,6 +238,17 @@ impl State {
         Ok(self.indexes.get_mut(workspace).expect("inserted above"))
     }
 }
+
+/// Held while [`State::embed_ahead`] embeds. The watcher and a request
+/// that opens the same new agent's index want the same chunks: the second
+/// waits, then finds them in the embedder's cache, instead of computing
+/// them again beside the first (two embeddings at once on the test VM's two
+/// CPUs took each past its caller's 30 s timeout).
+static EMBEDDING: Mutex<()> = Mutex::new(());
+
+/// How often [`State::embed_ahead`] looks again for chunks of files that
+/// changed while it embedded.
+const EMBED_AHEAD_ROUNDS: usize = 4;
 
 /// Which files of an agent [`State::embed_ahead`] embeds for.
 #[derive(Clone, Copy)]

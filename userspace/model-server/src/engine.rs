@@ -2,7 +2,7 @@
 //! prompt, and generating an answer token by token. Knows nothing of HTTP:
 //! the server hands it a [`Generation`] and a sink for its [`Progress`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,13 @@ const TOKEN_TYPE_CONTROL: i32 = 3;
 /// (over 500 MB); chunks keep it under 40 MB (smaller ones made the
 /// prompt 15-20% slower here, for 25 MB less at the peak).
 pub const PREFILL_CHUNK: usize = 256;
+
+/// System turns whose state is kept ([`Model::generate`]), most recently
+/// used first, and the tokens they may hold together: each token's KV
+/// cache is 30 layers x (keys + values) x 3 heads x 64 f32 values, 45 KiB,
+/// so 2,048 tokens are 90 MiB of the unit's 896 MiB.
+const SYSTEM_STATES: usize = 4;
+const SYSTEM_STATE_TOKENS: usize = 2048;
 /// candle's switch (read by each thread when it first builds a matrix
 /// product) that keeps the weights as f16 instead of multiplying with the
 /// file's 4-bit blocks. See [`choose_weights`].
@@ -157,6 +164,9 @@ pub struct Model {
     weights_kept: Weights,
     /// The last answer's state, for a prompt that continues it.
     last: std::sync::Mutex<Option<State>>,
+    /// The states of recent system turns, for a new conversation that
+    /// starts with one of them.
+    systems: std::sync::Mutex<VecDeque<State>>,
     tokenizer: Tokenizer,
     im_start: u32,
     im_end: u32,
@@ -296,6 +306,7 @@ impl Model {
             weights,
             weights_kept,
             last: std::sync::Mutex::new(None),
+            systems: std::sync::Mutex::new(VecDeque::new()),
             tokenizer,
             im_start,
             im_end,
@@ -364,7 +375,10 @@ impl Model {
     /// kept: a prompt that continues it (the same conversation with the
     /// answer and a new message appended, as a chat or an agent's next step
     /// sends) runs only its new tokens through the model, instead of the
-    /// whole conversation again (1,000 tokens take seconds here).
+    /// whole conversation again (1,000 tokens take seconds here). So is
+    /// the state at the end of each recent system turn: a new conversation
+    /// of the same agent (a new session, a scheduled turn, a heartbeat)
+    /// starts with the same system prompt, and runs only what follows it.
     pub fn generate(
         &self,
         prompt: &[u32],
@@ -375,14 +389,27 @@ impl Model {
         if prompt.is_empty() || prompt.len() >= self.context {
             return Err(GenerateError(format!("a prompt of {} tokens", prompt.len())));
         }
+        let continues = |state: &State| state.fed.len() < prompt.len() && prompt.starts_with(&state.fed);
         let last = self.last.lock().ok().and_then(|mut last| last.take());
         let mut state = match last {
-            Some(state) if state.fed.len() < prompt.len() && prompt.starts_with(&state.fed) => state,
+            Some(state) if continues(&state) => state,
             other => {
                 // Another conversation's cache goes before this one grows.
                 drop(other);
-                // A clone of the weights shares their tensors: an empty cache.
-                State { weights: self.weights.clone(), fed: Vec::new() }
+                self.systems
+                    .lock()
+                    .ok()
+                    .and_then(|mut systems| {
+                        let position = systems.iter().position(continues)?;
+                        let system = systems.remove(position)?;
+                        // A clone shares the cache's tensors, which the
+                        // conversation's next tokens do not change.
+                        let state = system.clone();
+                        systems.push_front(system);
+                        Some(state)
+                    })
+                    // A clone of the weights shares their tensors: an empty cache.
+                    .unwrap_or_else(|| State { weights: self.weights.clone(), fed: Vec::new() })
             }
         };
         let outcome = self.run(&mut state, prompt, params, sink, started)?;
@@ -392,6 +419,29 @@ impl Model {
             *last = Some(state);
         }
         Ok(outcome)
+    }
+
+    /// Where the prompt's system turn ends (after its `<|im_end|>` and
+    /// newline). Message text cannot hold the control token ([`Model::prompt`]
+    /// puts it in by id), so the first one closes the system turn.
+    fn system_end(&self, prompt: &[u32]) -> Option<usize> {
+        let im_end = prompt.iter().position(|&token| token == self.im_end)?;
+        let newline = self.tokenizer.encode_fast("\n", false).ok()?.get_ids().len();
+        (prompt.first() == Some(&self.im_start)).then_some(im_end + 1 + newline)
+    }
+
+    /// Keeps `state`, which has just read a system turn, most recently
+    /// used first; the oldest go beyond [`SYSTEM_STATES`] states or
+    /// [`SYSTEM_STATE_TOKENS`] tokens in all.
+    fn keep_system(&self, state: &State) {
+        let Ok(mut systems) = self.systems.lock() else { return };
+        systems.retain(|kept| kept.fed != state.fed);
+        systems.push_front(state.clone());
+        while systems.len() > SYSTEM_STATES
+            || systems.iter().map(|kept| kept.fed.len()).sum::<usize>() > SYSTEM_STATE_TOKENS
+        {
+            systems.pop_back();
+        }
     }
 
     fn run(
@@ -418,13 +468,27 @@ impl Model {
             elapsed: started.elapsed(),
         };
         let total = prompt.len() - cached_tokens;
+        let system_end = self.system_end(prompt).filter(|&end| end > cached_tokens);
         let mut logits = None;
-        for chunk in prompt[cached_tokens..].chunks(PREFILL_CHUNK) {
+        while state.fed.len() < prompt.len() {
+            let start = state.fed.len();
+            // Chunks end every PREFILL_CHUNK new tokens (progress is said
+            // there) and where the system turn does, so its state is kept.
+            let aligned = cached_tokens + ((start - cached_tokens) / PREFILL_CHUNK + 1) * PREFILL_CHUNK;
+            let end = match system_end {
+                Some(system_end) if start < system_end => system_end.min(aligned),
+                _ => aligned,
+            }
+            .min(prompt.len());
+            let chunk = &prompt[start..end];
             let input = Tensor::new(chunk, &self.device)?.unsqueeze(0)?;
-            logits = Some(state.weights.forward(&input, state.fed.len())?);
+            logits = Some(state.weights.forward(&input, start)?);
             state.fed.extend_from_slice(chunk);
-            let done = state.fed.len() - cached_tokens;
-            if done < total && !sink(Progress::Prompt { done, total }) {
+            if Some(end) == system_end {
+                self.keep_system(state);
+            }
+            let done = end - cached_tokens;
+            if done < total && end == aligned && !sink(Progress::Prompt { done, total }) {
                 return Ok(outcome(Finish::Cancelled, &answer, None));
             }
         }
@@ -489,6 +553,7 @@ impl Model {
 
 /// A conversation's state in the model: the KV cache of `weights` holds
 /// exactly the tokens of `fed`, at positions 0..fed.len().
+#[derive(Clone)]
 struct State {
     weights: ModelWeights,
     fed: Vec<u32>,

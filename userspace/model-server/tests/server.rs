@@ -377,18 +377,68 @@ async fn a_conversation_that_goes_on_reuses_the_state_of_its_last_answer() {
     let cached = continued["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
     let first_prompt = answer["usage"]["prompt_tokens"].as_u64().unwrap();
     assert!(cached > first_prompt, "the first prompt and the answer were reused: {continued}");
-    // Another conversation in between: the follow-up is computed whole, and
+    // Another conversation in between: the follow-up is computed again
+    // after the system turn (the template's own, whose state is kept), and
     // answered the same (greedy).
     let (status, other) =
         call(socket, Method::POST, "/v1/chat/completions", &ask(&json!([{"role": "user", "content": "Hello"}]))).await;
     assert_eq!(status, StatusCode::OK, "{other}");
+    let system = other["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    assert!(system > 0 && system < first_prompt, "only the system turn was reused: {other}");
     let (status, whole) = call(socket, Method::POST, "/v1/chat/completions", &ask(&follow_up)).await;
     assert_eq!(status, StatusCode::OK, "{whole}");
-    assert_eq!(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{whole}");
+    assert_eq!(whole["usage"]["prompt_tokens_details"]["cached_tokens"], system, "{whole}");
     assert_eq!(
         whole["choices"][0]["message"]["content"], continued["choices"][0]["message"]["content"],
         "{whole} {continued}"
     );
+}
+
+/// A new conversation under a system prompt the server has read (an
+/// agent's next session, a scheduled turn) reads only what follows it, and
+/// is answered as if it had been read whole.
+#[tokio::test]
+async fn a_new_conversation_reuses_the_state_of_its_system_turn() {
+    let system = "You are a terse assistant on a small box. Answer in one short sentence.";
+    let ask = |question: &str| {
+        chat_body(
+            "",
+            json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": question}], "max_tokens": 12}),
+        )
+    };
+    let usage = |answer: &Value, key: &str| answer["usage"][key].as_u64().unwrap_or_else(|| panic!("{answer}"));
+    let fresh = TestServer::start(model_dir());
+    let (status, alone) = call(&fresh.socket, Method::POST, "/v1/chat/completions", &ask("Name a colour.")).await;
+    assert_eq!(status, StatusCode::OK, "{alone}");
+    assert_eq!(alone["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{alone}");
+    drop(fresh);
+
+    let server = TestServer::start(model_dir());
+    let socket = &server.socket;
+    let (status, first) = call(socket, Method::POST, "/v1/chat/completions", &ask("Name a fruit.")).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{first}");
+    let (status, second) = call(socket, Method::POST, "/v1/chat/completions", &ask("Name a colour.")).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    // The system turn: the question ("Name a colour.") and the opened
+    // assistant turn come after it.
+    assert!(cached > 15 && cached + 8 < usage(&second, "prompt_tokens"), "{second}");
+    assert_eq!(
+        second["choices"][0]["message"]["content"], alone["choices"][0]["message"]["content"],
+        "{second} {alone}"
+    );
+
+    // Another system prompt is read whole; the first is still kept.
+    let other = chat_body(
+        "",
+        json!({"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"}], "max_tokens": 4}),
+    );
+    let (status, answer) = call(socket, Method::POST, "/v1/chat/completions", &other).await;
+    assert_eq!(answer["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{status} {answer}");
+    let (_, again) = call(socket, Method::POST, "/v1/chat/completions", &ask("Name a fruit.")).await;
+    assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], cached, "{again}");
+    assert_eq!(again["choices"][0]["message"]["content"], first["choices"][0]["message"]["content"], "{again} {first}");
 }
 
 #[test]
