@@ -442,19 +442,6 @@ impl<'a> AgentMemory<'a> {
         }
     }
 
-    /// What [`sync`](Self::sync) of each of `paths` would embed: the chunks
-    /// of those memory files `index` does not hold yet
-    /// ([`MemoryIndex::unembedded`]).
-    pub fn unembedded(&self, index: &MemoryIndex, paths: &[String]) -> Result<Vec<String>> {
-        let mut texts = Vec::new();
-        for path in paths.iter().filter(|path| is_indexed(path)) {
-            if let Some(text) = self.read(path)? {
-                texts.extend(index.unembedded(path, &text)?);
-            }
-        }
-        Ok(texts)
-    }
-
     /// Brings the index in step with every file: each memory file is
     /// indexed (only changed chunks are embedded), and documents whose file
     /// is gone are removed. What fs-engine runs at start for changes made

@@ -1,14 +1,12 @@
 //! The memory index end to end: real SQLite FTS5, real usearch HNSW files,
 //! the offline embedder.
 
-use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use clawfs::chunk::{chunk_id, Chunk};
 use clawfs::{
-    CachedEmbedder, Clawfs, Config, EmbedError, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest,
-    DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE,
+    Clawfs, Config, Embedder, Fusion, HashingEmbedder, LegReport, SearchRequest, DATABASE_FILE, HNSW_FILE,
+    HNSW_SIDECAR_FILE,
 };
 
 const DIMENSION: usize = 256;
@@ -95,52 +93,6 @@ fn reindexing_a_changed_file_touches_only_changed_chunks() {
     assert_eq!(index.vector_count(), 0);
     let empty = index.search(&SearchRequest::new("router")).unwrap();
     assert!(empty.results.is_empty(), "{:?}", empty.results);
-}
-
-/// Counts the texts it embeds.
-struct Counting(HashingEmbedder, Arc<AtomicUsize>);
-
-impl Embedder for Counting {
-    fn dimension(&self) -> usize {
-        self.0.dimension()
-    }
-    fn model_id(&self) -> &str {
-        self.0.model_id()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.1.fetch_add(texts.len(), Ordering::SeqCst);
-        self.0.embed(texts)
-    }
-}
-
-/// fs-engine embeds what `unembedded` lists before it takes its lock, then
-/// indexes under the lock: that indexing must find every vector cached.
-#[test]
-fn what_unembedded_lists_is_all_that_indexing_embeds() {
-    let (_dir, clawfs) = instance();
-    let count = Arc::new(AtomicUsize::new(0));
-    let cached = Arc::new(CachedEmbedder::new(
-        Counting(HashingEmbedder::new(DIMENSION), count.clone()),
-        NonZeroUsize::new(64).unwrap(),
-    ));
-    let embedded = || count.load(Ordering::SeqCst);
-    let mut index = clawfs.open_memory("notes", Some(cached.clone())).unwrap();
-    let ahead = index.unembedded("guide.md", GUIDE).unwrap();
-    assert_eq!(ahead.len(), 3);
-    cached.embed(&ahead.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
-    assert_eq!(index.index_document("guide.md", GUIDE).unwrap().added, 3);
-    assert_eq!(embedded(), 3, "indexing found the three vectors cached");
-
-    let edited = GUIDE.replace("relays IPC requests", "relays and authorizes IPC requests");
-    let ahead = index.unembedded("guide.md", &edited).unwrap();
-    assert_eq!(ahead.len(), 1, "only the changed chunk: {ahead:?}");
-    assert!(ahead[0].contains("authorizes"));
-    cached.embed(&[ahead[0].as_str()]).unwrap();
-    assert_eq!(index.index_document("guide.md", &edited).unwrap().added, 1);
-    assert_eq!(embedded(), 4);
-
-    let index = clawfs.open_memory("notes", None).unwrap();
-    assert!(index.unembedded("other.md", GUIDE).unwrap().is_empty(), "no vector leg, nothing to embed");
 }
 
 #[test]

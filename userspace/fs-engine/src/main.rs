@@ -16,7 +16,7 @@ mod embedder;
 mod files;
 mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -89,9 +89,6 @@ struct State {
     indexes: HashMap<String, clawfs::MemoryIndex>,
     /// Open memory indexes by agent (in each agent's `workspace.db`).
     agent_indexes: HashMap<String, clawfs::MemoryIndex>,
-    /// Agents whose index is open but not yet brought in step with their
-    /// files (see [`State::agent_memory`]).
-    unsynced: HashSet<String>,
     namespace: Namespace,
 }
 
@@ -138,19 +135,17 @@ impl State {
         Ok(response)
     }
 
-    /// Agent `agent`'s memory and its open index. The first use brings
+    /// Agent `agent`'s memory and its open index. The first open brings
     /// the index in step with the files, which may have changed while
     /// fs-engine was not running (`AgentMemory::sync_all`).
     fn agent_memory<'a>(
         &'a mut self,
         agent: &'a str,
     ) -> Result<(AgentMemory<'a>, &'a mut clawfs::MemoryIndex), MethodError> {
-        self.agent_index(agent)?;
         let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
-        let index = self.agent_indexes.get_mut(agent).expect("opened above");
-        if self.unsynced.contains(agent) {
-            let report = memory.sync_all(index).map_err(method_error)?;
-            self.unsynced.remove(agent);
+        if !self.agent_indexes.contains_key(agent) {
+            let mut index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
+            let report = memory.sync_all(&mut index).map_err(method_error)?;
             tracing::info!(
                 agent,
                 added = report.added,
@@ -158,76 +153,9 @@ impl State {
                 unchanged = report.unchanged,
                 "agent memory index opened"
             );
-        }
-        Ok((memory, index))
-    }
-
-    /// Agent `agent`'s index, opened if it was not; not brought in step
-    /// with the files ([`State::agent_memory`] does that).
-    fn agent_index(&mut self, agent: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
-        if !self.agent_indexes.contains_key(agent) {
-            let index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
             self.agent_indexes.insert(agent.to_owned(), index);
-            self.unsynced.insert(agent.to_owned());
         }
-        Ok(self.agent_indexes.get_mut(agent).expect("inserted above"))
-    }
-
-    /// Forgets agent `agent`'s index (the agent is being removed).
-    fn close_agent(&mut self, agent: &str) {
-        self.agent_indexes.remove(agent);
-        self.unsynced.remove(agent);
-    }
-
-    /// Embeds, without holding the state lock, what bringing agent
-    /// `agent`'s index in step with its files (as `ahead` says which) will
-    /// embed under it: the chunks of those files the index does not hold.
-    /// The embedder caches each vector, so the sync that follows takes the
-    /// lock only for its database and HNSW writes. Embedding is by far the
-    /// slowest part of indexing, and every other memory request, and an
-    /// agent's removal, waits for the lock: under TCG, an agent removed
-    /// while its new goal files were embedded under the lock waited past
-    /// the removal's 30 s timeout. Files that change while they are
-    /// embedded are looked at again ([`EMBED_AHEAD_ROUNDS`] times at most),
-    /// so the sync finds what changed meanwhile embedded too.
-    /// A failure here is not reported: the sync runs the same steps again
-    /// and reports it.
-    fn embed_ahead(state: &Mutex<State>, agent: &str, ahead: Ahead<'_>) {
-        let mut embedded: HashSet<String> = HashSet::new();
-        for _ in 0..EMBED_AHEAD_ROUNDS {
-            let Some((embedder, texts)) = Self::unembedded(state, agent, ahead) else { return };
-            let fresh: Vec<&str> =
-                texts.iter().filter(|text| !embedded.contains(text.as_str())).map(String::as_str).collect();
-            if fresh.is_empty() {
-                return;
-            }
-            let embedding = EMBEDDING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let outcome = embedder.embed(&fresh);
-            drop(embedding);
-            if let Err(error) = outcome {
-                return tracing::debug!(agent, "embedding ahead of the sync failed: {error}");
-            }
-            embedded.extend(fresh.into_iter().map(str::to_owned));
-        }
-    }
-
-    /// The embedder and the texts [`State::embed_ahead`] embeds now, under
-    /// a short hold of the lock; `None` when there are none.
-    fn unembedded(state: &Mutex<State>, agent: &str, ahead: Ahead<'_>) -> Option<(Arc<dyn Embedder>, Vec<String>)> {
-        let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if state.ensure_namespace().is_err() || !clawfs::namespace::agent_exists(&state.clawfs.config().root, agent) {
-            return None;
-        }
-        let root = state.clawfs.config().root.clone();
-        let embedder = state.agent_index(agent).ok()?.embedder()?;
-        let memory = AgentMemory::new(&root, agent).ok()?;
-        let index = state.agent_indexes.get(agent).expect("opened above");
-        let texts = match (state.unsynced.contains(agent), ahead) {
-            (false, Ahead::FirstSync) => return None,
-            (false, Ahead::Files(files)) => memory.unembedded(index, files),
-            (true, _) | (false, Ahead::All) => memory.files().and_then(|all| memory.unembedded(index, &all)),
-        };
-        texts.ok().filter(|texts| !texts.is_empty()).map(|texts| (embedder, texts))
+        Ok((memory, self.agent_indexes.get_mut(agent).expect("inserted above")))
     }
 
     fn index(&mut self, workspace: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
@@ -237,30 +165,6 @@ impl State {
         }
         Ok(self.indexes.get_mut(workspace).expect("inserted above"))
     }
-}
-
-/// Held while [`State::embed_ahead`] embeds. The watcher and a request
-/// that opens the same new agent's index want the same chunks: the second
-/// waits, then finds them in the embedder's cache, instead of computing
-/// them again beside the first (two embeddings at once on the test VM's two
-/// CPUs took each past its caller's 30 s timeout).
-static EMBEDDING: Mutex<()> = Mutex::new(());
-
-/// How often [`State::embed_ahead`] looks again for chunks of files that
-/// changed while it embedded.
-const EMBED_AHEAD_ROUNDS: usize = 4;
-
-/// Which files of an agent [`State::embed_ahead`] embeds for.
-#[derive(Clone, Copy)]
-enum Ahead<'a> {
-    /// Those of the index's first sync, if it still owes it (nothing
-    /// otherwise).
-    FirstSync,
-    /// These files, relative to the agent's directory (all of them when
-    /// the first sync is owed).
-    Files(&'a [String]),
-    /// All its memory files (a rescan).
-    All,
 }
 
 struct Daemon {
@@ -357,7 +261,6 @@ impl Daemon {
             embedder,
             indexes: HashMap::new(),
             agent_indexes: HashMap::new(),
-            unsynced: HashSet::new(),
             namespace: Namespace::NotTried,
         };
         if root_exists {
@@ -446,12 +349,6 @@ impl Daemon {
             denied: None,
             caller: caller.as_str(),
         })?;
-        // An index's first sync embeds every memory file the index does
-        // not hold: that is done before the state lock is taken.
-        let (state, ahead) = (self.state.clone(), agent.clone());
-        tokio::task::spawn_blocking(move || State::embed_ahead(&state, &ahead, Ahead::FirstSync))
-            .await
-            .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?;
         self.blocking(move |s| {
             let (memory, index) = s.agent_memory(&agent)?;
             work(memory, index).map_err(method_error)
@@ -656,7 +553,7 @@ impl fs_engine::Service for Daemon {
         // (a rescan of the new agent's files) wrote `search.db` into the
         // directory as it was being removed ("Directory not empty").
         self.blocking(move |s| {
-            s.close_agent(&params.agent);
+            s.agent_indexes.remove(&params.agent);
             files.remove_agent(caller, params)
         })
         .await?;

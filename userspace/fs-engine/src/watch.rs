@@ -13,7 +13,7 @@
 //! (`AgentMemory::sync_all`), and `clawctl memory reindex` rebuilds an
 //! index from the files alone.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,7 @@ use clawfs::layout::agents_dir;
 use clawfs::memory::is_indexed;
 use notify::{Event, EventKind, RecursiveMode, Watcher};
 
-use crate::{Ahead, State};
+use crate::State;
 
 /// Quiet time after the last change before re-indexing.
 const QUIET: Duration = Duration::from_millis(300);
@@ -133,16 +133,12 @@ fn memory_file(agents: &Path, path: &Path) -> Option<(String, String)> {
     Some((agent.to_owned(), rest.to_owned()))
 }
 
-/// Re-indexes what is pending, agent by agent. What each agent's sync will
-/// embed is embedded first, without the state lock (`State::embed_ahead`),
-/// so the lock is held for the index writes only.
 fn reindex(state: &Mutex<State>, pending: Pending) {
-    let lock = || state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let root = lock().clawfs.config().root.clone();
+    let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let root = state.clawfs.config().root.clone();
     for agent in &pending.agents {
-        State::embed_ahead(state, agent, Ahead::All);
         if clawfs::namespace::agent_exists(&root, agent) {
-            let outcome = lock()
+            let outcome = state
                 .agent_memory(agent)
                 .and_then(|(memory, index)| memory.sync_all(index).map_err(crate::method_error));
             if let Err(error) = outcome {
@@ -150,50 +146,32 @@ fn reindex(state: &Mutex<State>, pending: Pending) {
             }
         }
     }
-    let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (agent, file) in pending.files.iter().filter(|(agent, _)| !pending.agents.contains(agent)) {
-        files.entry(agent).or_default().push(file.clone());
-    }
-    for (agent, files) in files {
-        State::embed_ahead(state, agent, Ahead::Files(&files));
-        let mut state = lock();
         if !clawfs::namespace::agent_exists(&root, agent) {
             continue;
         }
-        for file in &files {
-            match state
-                .agent_memory(agent)
-                .and_then(|(memory, index)| memory.sync(index, file).map_err(crate::method_error))
-            {
-                Ok(report) if report.added + report.removed > 0 => {
-                    tracing::info!(
-                        agent,
-                        file,
-                        added = report.added,
-                        removed = report.removed,
-                        "memory file re-indexed"
-                    );
-                }
-                Ok(_) => {}
-                Err(error) => tracing::warn!(agent, file, "memory file not re-indexed: {}", error.message),
+        match state
+            .agent_memory(agent)
+            .and_then(|(memory, index)| memory.sync(index, file).map_err(crate::method_error))
+        {
+            Ok(report) if report.added + report.removed > 0 => {
+                tracing::info!(agent, file, added = report.added, removed = report.removed, "memory file re-indexed");
             }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(agent, file, "memory file not re-indexed: {}", error.message),
         }
     }
 }
 
-/// The daily hygiene of every agent, one at a time; an index not used
-/// since fs-engine started is first brought in step with its files,
-/// embedded ahead as [`reindex`] does.
 fn run_hygiene(state: &Mutex<State>, hygiene: Hygiene) {
-    let lock = || state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let root: PathBuf = lock().clawfs.config().root.clone();
+    let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let root: PathBuf = state.clawfs.config().root.clone();
     let agents = match clawfs::namespace::list_agents(&root) {
         Ok(agents) => agents,
         Err(error) => return tracing::warn!("memory hygiene: {error}"),
     };
     for agent in agents {
-        State::embed_ahead(state, &agent, Ahead::FirstSync);
-        let outcome = lock().agent_memory(&agent).and_then(|(memory, index)| {
+        let outcome = state.agent_memory(&agent).and_then(|(memory, index)| {
             memory
                 .hygiene(index, hygiene.archive_after_days, hygiene.purge_after_days, today())
                 .map_err(crate::method_error)

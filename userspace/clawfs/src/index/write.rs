@@ -48,29 +48,6 @@ impl MemoryIndex {
         self.index_documents(&[(path, text)])
     }
 
-    /// The texts [`index_document`](Self::index_document) would embed for
-    /// `text` at `path`: its chunks this index does not hold yet (none
-    /// when the vector leg is off). With the caching embedder of
-    /// [`embedder`](Self::embedder), a caller that keeps the index behind
-    /// a lock embeds them first, outside it, and the indexing that follows
-    /// under the lock finds every vector cached.
-    pub fn unembedded(&self, path: &str, text: &str) -> Result<Vec<String>> {
-        if self.embedder().is_none() {
-            return Ok(Vec::new());
-        }
-        let existing = self.chunk_ids_of(path)?;
-        Ok(chunk_markdown(path, text)
-            .into_iter()
-            .filter(|c| !existing.contains_key(&c.id))
-            .map(|c| c.content)
-            .collect())
-    }
-
-    /// The embedder of this index's vectors, when its vector leg runs.
-    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
-        self.embedder.clone().filter(|_| self.vector_unavailable.is_none())
-    }
-
     /// Indexes several documents in one transaction. Only chunks whose ID
     /// changed are deleted, inserted and embedded.
     pub fn index_documents(&mut self, documents: &[(&str, &str)]) -> Result<IndexReport> {
