@@ -32,6 +32,7 @@ pub const PREFILL_CHUNK: usize = 256;
 /// so 2,048 tokens are 90 MiB of the unit's 896 MiB.
 const SYSTEM_STATES: usize = 4;
 const SYSTEM_STATE_TOKENS: usize = 2048;
+
 /// candle's switch (read by each thread when it first builds a matrix
 /// product) that keeps the weights as f16 instead of multiplying with the
 /// file's 4-bit blocks. See [`choose_weights`].
