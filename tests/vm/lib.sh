@@ -250,11 +250,12 @@ check() {
 # failure_journal SECONDS: what the box's components logged during a
 # failed check that took SECONDS, after its output. CI keeps only the
 # suite's output, so a failure carries its own evidence (a timeout says
-# nothing of what the component was busy with). Nothing when the VM does
-# not answer.
+# nothing of what the component was busy with); each line cut at 300
+# characters (journalctl shows control characters as a blob's size).
+# Nothing when the VM does not answer.
 failure_journal() {
   VM_SSH_TIMEOUT=20 vm_ssh "journalctl -b --since=-$(($1 + 5))s -u 'clawos-*' -p info -o short-monotonic -q --no-pager |
-    tail -n 20" 2>/dev/null | sed 's/^/       journal: /'
+    tail -n 20" 2>/dev/null | cut -c1-300 | sed 's/^/       journal: /'
 }
 
 # check_report NAME STATUS SECONDS OUTPUT: counts and prints a check's

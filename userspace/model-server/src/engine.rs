@@ -422,13 +422,16 @@ impl Model {
         Ok(outcome)
     }
 
-    /// Where the prompt's system turn ends (after its `<|im_end|>` and
-    /// newline). Message text cannot hold the control token ([`Model::prompt`]
-    /// puts it in by id), so the first one closes the system turn.
+    /// Where the prompt's system turn ends: where the next turn's
+    /// `<|im_start|>` is. Message text cannot hold the control token
+    /// ([`Model::prompt`] puts it in by id), so the second one opens the
+    /// turn after the system's.
     fn system_end(&self, prompt: &[u32]) -> Option<usize> {
-        let im_end = prompt.iter().position(|&token| token == self.im_end)?;
-        let newline = self.tokenizer.encode_fast("\n", false).ok()?.get_ids().len();
-        (prompt.first() == Some(&self.im_start)).then_some(im_end + 1 + newline)
+        let (&first, rest) = prompt.split_first()?;
+        if first != self.im_start {
+            return None;
+        }
+        rest.iter().position(|&token| token == self.im_start).map(|at| at + 1)
     }
 
     /// Keeps `state`, which has just read a system turn, most recently
