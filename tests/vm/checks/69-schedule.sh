@@ -81,13 +81,16 @@ check "schedule: a scheduler killed and restarted fires no slot twice" vm_ssh '
   clawctl schedule show vm-sched-tools ping --json | jq -e "(.runs | length) == 1" >/dev/null || { clawctl schedule show vm-sched-tools ping; exit 1; }
   test "$(wc -l < /run/clawos-test/clawos-test-vm-sched.jsonl)" -eq 1'
 
-check "schedule: a jobs file with an error is reported with its line and the jobs it held stay scheduled" vm_ssh '
+# Each edit is read within 3 s (inotify), not at the next pass: the
+# scheduler passes at least every 15 s, and the edits follow one another.
+check "schedule: a jobs file with an error is reported with its line within 3 s of the edit, and the jobs it held stay scheduled" vm_ssh '
   clawctl schedule add vm-sched daily --cron "0 9 * * *" --tz Europe/London --prompt "Daily." >/dev/null || exit 1
-  for _ in $(seq 20); do clawctl schedule list --agent vm-sched --json | jq -e "any(.jobs[]; .job == \"daily\")" >/dev/null && break; sleep 1; done
+  for _ in $(seq 12); do clawctl schedule list --agent vm-sched --json | jq -e "any(.jobs[]; .job == \"daily\")" >/dev/null && break; sleep 0.25; done
+  clawctl schedule list --agent vm-sched --json | jq -e "any(.jobs[]; .job == \"daily\")" >/dev/null || { echo "the added job not read within 3 s"; exit 1; }
   printf "\n[jobs.broken]\nprompt = \"x\"\ncron = \"*/5 * * * * *\"\n" >> /clawfs/agents/vm-sched/cron/jobs.toml
-  for _ in $(seq 20); do
+  for _ in $(seq 12); do
     list=$(clawctl schedule list --agent vm-sched --json)
-    echo "$list" | jq -e "(.file_errors | length) == 1" >/dev/null && break; sleep 1
+    echo "$list" | jq -e "(.file_errors | length) == 1" >/dev/null && break; sleep 0.25
   done
   line=$(grep -n "^\[jobs.broken\]" /clawfs/agents/vm-sched/cron/jobs.toml | cut -d: -f1)
   echo "$list" | jq -e ".file_errors[0].line == $line and (.file_errors[0].reason | test(\"once a minute\"))

@@ -298,8 +298,8 @@ scenario_6() {
   now=$(vm_ssh 'date +%s') || return 1
   script=$({ call s6-1 file_write '{"path": "artifacts/rust-curriculum.md", "content": "# Rust\n1. ownership\n2. lifetimes\n"}'
              call s6-2 memory_store '{"content": "Misconception: thinks lifetimes extend how long a value lives", "category": "misconceptions"}'
-             call s6-3 schedule_add "{\"name\": \"review-1\", \"at\": \"$(date -u -d "@$((now + 15))" +%FT%TZ)\", \"prompt\": \"Spaced review of lifetimes.\"}"
-             call s6-4 schedule_add "{\"name\": \"review-2\", \"at\": \"$(date -u -d "@$((now + 25))" +%FT%TZ)\", \"prompt\": \"Second review of lifetimes.\"}"
+             call s6-3 schedule_add "{\"name\": \"review-1\", \"at\": \"$(date -u -d "@$((now + 20))" +%FT%TZ)\", \"prompt\": \"Spaced review of lifetimes.\"}"
+             call s6-4 schedule_add "{\"name\": \"review-2\", \"at\": \"$(date -u -d "@$((now + 30))" +%FT%TZ)\", \"prompt\": \"Second review of lifetimes.\"}"
              say "Curriculum set; reviews scheduled."
              call s6-5 memory_recall '{"query": "lifetimes misconception", "category": "misconceptions"}'
              call s6-6 file_write '{"path": "artifacts/rust-progress.md", "content": "lifetimes: reviewed 1\n"}'

@@ -17,7 +17,7 @@
 //! and the notifications (stored, published). The rules themselves (the
 //! file, slots, claims) are the library's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,6 +39,8 @@ use clawos_schedule::slots::{self, Due};
 use clawos_schedule::store::{self, JobRow, Run, Status, Store};
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
+use notify::event::CreateKind;
+use notify::{EventKind, RecursiveMode, Watcher};
 use serde::Deserialize;
 
 /// `[component]` of `/etc/clawos/scheduler.toml`.
@@ -77,6 +79,8 @@ fn default_clock_wait() -> u64 {
 const CLOCK_SYNCHRONISED: &str = "/run/systemd/timesync/synchronized";
 /// How often a run's turn is asked whether it ended.
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+/// How long after a jobs file's change the pass that reads it runs.
+const SETTLE: Duration = Duration::from_millis(200);
 /// The runs `schedule_show` lists.
 const SHOWN_RUNS: u32 = 50;
 /// The notifications `notification_list` answers.
@@ -121,7 +125,71 @@ struct Shared {
     store: Mutex<Store>,
     files: Mutex<BTreeMap<String, AgentFile>>,
     clock_trusted: AtomicBool,
-    wake: tokio::sync::Notify,
+    /// Wakes the loop for a pass now: an operator's pause or resume, a
+    /// change of a jobs file.
+    wake: Arc<tokio::sync::Notify>,
+    /// The inotify watch on the agents' directories (`None`: inotify
+    /// failed, and passes every `pass_seconds` are all there is).
+    watch: Mutex<Option<Watch>>,
+}
+
+/// Watches `agents/`, each `agents/<agent>/` and each `agents/<agent>/cron/`,
+/// none of them recursively: what a jobs file's change, or its making,
+/// touches, and nothing of what an agent's turn writes elsewhere.
+struct Watch {
+    watcher: notify::RecommendedWatcher,
+    /// The directories watched.
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl Watch {
+    /// Watches `agents` for a change of a jobs file; every such change
+    /// wakes the loop.
+    fn start(agents: &Path, wake: Arc<tokio::sync::Notify>) -> notify::Result<Self> {
+        let jobs_file = Path::new(jobs::JOBS_FILE).file_name().map(ToOwned::to_owned);
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // An error is an overflowed queue: what it lost is read by the
+            // pass it wakes.
+            let wanted = event.map_or(true, |event| {
+                matches!(event.kind, EventKind::Create(CreateKind::Folder))
+                    || event.paths.iter().any(|path| path.file_name() == jobs_file.as_deref())
+            });
+            if wanted {
+                wake.notify_one();
+            }
+        })?;
+        watcher.watch(agents, RecursiveMode::NonRecursive)?;
+        Ok(Watch { watcher, dirs: BTreeSet::new() })
+    }
+
+    /// Brings the watched directories in step with `agents`' directories.
+    fn follow(&mut self, agents_dir: &Path, agents: &[String]) {
+        let wanted: BTreeSet<PathBuf> = agents
+            .iter()
+            .flat_map(|agent| {
+                let dir = agents_dir.join(agent);
+                let cron = Path::new(jobs::JOBS_FILE).parent().map(|cron| dir.join(cron));
+                cron.into_iter().chain([dir])
+            })
+            .filter(|dir| dir.is_dir())
+            .collect();
+        for gone in self.dirs.difference(&wanted) {
+            // A removed directory took its watch with it.
+            let _ = self.watcher.unwatch(gone);
+        }
+        self.dirs.retain(|dir| wanted.contains(dir));
+        for dir in wanted {
+            if self.dirs.contains(&dir) {
+                continue;
+            }
+            match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    self.dirs.insert(dir);
+                }
+                Err(e) => tracing::warn!("watching {}: {e}; its changes are read at the next pass", dir.display()),
+            }
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -200,6 +268,9 @@ impl Shared {
                 .collect(),
             Err(e) => return tracing::error!("listing {}: {e}", agents_dir.display()),
         };
+        if let Some(watch) = lock(&self.watch).as_mut() {
+            watch.follow(&agents_dir, &agents);
+        }
         let mut files = lock(&self.files);
         let mut store = lock(&self.store);
         for gone in files.keys().filter(|a| !agents.contains(a)).cloned().collect::<Vec<_>>() {
@@ -785,7 +856,8 @@ impl Component for Daemon {
 }
 
 /// The scheduler's loop: the clock first, then the runs a stop cut off,
-/// then a pass at each next slot and at least every `pass_seconds`.
+/// then a pass at each next slot, after each change of a jobs file, and
+/// at least every `pass_seconds`.
 async fn run(shared: Arc<Shared>) {
     shared.wait_for_clock().await;
     shared.resume_unfinished();
@@ -798,7 +870,11 @@ async fn run(shared: Arc<Shared>) {
             .map_or(longest, |d| d.min(longest));
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = shared.wake.notified() => {}
+            () = shared.wake.notified() => {
+                // A file is written in more than one event: the pass reads
+                // it once they have settled.
+                tokio::time::sleep(SETTLE).await;
+            }
         }
     }
 }
@@ -807,6 +883,14 @@ fn build(runtime: &Runtime) -> Result<Daemon, String> {
     let config: Config =
         runtime.config().component.clone().try_into().map_err(|e| format!("[component] settings: {e}"))?;
     let store = Store::open(&config.database).map_err(|e| format!("{}: {e}", config.database.display()))?;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let watch = match Watch::start(&config.clawfs_root.join("agents"), Arc::clone(&wake)) {
+        Ok(watch) => Some(watch),
+        Err(e) => {
+            tracing::warn!("inotify: {e}; jobs files are read every {} s", config.pass_seconds);
+            None
+        }
+    };
     let shared = Arc::new(Shared {
         runtime: runtime.clone(),
         config,
@@ -814,7 +898,8 @@ fn build(runtime: &Runtime) -> Result<Daemon, String> {
         store: Mutex::new(store),
         files: Mutex::new(BTreeMap::new()),
         clock_trusted: AtomicBool::new(false),
-        wake: tokio::sync::Notify::new(),
+        wake,
+        watch: Mutex::new(watch),
     });
     // The files are read at once, so the methods show the jobs while the
     // clock is awaited.
