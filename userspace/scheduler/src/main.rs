@@ -140,6 +140,9 @@ struct Watch {
     watcher: notify::RecommendedWatcher,
     /// The directories watched.
     dirs: BTreeSet<PathBuf>,
+    /// The directories that could not be watched at the last pass (said
+    /// once, not at every pass).
+    failing: BTreeSet<PathBuf>,
 }
 
 impl Watch {
@@ -159,10 +162,12 @@ impl Watch {
             }
         })?;
         watcher.watch(agents, RecursiveMode::NonRecursive)?;
-        Ok(Watch { watcher, dirs: BTreeSet::new() })
+        Ok(Watch { watcher, dirs: BTreeSet::new(), failing: BTreeSet::new() })
     }
 
     /// Brings the watched directories in step with `agents`' directories.
+    /// Each is watched again at every pass: a directory removed and made
+    /// again under its name is a new one, which the old watch does not see.
     fn follow(&mut self, agents_dir: &Path, agents: &[String]) {
         let wanted: BTreeSet<PathBuf> = agents
             .iter()
@@ -177,18 +182,21 @@ impl Watch {
             // A removed directory took its watch with it.
             let _ = self.watcher.unwatch(gone);
         }
-        self.dirs.retain(|dir| wanted.contains(dir));
-        for dir in wanted {
-            if self.dirs.contains(&dir) {
-                continue;
-            }
-            match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                Ok(()) => {
-                    self.dirs.insert(dir);
+        let mut failing = BTreeSet::new();
+        self.dirs = wanted
+            .into_iter()
+            .filter(|dir| match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+                Ok(()) => true,
+                Err(e) => {
+                    if !self.failing.contains(dir) {
+                        tracing::warn!("watching {}: {e}; its changes are read at each pass", dir.display());
+                    }
+                    failing.insert(dir.clone());
+                    false
                 }
-                Err(e) => tracing::warn!("watching {}: {e}; its changes are read at the next pass", dir.display()),
-            }
-        }
+            })
+            .collect();
+        self.failing = failing;
     }
 }
 
@@ -910,4 +918,48 @@ fn build(runtime: &Runtime) -> Result<Daemon, String> {
 
 fn main() -> std::process::ExitCode {
     clawos_runtime::main(ComponentId::Scheduler, env!("CARGO_PKG_VERSION"), build)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `wake` is notified within `within`.
+    async fn woken(wake: &tokio::sync::Notify, within: Duration) -> bool {
+        tokio::time::timeout(within, wake.notified()).await.is_ok()
+    }
+
+    /// Whether `wake` is notified within a second; then lets the rest of
+    /// the same change's events go by.
+    async fn woken_once(wake: &tokio::sync::Notify) -> bool {
+        let first = woken(wake, Duration::from_secs(1)).await;
+        while woken(wake, Duration::from_millis(200)).await {}
+        first
+    }
+
+    #[tokio::test]
+    async fn a_jobs_file_written_wakes_the_loop_also_in_a_directory_made_again_and_other_files_do_not() {
+        let root = tempfile::tempdir().unwrap();
+        let agents = root.path().join("agents");
+        let agent = ["a".to_owned()];
+        std::fs::create_dir_all(agents.join("a")).unwrap();
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut watch = Watch::start(&agents, Arc::clone(&wake)).unwrap();
+        watch.follow(&agents, &agent);
+        std::fs::write(agents.join("a/memory.md"), "an agent's turn writes here").unwrap();
+        assert!(!woken_once(&wake).await, "another file of the agent's directory woke the loop");
+        // The directory of the jobs made: its pass watches it.
+        std::fs::create_dir(agents.join("a/cron")).unwrap();
+        assert!(woken_once(&wake).await, "cron/ made");
+        watch.follow(&agents, &agent);
+        std::fs::write(agents.join("a/cron/jobs.toml"), "").unwrap();
+        assert!(woken_once(&wake).await, "cron/jobs.toml written");
+        // Removed and made again under its name, between two passes.
+        std::fs::remove_dir_all(agents.join("a")).unwrap();
+        std::fs::create_dir_all(agents.join("a/cron")).unwrap();
+        assert!(woken_once(&wake).await, "the agent's directory removed and made again");
+        watch.follow(&agents, &agent);
+        std::fs::write(agents.join("a/cron/jobs.toml"), "").unwrap();
+        assert!(woken_once(&wake).await, "cron/jobs.toml written in the directory made again");
+    }
 }
