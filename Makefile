@@ -83,7 +83,7 @@ test: deps
 	bash scripts/test.sh
 
 # rustfmt, clippy (warnings denied) and shellcheck over the repository.
-lint: deps
+lint: deps buildroot
 	bash scripts/lint.sh
 
 # The build's own shell functions (tests/scripts/*.test.sh): seconds.

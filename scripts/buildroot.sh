@@ -14,8 +14,10 @@ BPF_LINKER_VERSION=0.13.0
 WASM_COMPONENT_LD_VERSION=0.5.31
 LLVM=22
 PKGS=(
-  # Rust for the eBPF programs and the WASM tools
-  rustc cargo libstd-rust-dev-bpf libstd-rust-dev-wasm32
+  # Rust for the eBPF programs and the WASM tools, and clippy for both
+  # (make lint): from the same rustc source, so it reads what this rustc
+  # compiles.
+  rustc cargo libstd-rust-dev-bpf libstd-rust-dev-wasm32 rust-clippy
   # bpf-linker links against LLVM
   "llvm-$LLVM-dev" "libpolly-$LLVM-dev" "libclang-$LLVM-dev" "clang-$LLVM" zlib1g-dev libzstd-dev build-essential
   # wasm-ld, which wasm-component-ld drives

@@ -5,9 +5,10 @@
 #     ebpf/ and userspace/wasm-tools (rustfmt needs no compiler, so the host's
 #     formats the build root's workspaces too);
 #   - clippy over the root workspace, every target, warnings denied, with the
-#     lints set once in Cargo.toml ([workspace.lints]). Not yet over ebpf/
-#     and the WASM tools: they build only with the build root's Debian
-#     rustc, and the build root carries no clippy;
+#     lints set once in Cargo.toml ([workspace.lints]); and over ebpf/ and
+#     the WASM tools in the build root, with its Debian rustc and the
+#     clippy built with it (they build only there: targets the host
+#     toolchain has no standard library for);
 #   - shellcheck (.shellcheckrc) over every shell script: *.sh and the files
 #     whose first line runs a shell.
 #   - no env!("CARGO_MANIFEST_DIR") in Rust code: the shared target directory
@@ -22,6 +23,14 @@ for ws in . ebpf userspace/wasm-tools; do
 done
 log "lint: clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings || die "lint: clippy found the above"
+# In the build root's cargo targets, which make ebpf and make tools share.
+"$REPO/scripts/in-buildroot.sh" sh -c '
+  set -e
+  cd /src/ebpf
+  RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=/cache/target-ebpf cargo clippy --release --locked --workspace -- -D warnings
+  cd /src/userspace/wasm-tools
+  CARGO_TARGET_DIR=/cache/target-wasm-tools cargo clippy --release --locked --workspace --all-targets -- -D warnings' ||
+  die "lint: clippy found the above in ebpf/ or userspace/wasm-tools"
 if git grep -n 'env!("CARGO_MANIFEST_DIR")' -- '*.rs'; then
   die 'lint: env!("CARGO_MANIFEST_DIR") names the checkout that built the binary: use std::env::var_os("CARGO_MANIFEST_DIR") at run time'
 fi

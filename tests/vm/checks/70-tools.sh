@@ -47,6 +47,22 @@ check "tools: a spinning tool's thread is held to its cpu.max in its own threade
   used=$(( $(cpu usage_usec) - usage )); throttled=$(( $(cpu nr_throttled) - throttled ))
   echo "spin-forever: ${used} us of CPU in its call, throttled $throttled times"
   test $used -gt 0 && test $used -le 500000 && test $throttled -ge 1'
+# pids.max driven, not read back: no WASM tool can start a thread, so
+# clawos-pids-probe (tests/vm/pids-probe, test code the image does not
+# carry) stands in for a tool's thread that could, in tool-spin-forever's
+# cgroup, and starts threads until the kernel refuses one.
+check_tool_pids_max() {
+  vm_push "${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-pids-probe" /run/clawos-test/clawos-pids-probe || return 1
+  vm_ssh '
+    cg=/sys/fs/cgroup/clawos.slice/clawos-wasm-daemon.service/daemon/tool-spin-forever
+    refusals() { awk "\$1 == \"max\" { print \$2 }" $cg/pids.events; }
+    before=$(refusals)
+    out=$(/run/clawos-test/clawos-pids-probe $cg) || { echo "$out"; exit 1; }
+    echo "$out"
+    echo "$out" | jq -e ".eagain and .pids_max == \"32\" and .pids_current == .pids_max and .started >= 1" >/dev/null &&
+      test "$(refusals)" -gt "$before" && test "$(cat $cg/pids.current)" = 0'
+}
+check "tools: a tool's cgroup refuses a task past its pids.max (32): threads started in it until clone fails with EAGAIN, counted in pids.events" check_tool_pids_max
 check "tools: scratchpad notes survive a daemon restart (kept in the agent's workspace)" vm_ssh '
   clawctl tool run scratchpad "{\"op\":\"set\",\"key\":\"plan\",\"value\":\"boot check\"}" --agent wasm-agent >/dev/null || exit 1
   systemctl restart clawos-wasm-daemon || exit 1

@@ -56,7 +56,7 @@ struct Daemon {
     vault: VaultService,
     /// The policy database, or why it cannot be opened (every check then
     /// fails, which agent-loop treats as a denial).
-    policy: Arc<Mutex<Result<policy::Policy, String>>>,
+    policy: Arc<Mutex<Result<policy::PolicyStore, String>>>,
     runtime: Runtime,
 }
 
@@ -65,7 +65,7 @@ impl Daemon {
     /// calls block).
     async fn policy<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut policy::Policy) -> Result<T, MethodError> + Send + 'static,
+        work: impl FnOnce(&mut policy::PolicyStore) -> Result<T, MethodError> + Send + 'static,
     ) -> Result<T, MethodError> {
         let policy = self.policy.clone();
         tokio::task::spawn_blocking(move || {
@@ -197,7 +197,7 @@ impl Component for Daemon {
 fn main() -> std::process::ExitCode {
     clawos_runtime::main(ComponentId::SecurityAgent, env!("CARGO_PKG_VERSION"), |runtime| {
         let settings = VaultSettings::from_component_table(&runtime.config().component)?;
-        let policy = policy::Policy::open(&settings.config.vault_dir);
+        let policy = policy::PolicyStore::open(&settings.config.vault_dir);
         if let Err(reason) = &policy {
             tracing::error!("agents' actions will be refused: {reason}");
         }

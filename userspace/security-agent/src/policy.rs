@@ -90,7 +90,7 @@ pub fn mode(policy: &AgentPolicy, tool_name: &str, needs: &[Permission]) -> (Mod
 }
 
 /// The policy database.
-pub struct Policy {
+pub struct PolicyStore {
     connection: Connection,
 }
 
@@ -123,9 +123,9 @@ fn approval(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
     })
 }
 
-impl Policy {
+impl PolicyStore {
     /// Opens (creating) the policy database in `dir`.
-    pub fn open(dir: &Path) -> Result<Policy, String> {
+    pub fn open(dir: &Path) -> Result<PolicyStore, String> {
         let path = dir.join(POLICY_DB);
         let connection = Connection::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql)?;
@@ -146,7 +146,7 @@ impl Policy {
                     .map_err(sql)?;
             }
         }
-        Ok(Policy { connection })
+        Ok(PolicyStore { connection })
     }
 
     /// Decides `check` at time `now` (seconds), recording the decision.
@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn an_approval_waits_is_answered_and_is_used_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
         let first = db.check(&write, 100).unwrap();
         assert_eq!(first.decision, Decision::Pending);
@@ -486,7 +486,7 @@ mod tests {
         assert_eq!(db.list(false, 102).unwrap().len(), 1);
         // It survives a reopen (a restart, a reboot).
         drop(db);
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         assert_eq!(db.decide(&id, true, 103).unwrap().unwrap().unwrap().state, ApprovalState::Approved);
         assert!(db.decide(&id, false, 104).unwrap().unwrap().is_err(), "decided once");
         assert_eq!(db.check(&write, 105).unwrap().decision, Decision::Allow);
@@ -498,7 +498,7 @@ mod tests {
     #[test]
     fn a_resumed_call_is_allowed_only_on_this_databases_own_allow() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         let resumed = |call: &CheckPolicy| CheckPolicy { resumed: true, ..call.clone() };
         // An approved call that was running: allowed again, nothing charged
         // (its approval stays used, the cap of 3 an hour is not counted).
@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn an_approval_holds_for_its_call_only() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
         let id = db.check(&write, 100).unwrap().approval_id.unwrap();
         db.decide(&id, true, 101).unwrap().unwrap().unwrap();
@@ -557,7 +557,7 @@ mod tests {
     #[test]
     fn an_approval_refused_by_the_cap_is_kept_and_an_unused_one_expires() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         let write = check("s/1/c1", &[Permission::FileWrite], Autonomy::Supervised);
         let id = db.check(&write, 100).unwrap().approval_id.unwrap();
         db.decide(&id, true, 200).unwrap().unwrap().unwrap();
@@ -567,7 +567,8 @@ mod tests {
         }
         let capped = db.check(&write, 210).unwrap();
         assert!(capped.reason.contains("actions per hour"), "{capped:?}");
-        let state = |db: &mut Policy, now| db.list(true, now).unwrap().into_iter().find(|a| a.id == id).unwrap().state;
+        let state =
+            |db: &mut PolicyStore, now| db.list(true, now).unwrap().into_iter().find(|a| a.id == id).unwrap().state;
         assert_eq!(state(&mut db, 211), ApprovalState::Approved, "the cap used up the approval");
         // Ten minutes after the operator's answer it is gone.
         assert_eq!(state(&mut db, 200 + 10 * 60), ApprovalState::Expired);
@@ -577,7 +578,7 @@ mod tests {
     #[test]
     fn denied_and_expired_approvals_deny_the_action() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         let denied = check("s/1/c1", &[Permission::Tool], Autonomy::Supervised);
         let id = db.check(&denied, 100).unwrap().approval_id.unwrap();
         db.decide(&id, false, 101).unwrap().unwrap().unwrap();
@@ -595,7 +596,7 @@ mod tests {
     #[test]
     fn the_hourly_cap_and_a_denied_permission_refuse() {
         let dir = tempfile::tempdir().unwrap();
-        let mut db = Policy::open(dir.path()).unwrap();
+        let mut db = PolicyStore::open(dir.path()).unwrap();
         for n in 0..3 {
             assert_eq!(
                 db.check(&check(&format!("s/{n}"), &[Permission::FileWrite], Autonomy::Full), 1000 + n)

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use vault::{AccessPolicy, Capability, Grant, KeyringScope, SecretScope, VaultConfig};
+use vault::{AccessPolicy, Grant, KeyringScope, SecretScope, VaultCapability, VaultConfig};
 
 /// Caller identity of the operator (`clawctl` as an operator UID), as it
 /// appears in grants and in the vault's audit log.
@@ -65,7 +65,7 @@ pub struct VaultSettings {
 pub fn default_component_grants() -> Vec<Grant> {
     let read_prefix = |identity: &str, prefix: &str| Grant {
         identity: identity.to_owned(),
-        capability: Capability::SecretRead,
+        capability: VaultCapability::SecretRead,
         secrets: SecretScope::Prefix(prefix.to_owned()),
     };
     vec![
@@ -82,7 +82,7 @@ pub fn default_component_grants() -> Vec<Grant> {
 /// only, so a rotation cuts off one that held the old value
 /// (specs/vault/README.md, "Who may do what").
 fn operator_grants() -> impl Iterator<Item = Grant> {
-    Capability::ALL.into_iter().map(|capability| Grant {
+    VaultCapability::ALL.into_iter().map(|capability| Grant {
         identity: OPERATOR_IDENTITY.to_owned(),
         capability,
         secrets: SecretScope::All,
@@ -139,28 +139,28 @@ mod tests {
         assert_eq!(settings.config.keyring, KeyringScope::User);
         let policy = &settings.policy;
         let operator = Caller::new(OPERATOR_IDENTITY);
-        assert!(policy.allows(&operator, Capability::VaultAdmin, None));
-        assert!(policy.allows(&operator, Capability::SecretWrite, Some("anything")));
+        assert!(policy.allows(&operator, VaultCapability::VaultAdmin, None));
+        assert!(policy.allows(&operator, VaultCapability::SecretWrite, Some("anything")));
         let agent_loop = Caller::new("agent-loop");
-        assert!(policy.allows(&agent_loop, Capability::SecretRead, Some("provider-openai")));
-        assert!(!policy.allows(&agent_loop, Capability::SecretRead, Some("tool-github")));
-        assert!(!policy.allows(&agent_loop, Capability::SecretWrite, Some("provider-openai")));
-        assert!(policy.allows(&operator, Capability::SecretReadHistory, Some("tool-github")));
+        assert!(policy.allows(&agent_loop, VaultCapability::SecretRead, Some("provider-openai")));
+        assert!(!policy.allows(&agent_loop, VaultCapability::SecretRead, Some("tool-github")));
+        assert!(!policy.allows(&agent_loop, VaultCapability::SecretWrite, Some("provider-openai")));
+        assert!(policy.allows(&operator, VaultCapability::SecretReadHistory, Some("tool-github")));
         let wasm = Caller::new("wasm-daemon");
-        assert!(policy.allows(&wasm, Capability::SecretRead, Some("tool-github")));
+        assert!(policy.allows(&wasm, VaultCapability::SecretRead, Some("tool-github")));
         // Components read current versions only.
         for component in ["agent-loop", "wasm-daemon", "fs-engine"] {
             assert!(
-                !policy.allows(&Caller::new(component), Capability::SecretReadHistory, Some("tool-github")),
+                !policy.allows(&Caller::new(component), VaultCapability::SecretReadHistory, Some("tool-github")),
                 "{component}"
             );
         }
-        assert!(!policy.allows(&wasm, Capability::SecretList, None));
+        assert!(!policy.allows(&wasm, VaultCapability::SecretList, None));
         let fs_engine = Caller::new("fs-engine");
-        assert!(policy.allows(&fs_engine, Capability::SecretRead, Some("embedder-openai")));
-        assert!(!policy.allows(&fs_engine, Capability::SecretRead, Some("provider-openai")));
+        assert!(policy.allows(&fs_engine, VaultCapability::SecretRead, Some("embedder-openai")));
+        assert!(!policy.allows(&fs_engine, VaultCapability::SecretRead, Some("provider-openai")));
         // Requests relayed by the router arrive as the router: never granted.
-        assert!(!policy.allows(&Caller::new("router"), Capability::SecretRead, Some("provider-openai")));
+        assert!(!policy.allows(&Caller::new("router"), VaultCapability::SecretRead, Some("provider-openai")));
     }
 
     #[test]
@@ -179,9 +179,9 @@ mod tests {
         assert_eq!(settings.config.keyring, KeyringScope::Process);
         assert_eq!(settings.config.pcrs, vec![4]);
         let policy = &settings.policy;
-        assert!(policy.allows(&Caller::new("scheduler"), Capability::SecretRead, Some("cron-token")));
-        assert!(!policy.allows(&Caller::new("agent-loop"), Capability::SecretRead, Some("provider-x")));
-        assert!(policy.allows(&Caller::new(OPERATOR_IDENTITY), Capability::SecretRead, Some("cron-token")));
+        assert!(policy.allows(&Caller::new("scheduler"), VaultCapability::SecretRead, Some("cron-token")));
+        assert!(!policy.allows(&Caller::new("agent-loop"), VaultCapability::SecretRead, Some("provider-x")));
+        assert!(policy.allows(&Caller::new(OPERATOR_IDENTITY), VaultCapability::SecretRead, Some("cron-token")));
     }
 
     #[test]

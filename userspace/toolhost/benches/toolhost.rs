@@ -43,7 +43,7 @@ fn bench(c: &mut Criterion) {
     host.load(&echo).unwrap();
     c.bench_function("instantiate cached tool (pooling allocator)", |b| b.iter(|| host.instantiate(&echo).unwrap()));
     let params = serde_json::json!({"text": "hello"});
-    let request = CallRequest { agent_id: "bench", params: &params, timeout: None };
+    let request = CallRequest { agent: "bench", params: &params, timeout: None };
     c.bench_function("call trivial tool (fresh instance)", |b| b.iter(|| host.call(&echo, &request).unwrap()));
 
     let records = std::sync::Mutex::new(agentfs::AgentFs::open(dir.path().join(clawfs::DATABASE_FILE)).unwrap());

@@ -201,7 +201,7 @@ fn read_cache_entry(path: &Path) -> std::io::Result<Vec<u8>> {
 #[derive(Debug, Clone)]
 pub struct CallRequest<'a> {
     /// The calling agent; its kv state and tool-call records are used.
-    pub agent_id: &'a str,
+    pub agent: &'a str,
     pub params: &'a serde_json::Value,
     /// The caller's own deadline; the tool's `timeout_seconds` caps it.
     pub timeout: Option<Duration>,
@@ -215,7 +215,7 @@ pub(crate) struct CallState {
     pub(crate) grants: Arc<Grants>,
     pub(crate) services: Arc<Services>,
     pub(crate) tool_id: String,
-    pub(crate) agent_id: String,
+    pub(crate) agent: String,
     pub(crate) log_lines: usize,
     deadline: Instant,
 }
@@ -507,12 +507,7 @@ impl ToolHost {
         Ok(descriptor.params_schema)
     }
 
-    fn new_store(
-        &self,
-        loaded: &LoadedTool,
-        agent_id: &str,
-        requested: Option<Duration>,
-    ) -> (Store<CallState>, Duration) {
+    fn new_store(&self, loaded: &LoadedTool, agent: &str, requested: Option<Duration>) -> (Store<CallState>, Duration) {
         let definition = &loaded.tool.definition;
         let tool_limit = Duration::from_secs(definition.timeout_seconds.into());
         let timeout = requested.map_or(tool_limit, |r| r.min(tool_limit));
@@ -523,7 +518,7 @@ impl ToolHost {
             grants: loaded.grants.clone(),
             services: self.services.clone(),
             tool_id: definition.tool_id.clone(),
-            agent_id: agent_id.to_owned(),
+            agent: agent.to_owned(),
             log_lines: 0,
             deadline: Instant::now() + timeout,
         };
@@ -554,7 +549,7 @@ impl ToolHost {
             ),
             None => None,
         };
-        let (mut store, timeout) = self.new_store(&loaded, request.agent_id, request.timeout);
+        let (mut store, timeout) = self.new_store(&loaded, request.agent, request.timeout);
         let params = serde_json::to_string(request.params).map_err(|e| CallError::InvalidParams(e.to_string()))?;
         let outcome = loaded
             .pre

@@ -95,7 +95,7 @@ impl logging::Host for CallState {
             let cut = (0..=MAX_LOG_MESSAGE_BYTES).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
             message.truncate(cut);
         }
-        let (tool, agent) = (self.tool_id.as_str(), self.agent_id.as_str());
+        let (tool, agent) = (self.tool_id.as_str(), self.agent.as_str());
         match level {
             logging::Level::Debug => tracing::debug!(tool, agent, "{message}"),
             logging::Level::Info => tracing::info!(tool, agent, "{message}"),
@@ -158,7 +158,7 @@ impl CallState {
     fn audit(&self, operation: &str, path: &str, bytes: Option<u64>, denied: Option<&str>) -> Result<(), String> {
         let log = self.services.audit_log.as_ref().map_err(|reason| format!("refused: {reason}"))?;
         let caller = format!("tool:{}", self.tool_id);
-        log.record(&Entry { agent: &self.agent_id, operation, path, bytes, denied, caller: &caller })
+        log.record(&Entry { agent: &self.agent, operation, path, bytes, denied, caller: &caller })
             .map_err(|e| e.to_string())
     }
 }
@@ -243,7 +243,7 @@ impl filesystem::Host for CallState {
         let refuse = |state: &Self, reason: String| {
             // The call is aborted whether or not the line could be written.
             if let Err(e) = state.audit("write", &path, None, Some(&reason)) {
-                tracing::error!(tool = state.tool_id, agent = state.agent_id, "auditing a refused write: {e}");
+                tracing::error!(tool = state.tool_id, agent = state.agent, "auditing a refused write: {e}");
             }
             Err(deny(reason))
         };
@@ -363,7 +363,7 @@ fn kv_unavailable(e: KvError) -> wasmtime::Error {
 
 impl kv::Host for CallState {
     fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        self.services.kv.get(&self.agent_id, &self.tool_id, &key).map_err(kv_unavailable)
+        self.services.kv.get(&self.agent, &self.tool_id, &key).map_err(kv_unavailable)
     }
 
     fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
@@ -373,11 +373,11 @@ impl kv::Host for CallState {
         if key.is_empty() || key.len() > MAX_KV_KEY_BYTES {
             return Ok(Err(format!("keys are 1 to {MAX_KV_KEY_BYTES} bytes")));
         }
-        Ok(self.services.kv.set(&self.agent_id, &self.tool_id, &key, value, MAX_KV_ENTRIES).map_err(|e| e.to_string()))
+        Ok(self.services.kv.set(&self.agent, &self.tool_id, &key, value, MAX_KV_ENTRIES).map_err(|e| e.to_string()))
     }
 
     fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        self.services.kv.delete(&self.agent_id, &self.tool_id, &key).map_err(kv_unavailable)
+        self.services.kv.delete(&self.agent, &self.tool_id, &key).map_err(kv_unavailable)
     }
 }
 

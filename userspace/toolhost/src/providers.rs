@@ -160,10 +160,10 @@ pub enum KvError {
     },
     /// The agent's store cannot be opened: no such agent, or its
     /// database cannot be opened.
-    #[error("the kv store of agent {agent_id:?} cannot be opened: {reason}")]
+    #[error("the kv store of agent {agent:?} cannot be opened: {reason}")]
     Unavailable {
         /// The agent.
-        agent_id: String,
+        agent: String,
         /// Why.
         reason: String,
     },
@@ -184,11 +184,11 @@ pub enum KvError {
 /// daemon keeps them in the agent's AgentFS `kv_store`, so they survive
 /// restarts; the host enforces the size limits before calling it.
 pub trait KvBackend: Send + Sync {
-    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError>;
+    fn get(&self, agent: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError>;
     /// Stores `value` unless that would make more than `max_keys` keys
     /// ([`KvError::Full`]).
-    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), KvError>;
-    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), KvError>;
+    fn set(&self, agent: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), KvError>;
+    fn delete(&self, agent: &str, tool_id: &str, key: &str) -> Result<(), KvError>;
 }
 
 /// Each (agent, tool) pair's keys and values.
@@ -201,14 +201,14 @@ pub struct MemoryKv {
 }
 
 impl KvBackend for MemoryKv {
-    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+    fn get(&self, agent: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         let entries = self.entries.lock().expect("kv lock poisoned");
-        Ok(entries.get(&(agent_id.to_owned(), tool_id.to_owned())).and_then(|m| m.get(key).cloned()))
+        Ok(entries.get(&(agent.to_owned(), tool_id.to_owned())).and_then(|m| m.get(key).cloned()))
     }
 
-    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), KvError> {
+    fn set(&self, agent: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), KvError> {
         let mut entries = self.entries.lock().expect("kv lock poisoned");
-        let map = entries.entry((agent_id.to_owned(), tool_id.to_owned())).or_default();
+        let map = entries.entry((agent.to_owned(), tool_id.to_owned())).or_default();
         if map.len() >= max_keys && !map.contains_key(key) {
             return Err(KvError::Full { max_keys });
         }
@@ -216,9 +216,9 @@ impl KvBackend for MemoryKv {
         Ok(())
     }
 
-    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), KvError> {
+    fn delete(&self, agent: &str, tool_id: &str, key: &str) -> Result<(), KvError> {
         if let Some(map) =
-            self.entries.lock().expect("kv lock poisoned").get_mut(&(agent_id.to_owned(), tool_id.to_owned()))
+            self.entries.lock().expect("kv lock poisoned").get_mut(&(agent.to_owned(), tool_id.to_owned()))
         {
             map.remove(key);
         }

@@ -32,7 +32,7 @@ fn host(dir: &std::path::Path) -> ToolHost {
 }
 
 fn call(host: &ToolHost, tool: &clawos_toolhost::definition::ValidTool, params: Value) -> Result<Value, CallError> {
-    host.call(tool, &CallRequest { agent_id: "wasm-agent", params: &params, timeout: None })
+    host.call(tool, &CallRequest { agent: "wasm-agent", params: &params, timeout: None })
 }
 
 /// A `Host` header of the tool's choosing would let a shared front end

@@ -110,7 +110,7 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 }
 
 fn run(host: &ToolHost, tool: &ValidTool, params: Value) -> Result<Value, CallError> {
-    host.call(tool, &CallRequest { agent_id: "test-agent", params: &params, timeout: None })
+    host.call(tool, &CallRequest { agent: "test-agent", params: &params, timeout: None })
 }
 
 #[test]
@@ -200,8 +200,7 @@ fn scratchpad_keeps_notes_per_agent_between_calls() {
     let Some(tools) = tools() else { return };
     let host = tools.host(None);
     let pad = tools.get("scratchpad");
-    let call =
-        |agent: &str, params: Value| host.call(&pad, &CallRequest { agent_id: agent, params: &params, timeout: None });
+    let call = |agent: &str, params: Value| host.call(&pad, &CallRequest { agent, params: &params, timeout: None });
     call("agent-a", json!({"op": "set", "key": "plan", "value": "ship it"})).unwrap();
     assert_eq!(
         call("agent-a", json!({"op": "get", "key": "plan"})).unwrap(),
@@ -256,7 +255,7 @@ fn hostile_tools_are_contained_and_the_host_keeps_serving() {
 
     let spin = host.call(
         &tools.get("spin-forever"),
-        &CallRequest { agent_id: "test-agent", params: &json!({}), timeout: Some(Duration::from_millis(300)) },
+        &CallRequest { agent: "test-agent", params: &json!({}), timeout: Some(Duration::from_millis(300)) },
     );
     assert!(matches!(spin, Err(CallError::Timeout { .. })), "{spin:?}");
     still_serving();
@@ -405,11 +404,7 @@ fn a_sleeping_tool_answers_after_its_sleep_and_stops_at_its_deadline() {
     let started = std::time::Instant::now();
     let cut = host.call(
         &slow,
-        &CallRequest {
-            agent_id: "test-agent",
-            params: &json!({"ms": 20_000}),
-            timeout: Some(Duration::from_millis(300)),
-        },
+        &CallRequest { agent: "test-agent", params: &json!({"ms": 20_000}), timeout: Some(Duration::from_millis(300)) },
     );
     assert!(matches!(cut, Err(CallError::Timeout { .. })), "{cut:?}");
     assert!(

@@ -16,7 +16,7 @@ use common::{install, Fixture};
 use serde_json::{json, Value};
 
 fn call(host: &ToolHost, tool: &ValidTool, params: Value) -> Value {
-    host.call(tool, &CallRequest { agent_id: "wasm-agent", params: &params, timeout: None }).unwrap()
+    host.call(tool, &CallRequest { agent: "wasm-agent", params: &params, timeout: None }).unwrap()
 }
 
 /// The one artifact in `cache`.

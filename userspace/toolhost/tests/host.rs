@@ -20,7 +20,7 @@ fn host(clawfs_root: &std::path::Path) -> ToolHost {
 }
 
 fn call(host: &ToolHost, tool: &clawos_toolhost::definition::ValidTool, params: Value) -> Result<Value, CallError> {
-    host.call(tool, &CallRequest { agent_id: "wasm-agent", params: &params, timeout: None })
+    host.call(tool, &CallRequest { agent: "wasm-agent", params: &params, timeout: None })
 }
 
 /// After a failed call the same host must still run a healthy tool.
@@ -47,7 +47,7 @@ fn infinite_loop_times_out_and_host_keeps_serving() {
     let spin = install(dir.path(), &Fixture::Spin, &[], 16, 5);
     let started = Instant::now();
     let result =
-        host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_millis(200)) });
+        host.call(&spin, &CallRequest { agent: "a", params: &json!({}), timeout: Some(Duration::from_millis(200)) });
     let elapsed = started.elapsed();
     assert!(
         matches!(result, Err(CallError::Timeout { ref tool_id, timeout }) if tool_id == "spin" && timeout == Duration::from_millis(200)),
@@ -63,7 +63,7 @@ fn tool_timeout_caps_the_callers_timeout() {
     let host = host(dir.path());
     let spin = install(dir.path(), &Fixture::Spin, &[], 16, 1);
     let result =
-        host.call(&spin, &CallRequest { agent_id: "a", params: &json!({}), timeout: Some(Duration::from_secs(60)) });
+        host.call(&spin, &CallRequest { agent: "a", params: &json!({}), timeout: Some(Duration::from_secs(60)) });
     assert!(
         matches!(result, Err(CallError::Timeout { timeout, .. }) if timeout == Duration::from_secs(1)),
         "{result:?}"
@@ -392,7 +392,7 @@ fn every_call_is_audited() {
     let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
     let trap = install(dir.path(), &Fixture::Trap, &[], 16, 5);
     let (echo_params, trap_params) = (json!({"x": 1}), json!({}));
-    let request = |params| CallRequest { agent_id: "wasm-agent", params, timeout: None };
+    let request = |params| CallRequest { agent: "wasm-agent", params, timeout: None };
     let ok = host.call_recorded(&echo, &request(&echo_params), Some("session-1"), None, &records).unwrap();
     assert!(ok.outcome.is_ok());
     let failed = host.call_recorded(&trap, &request(&trap_params), Some("session-1"), None, &records).unwrap();

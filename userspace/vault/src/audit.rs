@@ -23,7 +23,7 @@ pub struct AuditEntry {
     pub time: String,
     /// Authenticated caller identity.
     pub caller: String,
-    /// Capability the operation needs.
+    /// The vault capability the operation needs.
     pub capability: String,
     /// Operation name (`get`, `set`, `rotate`, ...).
     pub operation: String,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::keyring::KeyringError;
-use crate::policy::Capability;
+use crate::policy::VaultCapability;
 use crate::tpm::TpmError;
 
 /// Every way a vault operation can fail. No variant carries secret material.
@@ -108,16 +108,16 @@ pub enum VaultError {
         /// The caller identity.
         caller: String,
         /// The capability needed.
-        capability: Capability,
+        capability: VaultCapability,
         /// The secret, or `None` for the whole vault.
         target: Option<String>,
     },
     /// The caller may read the secret's current version but asked for
-    /// another one, which needs [`Capability::SecretReadHistory`] as well.
+    /// another one, which needs [`VaultCapability::SecretReadHistory`] as well.
     #[error(
         "`{caller}` may read only the current version of `{id}` (current version is {current}), not version {version}: \
          other versions need {} on it, which `{caller}` lacks",
-        Capability::SecretReadHistory.as_str()
+        VaultCapability::SecretReadHistory.as_str()
     )]
     EarlierVersionDenied {
         /// The caller identity.

@@ -41,7 +41,7 @@ pub use error::{Result, VaultError};
 pub use keyring::KeyringError;
 pub use keys::{Passphrase, RecoveryKey};
 pub use manifest::{ManifestReport, SystemManifest};
-pub use policy::{AccessPolicy, Caller, Capability, Grant, SecretScope};
+pub use policy::{AccessPolicy, Caller, Grant, SecretScope, VaultCapability};
 pub use tpm::{SealedKey, TpmError};
 pub use vault::{
     validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo, SecretValue, Vault,

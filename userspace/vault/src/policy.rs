@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 /// What an operation needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Capability {
+pub enum VaultCapability {
     /// Read a secret's current value.
     SecretRead,
-    /// Read a secret's earlier values too (with [`Capability::SecretRead`]):
+    /// Read a secret's earlier values too (with [`VaultCapability::SecretRead`]):
     /// without it a rotation cuts off every reader that held the old value
     /// (specs/vault/README.md, "Who may do what").
     SecretReadHistory,
@@ -22,24 +22,24 @@ pub enum Capability {
     VaultAdmin,
 }
 
-impl Capability {
+impl VaultCapability {
     /// Every capability (the operator's grant).
-    pub const ALL: [Capability; 5] = [
-        Capability::SecretRead,
-        Capability::SecretReadHistory,
-        Capability::SecretWrite,
-        Capability::SecretList,
-        Capability::VaultAdmin,
+    pub const ALL: [VaultCapability; 5] = [
+        VaultCapability::SecretRead,
+        VaultCapability::SecretReadHistory,
+        VaultCapability::SecretWrite,
+        VaultCapability::SecretList,
+        VaultCapability::VaultAdmin,
     ];
 
     /// The name used in policies and the audit log.
     pub fn as_str(self) -> &'static str {
         match self {
-            Capability::SecretRead => "secret-read",
-            Capability::SecretReadHistory => "secret-read-history",
-            Capability::SecretWrite => "secret-write",
-            Capability::SecretList => "secret-list",
-            Capability::VaultAdmin => "vault-admin",
+            VaultCapability::SecretRead => "secret-read",
+            VaultCapability::SecretReadHistory => "secret-read-history",
+            VaultCapability::SecretWrite => "secret-write",
+            VaultCapability::SecretList => "secret-list",
+            VaultCapability::VaultAdmin => "vault-admin",
         }
     }
 }
@@ -90,7 +90,7 @@ pub struct Grant {
     /// The caller identity it applies to.
     pub identity: String,
     /// What it allows.
-    pub capability: Capability,
+    pub capability: VaultCapability,
     /// On which secrets.
     pub secrets: SecretScope,
 }
@@ -110,13 +110,13 @@ impl AccessPolicy {
     }
 
     /// Adds a grant.
-    pub fn grant(mut self, identity: &str, capability: Capability, secrets: SecretScope) -> Self {
+    pub fn grant(mut self, identity: &str, capability: VaultCapability, secrets: SecretScope) -> Self {
         self.grants.push(Grant { identity: identity.to_owned(), capability, secrets });
         self
     }
 
     /// Whether `caller` may use `capability` on `secret_id` (`None`: the whole vault).
-    pub fn allows(&self, caller: &Caller, capability: Capability, secret_id: Option<&str>) -> bool {
+    pub fn allows(&self, caller: &Caller, capability: VaultCapability, secret_id: Option<&str>) -> bool {
         self.grants.iter().any(|grant| {
             grant.identity == caller.identity && grant.capability == capability && grant.secrets.covers(secret_id)
         })
@@ -131,13 +131,13 @@ mod tests {
     fn deny_by_default_and_scoped_grants() {
         let agent = Caller::new("agent");
         let policy = AccessPolicy::deny_all()
-            .grant("agent", Capability::SecretRead, SecretScope::Prefix("openai-".into()))
-            .grant("clawctl", Capability::VaultAdmin, SecretScope::All);
-        assert!(policy.allows(&agent, Capability::SecretRead, Some("openai-key")));
-        assert!(!policy.allows(&agent, Capability::SecretRead, Some("github-pat")));
-        assert!(!policy.allows(&agent, Capability::SecretWrite, Some("openai-key")));
-        assert!(!policy.allows(&agent, Capability::SecretRead, None));
-        assert!(policy.allows(&Caller::new("clawctl"), Capability::VaultAdmin, None));
-        assert!(!AccessPolicy::deny_all().allows(&agent, Capability::SecretList, None));
+            .grant("agent", VaultCapability::SecretRead, SecretScope::Prefix("openai-".into()))
+            .grant("clawctl", VaultCapability::VaultAdmin, SecretScope::All);
+        assert!(policy.allows(&agent, VaultCapability::SecretRead, Some("openai-key")));
+        assert!(!policy.allows(&agent, VaultCapability::SecretRead, Some("github-pat")));
+        assert!(!policy.allows(&agent, VaultCapability::SecretWrite, Some("openai-key")));
+        assert!(!policy.allows(&agent, VaultCapability::SecretRead, None));
+        assert!(policy.allows(&Caller::new("clawctl"), VaultCapability::VaultAdmin, None));
+        assert!(!AccessPolicy::deny_all().allows(&agent, VaultCapability::SecretList, None));
     }
 }

@@ -34,7 +34,7 @@ use crate::files::{create_private_dir, write_atomic};
 use crate::format::{MasterKeyFile, MasterProtection, WrapScope, WrappedKey, MASTER_FORMAT};
 use crate::keyring::KeyCache;
 use crate::keys::{Passphrase, RecoveryKey};
-use crate::policy::{AccessPolicy, Caller, Capability};
+use crate::policy::{AccessPolicy, Caller, VaultCapability};
 use crate::tpm::{Tpm, TpmError};
 
 pub use rotation::ARCHIVE_RETENTION_SECONDS;
@@ -319,7 +319,7 @@ impl Vault {
         };
         write_master_file(&config, &file)?;
         let mut vault = Self::assemble(config, file, master, escrow)?;
-        vault.record(caller, Capability::VaultAdmin, "init", None, "allowed")?;
+        vault.record(caller, VaultCapability::VaultAdmin, "init", None, "allowed")?;
         Ok(Initialized { vault, recovery_key })
     }
 
@@ -376,7 +376,7 @@ impl Vault {
         let (master, _) = unwrap_with_credential(&file, "recovery", &file.recovery, recovery_key.as_bytes(), &path)?
             .ok_or(VaultError::WrongRecoveryKey)?;
         let mut vault = Self::from_master(config, file, master)?;
-        vault.record(caller, Capability::VaultAdmin, "recover", None, "allowed")?;
+        vault.record(caller, VaultCapability::VaultAdmin, "recover", None, "allowed")?;
         Ok(vault)
     }
 
@@ -493,7 +493,7 @@ impl Vault {
     fn authorize(
         &mut self,
         caller: &Caller,
-        capability: Capability,
+        capability: VaultCapability,
         operation: &str,
         secret: Option<(&str, Option<u32>)>,
     ) -> Result<()> {
@@ -513,7 +513,7 @@ impl Vault {
     fn record(
         &mut self,
         caller: &Caller,
-        capability: Capability,
+        capability: VaultCapability,
         operation: &str,
         secret: Option<(&str, Option<u32>)>,
         outcome: &str,

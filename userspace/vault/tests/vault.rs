@@ -11,8 +11,8 @@ use base64::Engine as _;
 use common::{config, files_under, operator, operator_policy, Swtpm, NO_TPM};
 use tss_esapi::handles::PcrHandle;
 use vault::{
-    AccessPolicy, Caller, Capability, InitProtection, Passphrase, ProtectionKind, RecoveryKey, SealState, SecretScope,
-    Vault, VaultError,
+    AccessPolicy, Caller, InitProtection, Passphrase, ProtectionKind, RecoveryKey, SealState, SecretScope, Vault,
+    VaultCapability, VaultError,
 };
 
 /// A temporary directory with a swtpm keeping its state under it; `None`
@@ -304,7 +304,7 @@ fn reads_are_authorized_and_the_audit_chain_detects_tampering() {
     let agent = Caller::new("security-agent");
     vault.set_policy(operator_policy().grant(
         "security-agent",
-        Capability::SecretRead,
+        VaultCapability::SecretRead,
         SecretScope::Only(vec!["openai-api-key".to_owned()]),
     ));
     vault.set(&operator(), "openai-api-key", b"sk-agent").unwrap();
@@ -356,9 +356,9 @@ fn earlier_versions_need_secret_read_history() {
     let historian = Caller::new("auditor");
     vault.set_policy(
         operator_policy()
-            .grant("wasm-daemon", Capability::SecretRead, SecretScope::Prefix("tool-".into()))
-            .grant("auditor", Capability::SecretRead, SecretScope::All)
-            .grant("auditor", Capability::SecretReadHistory, SecretScope::Only(vec!["tool-a".into()])),
+            .grant("wasm-daemon", VaultCapability::SecretRead, SecretScope::Prefix("tool-".into()))
+            .grant("auditor", VaultCapability::SecretRead, SecretScope::All)
+            .grant("auditor", VaultCapability::SecretReadHistory, SecretScope::Only(vec!["tool-a".into()])),
     );
     vault.set(&operator(), "tool-a", b"old").unwrap();
     vault.set(&operator(), "tool-a", b"new").unwrap();

@@ -26,29 +26,29 @@ fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
     Ok((metadata.dev(), metadata.ino()))
 }
 
-/// The open agent databases by workspace path.
+/// The open agent databases by path.
 #[derive(Default)]
 pub struct AgentDbs {
     open: Mutex<HashMap<PathBuf, AuditDb>>,
 }
 
 impl AgentDbs {
-    pub fn get(&self, workspace: &Path) -> Result<Arc<Mutex<agentfs::AgentFs>>, MethodError> {
+    pub fn get(&self, database: &Path) -> Result<Arc<Mutex<agentfs::AgentFs>>, MethodError> {
         let io_error = |e: &dyn std::fmt::Display| {
-            MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", workspace.display()))
+            MethodError::new(ErrorCode::Eio, format!("opening {}: {e}", database.display()))
         };
         let mut open = self.open.lock().expect("agent database cache lock poisoned");
-        if let (Some(cached), Ok(current)) = (open.get(workspace), file_id(workspace)) {
+        if let (Some(cached), Ok(current)) = (open.get(database), file_id(database)) {
             if cached.file_id == current {
                 return Ok(cached.db.clone());
             }
         }
-        let db = Arc::new(Mutex::new(agentfs::AgentFs::open(workspace).map_err(|e| io_error(&e))?));
-        let file_id = file_id(workspace).map_err(|e| io_error(&e))?;
+        let db = Arc::new(Mutex::new(agentfs::AgentFs::open(database).map_err(|e| io_error(&e))?));
+        let file_id = file_id(database).map_err(|e| io_error(&e))?;
         if open.len() >= MAX_OPEN_AGENT_DBS {
             open.clear();
         }
-        open.insert(workspace.to_owned(), AuditDb { file_id, db: db.clone() });
+        open.insert(database.to_owned(), AuditDb { file_id, db: db.clone() });
         Ok(db)
     }
 }
@@ -60,13 +60,13 @@ mod tests {
     #[test]
     fn an_agent_database_is_reused_until_its_file_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
-        let workspace = dir.path().join(clawfs::DATABASE_FILE);
+        let database = dir.path().join(clawfs::DATABASE_FILE);
         let agent_dbs = AgentDbs::default();
-        let first = agent_dbs.get(&workspace).unwrap();
-        assert!(Arc::ptr_eq(&first, &agent_dbs.get(&workspace).unwrap()));
+        let first = agent_dbs.get(&database).unwrap();
+        assert!(Arc::ptr_eq(&first, &agent_dbs.get(&database).unwrap()));
         // A restored snapshot renamed over the path is a new file: reopened.
         agentfs::AgentFs::open(dir.path().join("restored.db")).unwrap();
-        std::fs::rename(dir.path().join("restored.db"), &workspace).unwrap();
-        assert!(!Arc::ptr_eq(&first, &agent_dbs.get(&workspace).unwrap()));
+        std::fs::rename(dir.path().join("restored.db"), &database).unwrap();
+        assert!(!Arc::ptr_eq(&first, &agent_dbs.get(&database).unwrap()));
     }
 }

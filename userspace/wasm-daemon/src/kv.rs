@@ -1,6 +1,6 @@
 //! The `state:kv` store of tools, kept in the calling agent's AgentFS
 //! `kv_store` (the same `workspace.db` as its tool-call records), so it survives
-//! daemon restarts and travels with the agent's workspace. Keys are
+//! daemon restarts and travels with the agent's directory. Keys are
 //! namespaced `clawos.tool/<tool>/<key>`; values are bytes, stored as a
 //! base64 JSON string because AgentFS values are JSON.
 
@@ -22,10 +22,10 @@ impl AgentFsKv {
         AgentFsKv { clawfs_root, agent_dbs }
     }
 
-    fn db(&self, agent_id: &str) -> Result<Arc<std::sync::Mutex<agentfs::AgentFs>>, KvError> {
-        let unavailable = |reason| KvError::Unavailable { agent_id: agent_id.to_owned(), reason };
-        let workspace = crate::agent_database(&self.clawfs_root, agent_id).map_err(|e| unavailable(e.message))?;
-        self.agent_dbs.get(&workspace).map_err(|e| unavailable(e.message))
+    fn db(&self, agent: &str) -> Result<Arc<std::sync::Mutex<agentfs::AgentFs>>, KvError> {
+        let unavailable = |reason| KvError::Unavailable { agent: agent.to_owned(), reason };
+        let database = crate::agent_database(&self.clawfs_root, agent).map_err(|e| unavailable(e.message))?;
+        self.agent_dbs.get(&database).map_err(|e| unavailable(e.message))
     }
 }
 
@@ -38,8 +38,8 @@ fn storage(error: agentfs::Error) -> KvError {
 }
 
 impl KvBackend for AgentFsKv {
-    fn get(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        let db = self.db(agent_id)?;
+    fn get(&self, agent: &str, tool_id: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        let db = self.db(agent)?;
         let value =
             db.lock().expect("agentfs lock poisoned").kv_get(&format!("{}{key}", prefix(tool_id))).map_err(storage)?;
         let corrupt = |reason: String| KvError::Corrupt { key: key.to_owned(), reason };
@@ -52,8 +52,8 @@ impl KvBackend for AgentFsKv {
         }
     }
 
-    fn set(&self, agent_id: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), KvError> {
-        let db = self.db(agent_id)?;
+    fn set(&self, agent: &str, tool_id: &str, key: &str, value: Vec<u8>, max_keys: usize) -> Result<(), KvError> {
+        let db = self.db(agent)?;
         let mut db = db.lock().expect("agentfs lock poisoned");
         let full_key = format!("{}{key}", prefix(tool_id));
         let held = db.kv_count_prefix(&prefix(tool_id)).map_err(storage)?;
@@ -64,8 +64,8 @@ impl KvBackend for AgentFsKv {
         db.kv_set(&full_key, &serde_json::Value::String(encoded)).map_err(storage)
     }
 
-    fn delete(&self, agent_id: &str, tool_id: &str, key: &str) -> Result<(), KvError> {
-        let db = self.db(agent_id)?;
+    fn delete(&self, agent: &str, tool_id: &str, key: &str) -> Result<(), KvError> {
+        let db = self.db(agent)?;
         let mut db = db.lock().expect("agentfs lock poisoned");
         db.kv_delete(&format!("{}{key}", prefix(tool_id))).map(drop).map_err(storage)
     }

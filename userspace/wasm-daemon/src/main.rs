@@ -203,19 +203,19 @@ impl Daemon {
         })
     }
 
-    /// The answer of the call recorded in `workspace` with `key`, if one
+    /// The answer of the call recorded in `database` with `key`, if one
     /// is: its result, or its error as it was recorded (`<kind>: <message>`,
     /// the text the first caller got).
     async fn recorded(
         &self,
-        workspace: &Path,
+        database: &Path,
         key: &str,
     ) -> Result<Option<Result<ToolResult, MethodError>>, MethodError> {
-        let (agent_dbs, workspace, key) = (self.agent_dbs.clone(), workspace.to_owned(), key.to_owned());
+        let (agent_dbs, database, key) = (self.agent_dbs.clone(), database.to_owned(), key.to_owned());
         let found = tokio::task::spawn_blocking(move || {
-            let db = agent_dbs.get(&workspace)?;
+            let db = agent_dbs.get(&database)?;
             let found = db.lock().expect("agent database lock poisoned").tool_call_by_key(&key);
-            found.map_err(|e| MethodError::new(ErrorCode::Eio, format!("{}: {e}", workspace.display())))
+            found.map_err(|e| MethodError::new(ErrorCode::Eio, format!("{}: {e}", database.display())))
         })
         .await
         .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("tool call thread: {e}")))??;
@@ -250,7 +250,7 @@ impl wasm_daemon::Service for Daemon {
     async fn execute_tool(&self, call: &Call, params: ExecuteTool) -> Result<ToolResult, MethodError> {
         let timeout = call.timeout;
         let (tool, _) = self.tool(&params.tool_name)?;
-        let workspace = agent_database(&self.clawfs_root, &params.agent)?;
+        let database = agent_database(&self.clawfs_root, &params.agent)?;
         // A key already recorded answers from its record; one running now
         // is waited for (`once`).
         let once = match &params.idempotency_key {
@@ -261,8 +261,8 @@ impl wasm_daemon::Service for Daemon {
                 ));
             }
             Some(key) => {
-                let held = self.keyed.hold(&workspace, key).await;
-                if let Some(answer) = self.recorded(&workspace, key).await? {
+                let held = self.keyed.hold(&database, key).await;
+                if let Some(answer) = self.recorded(&database, key).await? {
                     tracing::info!(
                         tool = params.tool_name,
                         agent = params.agent,
@@ -281,8 +281,8 @@ impl wasm_daemon::Service for Daemon {
         let recorded = tokio::task::spawn_blocking(move || {
             // Held until the call is recorded, whatever becomes of the request.
             let _once = once;
-            let audit = agent_dbs.get(&workspace)?;
-            let call = CallRequest { agent_id: &params.agent, params: &params.arguments, timeout: Some(timeout) };
+            let audit = agent_dbs.get(&database)?;
+            let call = CallRequest { agent: &params.agent, params: &params.arguments, timeout: Some(timeout) };
             host.call_recorded(&tool, &call, params.session_id.as_deref(), params.idempotency_key.as_deref(), &audit)
                 .map_err(|e| MethodError::new(ErrorCode::Eio, e.to_string()))
         })

@@ -40,9 +40,9 @@ pub struct Held {
 }
 
 impl KeyedCalls {
-    /// Waits until no other call with `key` on `workspace` runs, then holds it.
-    pub async fn hold(self: &Arc<Self>, workspace: &Path, key: &str) -> Held {
-        let entry = (workspace.to_owned(), key.to_owned());
+    /// Waits until no other call with `key` on `database` runs, then holds it.
+    pub async fn hold(self: &Arc<Self>, database: &Path, key: &str) -> Held {
+        let entry = (database.to_owned(), key.to_owned());
         let gate = self.lock().entry(entry.clone()).or_default().clone();
         let guard = gate.clone().lock_owned().await;
         Held { calls: self.clone(), entry, gate, guard: Some(guard) }

@@ -16,7 +16,7 @@ use crate::crypto::subkey;
 use crate::error::{io, Result, VaultError};
 use crate::files::write_atomic;
 use crate::manifest::{ManifestReport, SystemManifest};
-use crate::policy::{Caller, Capability};
+use crate::policy::{Caller, VaultCapability};
 
 impl Vault {
     /// Hashes `relative_paths` under `root` into system-manifest.json.
@@ -26,7 +26,7 @@ impl Vault {
         root: &Path,
         relative_paths: &[&Path],
     ) -> Result<SystemManifest> {
-        self.authorize(caller, Capability::VaultAdmin, "write-manifest", None)?;
+        self.authorize(caller, VaultCapability::VaultAdmin, "write-manifest", None)?;
         let result = SystemManifest::build(root, relative_paths, &subkey(&self.escrow.integrity, "manifest"))
             .map_err(|(name, error)| io("hash", root.join(name))(error))
             .and_then(|manifest| {
@@ -35,7 +35,7 @@ impl Vault {
                     .map_err(io("write", path))?;
                 Ok(manifest)
             });
-        self.record(caller, Capability::VaultAdmin, "write-manifest", None, &outcome(&result))?;
+        self.record(caller, VaultCapability::VaultAdmin, "write-manifest", None, &outcome(&result))?;
         result
     }
 

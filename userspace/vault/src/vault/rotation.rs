@@ -27,7 +27,7 @@ use crate::files::{create_private_dir, exchange, sync_dir, write_atomic};
 use crate::format::{
     secret_binding, ArchivedMaster, MasterKeyFile, MasterProtection, SecretFile, WrapScope, WrappedKey,
 };
-use crate::policy::{Caller, Capability};
+use crate::policy::{Caller, VaultCapability};
 use crate::tpm::Tpm;
 
 /// How long an old master key stays in the archive after a rotation.
@@ -40,9 +40,9 @@ impl Vault {
     /// ([`VaultConfig::pcrs`](crate::VaultConfig::pcrs)), after an update
     /// and [`Vault::recover`].
     pub fn reseal(&mut self, caller: &Caller) -> Result<()> {
-        self.authorize(caller, Capability::VaultAdmin, "reseal", None)?;
+        self.authorize(caller, VaultCapability::VaultAdmin, "reseal", None)?;
         let result = self.reseal_now();
-        self.record(caller, Capability::VaultAdmin, "reseal", None, &outcome(&result))?;
+        self.record(caller, VaultCapability::VaultAdmin, "reseal", None, &outcome(&result))?;
         result
     }
 
@@ -52,9 +52,9 @@ impl Vault {
     /// (specs/update/README.md, "The TPM across an update"). The boots the
     /// key unsealed in before this one are dropped.
     pub fn prepare_update(&mut self, caller: &Caller, pcr4: [u8; 32]) -> Result<()> {
-        self.authorize(caller, Capability::VaultAdmin, "prepare-update", None)?;
+        self.authorize(caller, VaultCapability::VaultAdmin, "prepare-update", None)?;
         let result = self.prepare_update_now(pcr4);
-        self.record(caller, Capability::VaultAdmin, "prepare-update", None, &outcome(&result))?;
+        self.record(caller, VaultCapability::VaultAdmin, "prepare-update", None, &outcome(&result))?;
         result
     }
 
@@ -89,9 +89,9 @@ impl Vault {
     /// is archived for 30 days. Any failure rolls back: the vault stays as
     /// it was and everything readable.
     pub fn rotate(&mut self, caller: &Caller) -> Result<()> {
-        self.authorize(caller, Capability::VaultAdmin, "rotate", None)?;
+        self.authorize(caller, VaultCapability::VaultAdmin, "rotate", None)?;
         let result = self.rotate_now();
-        self.record(caller, Capability::VaultAdmin, "rotate", None, &outcome(&result))?;
+        self.record(caller, VaultCapability::VaultAdmin, "rotate", None, &outcome(&result))?;
         result
     }
 
@@ -354,10 +354,10 @@ mod tests {
             Vault::init(config, InitProtection::Passphrase(Passphrase::new("pw".into())), &operator).unwrap().vault;
         vault.set_policy(
             AccessPolicy::deny_all()
-                .grant("clawctl", Capability::VaultAdmin, SecretScope::All)
-                .grant("clawctl", Capability::SecretRead, SecretScope::All)
-                .grant("clawctl", Capability::SecretReadHistory, SecretScope::All)
-                .grant("clawctl", Capability::SecretWrite, SecretScope::All),
+                .grant("clawctl", VaultCapability::VaultAdmin, SecretScope::All)
+                .grant("clawctl", VaultCapability::SecretRead, SecretScope::All)
+                .grant("clawctl", VaultCapability::SecretReadHistory, SecretScope::All)
+                .grant("clawctl", VaultCapability::SecretWrite, SecretScope::All),
         );
         vault
     }
@@ -399,11 +399,13 @@ mod tests {
         let reopened_config = vault.config.clone();
         vault.lock().unwrap();
         let mut reopened = Vault::unlock_with_passphrase(reopened_config, &Passphrase::new("pw".into())).unwrap();
-        reopened.set_policy(AccessPolicy::deny_all().grant("clawctl", Capability::SecretRead, SecretScope::All).grant(
-            "clawctl",
-            Capability::SecretReadHistory,
-            SecretScope::All,
-        ));
+        reopened.set_policy(
+            AccessPolicy::deny_all().grant("clawctl", VaultCapability::SecretRead, SecretScope::All).grant(
+                "clawctl",
+                VaultCapability::SecretReadHistory,
+                SecretScope::All,
+            ),
+        );
         assert_readable(&mut reopened, expected);
     }
 
@@ -426,7 +428,7 @@ mod tests {
 
         let mut reopened = Vault::unlock_with_passphrase(config, &Passphrase::new("pw".into())).unwrap();
         assert!(!staging.exists());
-        reopened.set_policy(AccessPolicy::deny_all().grant("clawctl", Capability::SecretRead, SecretScope::All));
+        reopened.set_policy(AccessPolicy::deny_all().grant("clawctl", VaultCapability::SecretRead, SecretScope::All));
         assert_readable(&mut reopened, &[("alpha", 1, b"one")]);
         let file = reopened.load_current("alpha").unwrap().unwrap();
         assert_eq!(file.generation(), Some(2));

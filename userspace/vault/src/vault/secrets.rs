@@ -23,7 +23,7 @@ use crate::crypto::{decrypt, encrypt, pbkdf2_sha256, CryptoError, KdfParams, Key
 use crate::error::{io, Result, VaultError};
 use crate::files::{create_private_dir, sync_dir, write_atomic};
 use crate::format::{secret_binding, SecretFile, KEY_ID_PREFIX};
-use crate::policy::{Caller, Capability};
+use crate::policy::{Caller, VaultCapability};
 
 /// Longest secret ID accepted.
 pub const MAX_SECRET_ID_LEN: usize = 128;
@@ -177,10 +177,10 @@ impl Vault {
     /// stay readable through [`Vault::get_version`]. Returns the version.
     pub fn set(&mut self, caller: &Caller, id: &str, value: &[u8]) -> Result<u32> {
         validate_secret_id(id)?;
-        self.authorize(caller, Capability::SecretWrite, "set", Some((id, None)))?;
+        self.authorize(caller, VaultCapability::SecretWrite, "set", Some((id, None)))?;
         let result = self.set_now(id, value);
         let version = result.as_ref().ok().copied();
-        self.record(caller, Capability::SecretWrite, "set", Some((id, version)), &outcome(&result))?;
+        self.record(caller, VaultCapability::SecretWrite, "set", Some((id, version)), &outcome(&result))?;
         result
     }
 
@@ -204,13 +204,13 @@ impl Vault {
         Ok(version)
     }
 
-    /// The latest value of `id`; needs [`Capability::SecretRead`] on it.
+    /// The latest value of `id`; needs [`VaultCapability::SecretRead`] on it.
     pub fn get(&mut self, caller: &Caller, id: &str) -> Result<SecretValue> {
         self.read(caller, id, None)
     }
 
-    /// A given version of `id`; needs [`Capability::SecretRead`] on it, and
-    /// for any version but the current one [`Capability::SecretReadHistory`]
+    /// A given version of `id`; needs [`VaultCapability::SecretRead`] on it, and
+    /// for any version but the current one [`VaultCapability::SecretReadHistory`]
     /// too.
     pub fn get_version(&mut self, caller: &Caller, id: &str, version: u32) -> Result<SecretValue> {
         self.read(caller, id, Some(version))
@@ -218,18 +218,24 @@ impl Vault {
 
     fn read(&mut self, caller: &Caller, id: &str, version: Option<u32>) -> Result<SecretValue> {
         validate_secret_id(id)?;
-        self.authorize(caller, Capability::SecretRead, "get", Some((id, version)))?;
+        self.authorize(caller, VaultCapability::SecretRead, "get", Some((id, version)))?;
         if let Some(version) = version {
             self.authorize_other_version(caller, id, version)?;
         }
         let result = self.read_now(id, version);
         let read_version = result.as_ref().ok().map(|(version, _)| *version);
-        self.record(caller, Capability::SecretRead, "get", Some((id, read_version.or(version))), &outcome(&result))?;
+        self.record(
+            caller,
+            VaultCapability::SecretRead,
+            "get",
+            Some((id, read_version.or(version))),
+            &outcome(&result),
+        )?;
         result.map(|(_, value)| SecretValue(value))
     }
 
     /// Whether `caller`, who may read `id`, may read its `version`: the
-    /// current one, yes; any other needs [`Capability::SecretReadHistory`],
+    /// current one, yes; any other needs [`VaultCapability::SecretReadHistory`],
     /// so that a rotation cuts off a reader whose copy of the old value
     /// leaked (specs/vault/README.md, "Who may do what"). Checked after
     /// `secret-read`, so a caller that may not read the secret at all learns
@@ -240,10 +246,10 @@ impl Vault {
             // The current version, or no secret (read_now says so).
             _ => return Ok(()),
         };
-        if self.policy.allows(caller, Capability::SecretReadHistory, Some(id)) {
+        if self.policy.allows(caller, VaultCapability::SecretReadHistory, Some(id)) {
             return Ok(());
         }
-        self.record(caller, Capability::SecretReadHistory, "get", Some((id, Some(version))), "denied")?;
+        self.record(caller, VaultCapability::SecretReadHistory, "get", Some((id, Some(version))), "denied")?;
         Err(VaultError::EarlierVersionDenied { caller: caller.identity.clone(), id: id.to_owned(), version, current })
     }
 
@@ -275,9 +281,9 @@ impl Vault {
 
     /// Metadata of the current version of every secret.
     pub fn list(&mut self, caller: &Caller) -> Result<Vec<SecretInfo>> {
-        self.authorize(caller, Capability::SecretList, "list", None)?;
+        self.authorize(caller, VaultCapability::SecretList, "list", None)?;
         let result = self.list_now();
-        self.record(caller, Capability::SecretList, "list", None, &outcome(&result))?;
+        self.record(caller, VaultCapability::SecretList, "list", None, &outcome(&result))?;
         result
     }
 
@@ -294,9 +300,9 @@ impl Vault {
     /// Metadata of every version of `id`, oldest first.
     pub fn history(&mut self, caller: &Caller, id: &str) -> Result<Vec<SecretInfo>> {
         validate_secret_id(id)?;
-        self.authorize(caller, Capability::SecretList, "history", Some((id, None)))?;
+        self.authorize(caller, VaultCapability::SecretList, "history", Some((id, None)))?;
         let result = self.history_now(id);
-        self.record(caller, Capability::SecretList, "history", Some((id, None)), &outcome(&result))?;
+        self.record(caller, VaultCapability::SecretList, "history", Some((id, None)), &outcome(&result))?;
         result
     }
 
@@ -318,11 +324,11 @@ impl Vault {
     /// own key, bound to its ID and version, so an altered, swapped or
     /// half-written file fails) and verifies the audit log's MAC chain: what
     /// `clawctl vault check` reports after a crash or a power cut. The
-    /// operator's ([`Capability::VaultAdmin`]); no value leaves the vault.
+    /// operator's ([`VaultCapability::VaultAdmin`]); no value leaves the vault.
     pub fn check(&mut self, caller: &Caller) -> Result<VaultCheck> {
-        self.authorize(caller, Capability::VaultAdmin, "check", None)?;
+        self.authorize(caller, VaultCapability::VaultAdmin, "check", None)?;
         let result = self.check_now();
-        self.record(caller, Capability::VaultAdmin, "check", None, &outcome(&result))?;
+        self.record(caller, VaultCapability::VaultAdmin, "check", None, &outcome(&result))?;
         result
     }
 
@@ -355,9 +361,9 @@ impl Vault {
     /// Deletes `id` and all its versions.
     pub fn remove(&mut self, caller: &Caller, id: &str) -> Result<()> {
         validate_secret_id(id)?;
-        self.authorize(caller, Capability::SecretWrite, "remove", Some((id, None)))?;
+        self.authorize(caller, VaultCapability::SecretWrite, "remove", Some((id, None)))?;
         let result = self.remove_now(id);
-        self.record(caller, Capability::SecretWrite, "remove", Some((id, None)), &outcome(&result))?;
+        self.record(caller, VaultCapability::SecretWrite, "remove", Some((id, None)), &outcome(&result))?;
         result
     }
 

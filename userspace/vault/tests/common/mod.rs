@@ -4,7 +4,7 @@ mod swtpm;
 
 use std::path::{Path, PathBuf};
 
-use vault::{AccessPolicy, Caller, Capability, KeyringScope, SecretScope, VaultConfig};
+use vault::{AccessPolicy, Caller, KeyringScope, SecretScope, VaultCapability, VaultConfig};
 
 pub use swtpm::Swtpm;
 
@@ -28,7 +28,7 @@ pub fn operator() -> Caller {
 
 /// The operator may do everything.
 pub fn operator_policy() -> AccessPolicy {
-    Capability::ALL
+    VaultCapability::ALL
         .into_iter()
         .fold(AccessPolicy::deny_all(), |policy, capability| policy.grant("clawctl", capability, SecretScope::All))
 }
