@@ -72,6 +72,19 @@ vm_push() {
   vm_ssh "mkdir -p '$(dirname "$2")' && cat > '$2' && chmod 0755 '$2'" < "$1"
 }
 
+# vm_copy_agent_db AGENT DIR: a copy of AGENT's database (workspace.db and
+# its -wal) in DIR, to read with the host's sqlite3. SQLite deletes the -wal
+# and -shm when its last connection closes, so a file the glob named can be
+# gone when tar reaches it (exit 2, CI 2026-11-28), and a checkpoint can
+# change the database while tar reads it (exit 1): either way the archive is
+# not one state, so it is taken again (kept in the guest until it is whole).
+vm_copy_agent_db() {
+  vm_ssh "cd /clawfs/agents/$1 && for _ in \$(seq 10); do
+      tar -cf /run/clawos-test/db-$1.tar workspace.db* 2>/dev/null && cat /run/clawos-test/db-$1.tar && rm /run/clawos-test/db-$1.tar && exit 0
+      sleep 0.3
+    done; echo 'no whole copy of $1/workspace.db in 10 tries' >&2; exit 1" | tar -xf - -C "$2"
+}
+
 # install_test_tool TOOL: installs a test tool (tests/tools, built by make
 # tools into out/test-tools, never in the image) the way an operator
 # installs any tool: its component and the definition tools.sh wrote for it

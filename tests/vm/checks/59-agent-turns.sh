@@ -142,7 +142,7 @@ check "agent turns: clawctl events shows the turn: a provider request per step, 
 
 check_tool_call_records() {
   local db; db=$(mktemp -d)
-  vm_ssh "cd /clawfs/agents/vm-scripted && tar -cf - workspace.db*" | tar -xf - -C "$db" || return 1
+  vm_copy_agent_db vm-scripted "$db" || { rm -rf "$db"; return 1; }
   python3 - "$db/workspace.db" <<'PY'
 import sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute(

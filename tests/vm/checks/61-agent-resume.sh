@@ -53,7 +53,7 @@ turn_ended_with() {
 slow_echo_rows() {
   local db status
   db=$(mktemp -d)
-  vm_ssh "cd /clawfs/agents/$1 && tar -cf - workspace.db*" | tar -xf - -C "$db" || { rm -rf "$db"; return 1; }
+  vm_copy_agent_db "$1" "$db" || { rm -rf "$db"; return 1; }
   python3 - "$db/workspace.db" "$2" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
