@@ -15,11 +15,13 @@
 //! the transaction's `Ctx` (`overlay`). Nor the SQL of single tables (`db`).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
 use crate::base::{BaseLayer, BaseSource};
 use crate::db::{self, Times};
+use crate::durable::Durability;
 use crate::error::{Error, Result};
 use crate::overlay::{Ctx, Node};
 use crate::path::{join, split_last};
@@ -74,6 +76,9 @@ pub struct AgentFs {
     base: Option<Box<dyn BaseLayer>>,
     owner: (u32, u32),
     batch: BatchState,
+    /// The flushes that make a commit durable before it is acknowledged,
+    /// shared with this process's other handles on the file (`durable`).
+    durability: Arc<Durability>,
 }
 
 /// Whether operations run in their own transactions or inside a batch's.
@@ -131,7 +136,9 @@ impl AgentFs {
 
     /// Opens the workspace at `path` with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<AgentFs> {
-        let mut conn = db::open_shared(path.as_ref(), options.page_size)?;
+        let path = std::path::absolute(path.as_ref()).map_err(|e| Error::invalid(format!("database path: {e}")))?;
+        let mut conn = db::open_shared(&path, options.page_size)?;
+        let durability = Durability::of(&path).map_err(|source| Error::NotDurable { source })?;
         db::guard_audit_trail(&conn)?;
         let chunk_size = db::init(&mut conn, options.chunk_size)?;
         // A database this open created had no tables for the guards yet.
@@ -148,7 +155,7 @@ impl AgentFs {
             }
             None => None,
         };
-        Ok(AgentFs { conn, chunk_size, file_size_limit, base, owner: (0, 0), batch: BatchState::None })
+        Ok(AgentFs { conn, chunk_size, file_size_limit, base, owner: (0, 0), batch: BatchState::None, durability })
     }
 
     /// The chunk size of this workspace's `fs_data`.
@@ -206,13 +213,25 @@ impl AgentFs {
         &self.conn
     }
 
-    /// Makes every committed change durable (fsync(2)). Commits already
-    /// survive a killed process; with `synchronous = NORMAL` the write-ahead
-    /// log is only synced to disk at checkpoints, which this forces, so they
-    /// also survive a power cut.
+    /// Makes every change this process committed durable, and copies the
+    /// write-ahead log into the database file as far as readers allow (a
+    /// passive checkpoint), so the file's size shows its content. Each
+    /// write already returns only once it is on disk (`durable`); this is
+    /// the explicit barrier for callers that want one (the FUSE mount's
+    /// fsync).
     pub fn sync(&mut self) -> Result<()> {
         self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
-        Ok(())
+        self.durable(self.durability.all_committed())
+    }
+
+    /// How many flushes this process has run on this database file, over
+    /// all its handles (a benchmark's measure of how many commits shared one).
+    pub fn flushes(&self) -> u64 {
+        self.durability.flushes()
+    }
+
+    fn durable(&self, commit: fsutil::Ticket) -> Result<()> {
+        self.durability.wait(commit).map_err(|source| Error::NotDurable { source })
     }
 
     /// Sets the uid and gid given to files this handle creates (default 0:0).
@@ -236,15 +255,24 @@ impl AgentFs {
             (self.chunk_size, self.file_size_limit, self.base.as_deref(), self.owner);
         let run = |conn: &Connection| op(&Ctx { conn, chunk_size, file_size_limit, base, owner });
         match &self.batch {
+            BatchState::None if matches!(behavior, TransactionBehavior::Immediate) => {
+                let (out, commit) = {
+                    let _writer = self.durability.write_lock();
+                    let tx = self.conn.transaction_with_behavior(behavior)?;
+                    let out = run(&tx)?;
+                    tx.commit()?;
+                    (out, self.durability.committed())
+                };
+                self.durable(commit)?;
+                // The write is committed: a failed reclaim must not report
+                // it as failed.
+                let _ = self.reclaim_free_pages();
+                Ok(out)
+            }
             BatchState::None => {
                 let tx = self.conn.transaction_with_behavior(behavior)?;
                 let out = run(&tx)?;
                 tx.commit()?;
-                if matches!(behavior, TransactionBehavior::Immediate) {
-                    // The write is committed: a failed reclaim must not
-                    // report it as failed.
-                    let _ = self.reclaim_free_pages();
-                }
                 Ok(out)
             }
             BatchState::RolledBack { cause, errno } => {
@@ -312,6 +340,7 @@ impl AgentFs {
     /// way the handle is back to one transaction per operation.
     pub fn commit_batch(&mut self) -> Result<()> {
         self.end_batch(true)?;
+        self.durable(self.durability.committed())?;
         // Committed: a failed reclaim must not report the batch as failed.
         let _ = self.reclaim_free_pages();
         Ok(())

@@ -7,7 +7,8 @@ use std::io;
 ///
 /// Each variant maps to one errno through [`Error::errno`]. An operation that
 /// returns an error has rolled its transaction back: the database is exactly
-/// as it was before the call.
+/// as it was before the call. The one exception is [`Error::NotDurable`]:
+/// committed, but not known to be on disk, so not to be acknowledged.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A path component does not exist (ENOENT).
@@ -80,6 +81,15 @@ pub enum Error {
     /// after `cause`: nothing of the batch was kept (the cause's errno).
     #[error("the batch was rolled back, nothing of it was kept: {cause}")]
     BatchRolledBack { cause: String, errno: i32 },
+    /// The write was committed but flushing it to disk failed (the flush's
+    /// errno, EIO when it has none): it survives a killed process, maybe
+    /// not a power cut. Every later write of the database in this process
+    /// fails the same way (`durable`).
+    #[error("committed but not known to be on disk: {source}")]
+    NotDurable {
+        #[source]
+        source: io::Error,
+    },
     /// Any other SQLite failure (EIO).
     #[error("sqlite: {0}")]
     Sqlite(#[source] rusqlite::Error),
@@ -107,7 +117,7 @@ impl Error {
             Error::FileTooLarge { .. } => libc::EFBIG,
             Error::Busy => libc::EBUSY,
             Error::BatchRolledBack { errno, .. } => *errno,
-            Error::Host { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Host { source, .. } | Error::NotDurable { source } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Corrupt { .. } | Error::Sqlite(_) => libc::EIO,
         }
     }

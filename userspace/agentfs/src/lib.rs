@@ -24,6 +24,7 @@ mod base;
 pub mod check;
 mod database;
 mod db;
+mod durable;
 mod error;
 mod kv;
 mod overlay;

@@ -491,6 +491,42 @@ fn a_file_cannot_grow_past_its_workspace_limit() {
     assert_eq!(again.file_size_limit(), 10_000);
 }
 
+/// specs/agentfs/README.md, "Connection settings": a write returns once
+/// it is on disk, and the handles of one file in a process share the
+/// flushes (a power cut itself is the update boots' check).
+#[test]
+fn a_write_returns_flushed_and_handles_of_one_file_share_their_flushes() {
+    let mut ws = Workspace::new();
+    let other = agentfs::AgentFs::open(&ws.path).unwrap();
+    let before = ws.flushes();
+    ws.write_file("/f", b"acknowledged").unwrap();
+    assert!(ws.flushes() > before, "the write returned unflushed");
+    assert_eq!(other.flushes(), ws.flushes(), "two handles of one file, two flush states");
+    let flushed = ws.flushes();
+    assert_eq!(ws.read_file("/f").unwrap(), b"acknowledged");
+    assert_eq!(ws.flushes(), flushed, "a read flushed");
+    // Eight writers, each with its own handle: every write kept, never
+    // more than a flush each (how they share a slow flush is fsutil's
+    // test: on a fast disk a flush may end before the next commit does).
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let path = ws.path.clone();
+            std::thread::spawn(move || {
+                let mut fs = agentfs::AgentFs::open(&path).unwrap();
+                for i in 0..50 {
+                    fs.write_file(&format!("/w{w}-{i}"), b"x").unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert_eq!(ws.readdir("/").unwrap().len(), 401);
+    let flushes = ws.flushes() - flushed;
+    assert!((1..=400).contains(&flushes), "{flushes} flushes for 400 writes");
+}
+
 #[test]
 fn the_database_shrinks_when_its_files_are_deleted() {
     let mut ws = Workspace::new();

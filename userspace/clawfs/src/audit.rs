@@ -13,6 +13,11 @@
 //! JSON strings, so every line splits into `key=value` fields unambiguously
 //! and a path cannot forge a field. Contents are never logged.
 //!
+//! A line is on disk before the operation it records goes ahead (an
+//! operation whose line a power cut could take would leave no trace):
+//! each append is flushed, and concurrent appends share a flush
+//! ([`fsutil::SharedFlush`]).
+//!
 //! This module owns the line format and the appending; it must not decide
 //! what is allowed (RULE-001 is [`crate::files`]'s, a tool's grants the tool
 //! host's) nor what a caller does when a line cannot be written: both
@@ -62,6 +67,9 @@ pub struct Entry<'a> {
 pub struct AuditLog {
     path: PathBuf,
     file: Mutex<File>,
+    /// The same file, to flush without holding the lock appends take.
+    flush: File,
+    sync: fsutil::SharedFlush,
 }
 
 fn field(value: &str) -> String {
@@ -98,7 +106,8 @@ impl AuditLog {
     /// Opens (creating, mode 0640) the log at `path` for appending.
     pub fn open(path: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create(true).append(true).mode(0o640).open(path)?;
-        Ok(AuditLog { path: path.to_owned(), file: Mutex::new(file) })
+        let flush = file.try_clone()?;
+        Ok(AuditLog { path: path.to_owned(), file: Mutex::new(file), flush, sync: fsutil::SharedFlush::new() })
     }
 
     /// Where the log is.
@@ -107,12 +116,18 @@ impl AuditLog {
     }
 
     /// Appends `entry` as one write (`O_APPEND`), so concurrent lines,
-    /// of this process or of the other writer, never interleave.
+    /// of this process or of the other writer, never interleave, and
+    /// returns once it is on disk.
     pub fn record(&self, entry: &Entry<'_>) -> Result<(), AuditError> {
+        let failed = |source| AuditError { path: self.path.clone(), source };
         let mut line = entry.line(&fsutil::now_rfc3339());
         line.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        file.write_all(line.as_bytes()).map_err(|source| AuditError { path: self.path.clone(), source })
+        let written = {
+            let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            file.write_all(line.as_bytes()).map_err(failed)?;
+            self.sync.written()
+        };
+        self.sync.wait(written, || self.flush.sync_data()).map_err(failed)
     }
 }
 

@@ -14,6 +14,7 @@
 
 mod embedder;
 mod files;
+mod memories;
 mod watch;
 
 use std::collections::HashMap;
@@ -81,14 +82,13 @@ fn default_vector_dimension() -> usize {
 }
 
 /// Open indexes by workspace; opening verifies the HNSW file, so it is
-/// done once per workspace, not per request.
+/// done once per workspace, not per request. (Agents' memory indexes have
+/// a lock each: `memories`.)
 struct State {
     clawfs: Clawfs,
     /// The embedder, or why it could not be set up (searches say so).
     embedder: Result<Arc<dyn Embedder>, String>,
     indexes: HashMap<String, clawfs::MemoryIndex>,
-    /// Open memory indexes by agent (in each agent's `workspace.db`).
-    agent_indexes: HashMap<String, clawfs::MemoryIndex>,
     namespace: Namespace,
 }
 
@@ -135,29 +135,6 @@ impl State {
         Ok(response)
     }
 
-    /// Agent `agent`'s memory and its open index. The first open brings
-    /// the index in step with the files, which may have changed while
-    /// fs-engine was not running (`AgentMemory::sync_all`).
-    fn agent_memory<'a>(
-        &'a mut self,
-        agent: &'a str,
-    ) -> Result<(AgentMemory<'a>, &'a mut clawfs::MemoryIndex), MethodError> {
-        let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
-        if !self.agent_indexes.contains_key(agent) {
-            let mut index = self.clawfs.open_agent_memory(agent, self.embedder.clone().ok()).map_err(method_error)?;
-            let report = memory.sync_all(&mut index).map_err(method_error)?;
-            tracing::info!(
-                agent,
-                added = report.added,
-                removed = report.removed,
-                unchanged = report.unchanged,
-                "agent memory index opened"
-            );
-            self.agent_indexes.insert(agent.to_owned(), index);
-        }
-        Ok((memory, self.agent_indexes.get_mut(agent).expect("inserted above")))
-    }
-
     fn index(&mut self, workspace: &str) -> Result<&mut clawfs::MemoryIndex, MethodError> {
         if !self.indexes.contains_key(workspace) {
             let index = self.clawfs.open_memory(workspace, self.embedder.clone().ok()).map_err(method_error)?;
@@ -169,6 +146,8 @@ impl State {
 
 struct Daemon {
     state: Arc<Mutex<State>>,
+    /// Agents' memory indexes, a lock each.
+    memories: Arc<memories::AgentMemories>,
     /// The file methods, and the audit log every file and memory request
     /// is written to first.
     files: Arc<files::FileService>,
@@ -256,13 +235,8 @@ impl Daemon {
             tracing::error!("{reason}; file and memory requests will be refused");
         }
         let root_exists = config.clawfs_root.is_dir();
-        let mut state = State {
-            clawfs,
-            embedder,
-            indexes: HashMap::new(),
-            agent_indexes: HashMap::new(),
-            namespace: Namespace::NotTried,
-        };
+        let memories = Arc::new(memories::AgentMemories::new(clawfs.clone(), embedder.clone().ok()));
+        let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace: Namespace::NotTried };
         if root_exists {
             // A failure here makes the component degraded, not dead: the
             // runtime's own methods still answer and the next request retries.
@@ -283,25 +257,25 @@ impl Daemon {
             archive_after_days: config.memory_archive_after_days,
             purge_after_days: config.memory_purge_after_days,
         };
-        if let Err(error) = watch::start(&config.clawfs_root, state.clone(), hygiene) {
+        if let Err(error) = watch::start(&config.clawfs_root, memories.clone(), hygiene) {
             tracing::error!("agents' memory files will not be re-indexed when they change: {error}");
         }
-        Ok(Daemon { state, files, runtime: runtime.clone() })
+        Ok(Daemon { state, memories, files, runtime: runtime.clone() })
     }
 
-    /// Runs `work` on the blocking pool: SQLite and HNSW calls block.
+    /// Runs `work` with the state (the namespace made first) on the
+    /// blocking pool.
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut State) -> Result<T, MethodError> + Send + 'static,
     ) -> Result<T, MethodError> {
         let state = self.state.clone();
-        tokio::task::spawn_blocking(move || {
+        off_runtime(move || {
             let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             state.ensure_namespace()?;
             work(&mut state)
         })
         .await
-        .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
     }
 
     /// Audits a memory operation of `caller` on workspace `workspace`
@@ -349,23 +323,32 @@ impl Daemon {
             denied: None,
             caller: caller.as_str(),
         })?;
-        self.blocking(move |s| {
-            let (memory, index) = s.agent_memory(&agent)?;
-            work(memory, index).map_err(method_error)
+        let (state, memories) = (self.state.clone(), self.memories.clone());
+        off_runtime(move || {
+            // The state's lock only for as long as this takes.
+            state.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).ensure_namespace()?;
+            memories.with(&agent, |memory, index| work(memory, index).map_err(method_error))
         })
         .await
     }
 
-    /// Runs a file method on the blocking pool (file I/O and fsyncs block).
+    /// Runs a file method on the blocking pool.
     async fn files<T: Send + 'static>(
         &self,
         work: impl FnOnce(&files::FileService) -> Result<T, MethodError> + Send + 'static,
     ) -> Result<T, MethodError> {
         let files = self.files.clone();
-        tokio::task::spawn_blocking(move || work(&files))
-            .await
-            .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
+        off_runtime(move || work(&files)).await
     }
+}
+
+/// Runs `work` on the blocking pool: SQLite, HNSW, file I/O and fsyncs block.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, MethodError> + Send + 'static,
+) -> Result<T, MethodError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| MethodError::new(ErrorCode::Einternal, format!("worker thread: {e}")))?
 }
 
 impl fs_engine::Service for Daemon {
@@ -546,15 +529,11 @@ impl fs_engine::Service for Daemon {
 
     async fn agent_dir_remove(&self, call: &Call, params: AgentRef) -> Result<Done, MethodError> {
         let caller = call.peer();
-        let files = self.files.clone();
-        // Its memory index is closed and the directory removed under one
-        // hold of the state lock: the watcher re-indexes an agent's memory
-        // under the same lock, and reopening the index between the two
-        // (a rescan of the new agent's files) wrote `search.db` into the
-        // directory as it was being removed ("Directory not empty").
-        self.blocking(move |s| {
-            s.agent_indexes.remove(&params.agent);
-            files.remove_agent(caller, params)
+        let (files, memories) = (self.files.clone(), self.memories.clone());
+        // Its memory index closed while the directory goes (`memories`).
+        off_runtime(move || {
+            let agent = params.agent.clone();
+            memories.close_while(&agent, || files.remove_agent(caller, params))
         })
         .await?;
         Ok(Done {})

@@ -5,7 +5,9 @@
 //! (the `notify` crate) sees each change; after 300 ms without another
 //! (2 s at most, so a file written continuously is still picked up) the
 //! changed memory files are re-indexed, or removed from the index when
-//! they are gone. The same thread runs the daily hygiene of every agent.
+//! they are gone, each file under its agent's lock alone (`memories`), so
+//! requests for the agent's memory go between them. The same thread runs
+//! the daily hygiene of every agent.
 //!
 //! What a miss costs: nothing lasting. A change made while fs-engine was
 //! down, or lost to an inotify queue overflow, is found when the agent's
@@ -14,16 +16,16 @@
 //! index from the files alone.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawfs::layout::agents_dir;
 use clawfs::memory::is_indexed;
 use notify::{Event, EventKind, RecursiveMode, Watcher};
 
-use crate::State;
+use crate::memories::AgentMemories;
 
 /// Quiet time after the last change before re-indexing.
 const QUIET: Duration = Duration::from_millis(300);
@@ -47,20 +49,21 @@ pub fn today() -> i64 {
 }
 
 /// Starts watching `root`/agents on a thread of its own.
-pub fn start(root: &Path, state: Arc<Mutex<State>>, hygiene: Hygiene) -> Result<(), String> {
+pub fn start(root: &Path, memories: Arc<AgentMemories>, hygiene: Hygiene) -> Result<(), String> {
     let agents = agents_dir(root);
     let (sender, events) = std::sync::mpsc::channel();
     let mut watcher = notify::recommended_watcher(sender).map_err(|e| format!("inotify: {e}"))?;
     watcher.watch(&agents, RecursiveMode::Recursive).map_err(|e| format!("watching {}: {e}", agents.display()))?;
+    let root = root.to_owned();
     std::thread::Builder::new()
         .name("memory-watch".into())
         .spawn(move || {
             // The watcher lives as long as the thread reading its events.
             let _watcher = watcher;
-            run(&events, &agents, &state, hygiene);
+            run(&events, &root, &memories, hygiene);
         })
         .map_err(|e| format!("cannot start the memory watch thread: {e}"))?;
-    tracing::info!("re-indexing agents' memory files under {} when they change", agents_dir(root).display());
+    tracing::info!("re-indexing agents' memory files under {} when they change", agents.display());
     Ok(())
 }
 
@@ -74,7 +77,8 @@ struct Pending {
     since: Option<Instant>,
 }
 
-fn run(events: &Receiver<notify::Result<Event>>, agents: &Path, state: &Mutex<State>, hygiene: Hygiene) {
+fn run(events: &Receiver<notify::Result<Event>>, root: &Path, memories: &AgentMemories, hygiene: Hygiene) {
+    let agents = agents_dir(root);
     let mut pending = Pending::default();
     let mut hygiene_due = Instant::now() + IDLE_WAKE;
     loop {
@@ -85,7 +89,7 @@ fn run(events: &Receiver<notify::Result<Event>>, agents: &Path, state: &Mutex<St
         };
         match events.recv_timeout(wait) {
             Ok(Ok(event)) => {
-                note(&event, agents, &mut pending);
+                note(&event, &agents, &mut pending);
                 if pending.since.is_none_or(|since| since.elapsed() < MAX_DELAY) {
                     continue;
                 }
@@ -95,10 +99,10 @@ fn run(events: &Receiver<notify::Result<Event>>, agents: &Path, state: &Mutex<St
             Err(RecvTimeoutError::Disconnected) => return,
         }
         if pending.since.is_some() {
-            reindex(state, std::mem::take(&mut pending));
+            reindex(memories, root, std::mem::take(&mut pending));
         }
         if Instant::now() >= hygiene_due {
-            run_hygiene(state, hygiene);
+            run_hygiene(memories, root, hygiene);
             hygiene_due = Instant::now() + HYGIENE_EVERY;
         }
     }
@@ -133,29 +137,32 @@ fn memory_file(agents: &Path, path: &Path) -> Option<(String, String)> {
     Some((agent.to_owned(), rest.to_owned()))
 }
 
-fn reindex(state: &Mutex<State>, pending: Pending) {
-    let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let root = state.clawfs.config().root.clone();
-    for agent in &pending.agents {
-        if clawfs::namespace::agent_exists(&root, agent) {
-            let outcome = state
-                .agent_memory(agent)
-                .and_then(|(memory, index)| memory.sync_all(index).map_err(crate::method_error));
-            if let Err(error) = outcome {
-                tracing::warn!(agent, "memory rescan failed: {}", error.message);
-            }
+/// Re-indexes what is pending; the files of an agent removed since are not
+/// an error to report.
+fn reindex(memories: &AgentMemories, root: &Path, pending: Pending) {
+    let exists = |agent: &str| clawfs::namespace::agent_exists(root, agent);
+    for agent in pending.agents.iter().filter(|agent| exists(agent)) {
+        if let Err(error) = memories.with(agent, |memory, index| memory.sync_all(index).map_err(crate::method_error)) {
+            tracing::warn!(agent, "memory rescan failed: {}", error.message);
         }
     }
     for (agent, file) in pending.files.iter().filter(|(agent, _)| !pending.agents.contains(agent)) {
-        if !clawfs::namespace::agent_exists(&root, agent) {
+        if !exists(agent) {
             continue;
         }
-        match state
-            .agent_memory(agent)
-            .and_then(|(memory, index)| memory.sync(index, file).map_err(crate::method_error))
-        {
+        let began = Instant::now();
+        match memories.with(agent, |memory, index| memory.sync(index, file).map_err(crate::method_error)) {
             Ok(report) if report.added + report.removed > 0 => {
-                tracing::info!(agent, file, added = report.added, removed = report.removed, "memory file re-indexed");
+                // took_ms: when the re-index began (the boot check's measure).
+                let took_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+                tracing::info!(
+                    agent,
+                    file,
+                    added = report.added,
+                    removed = report.removed,
+                    took_ms,
+                    "memory file re-indexed"
+                );
             }
             Ok(_) => {}
             Err(error) => tracing::warn!(agent, file, "memory file not re-indexed: {}", error.message),
@@ -163,15 +170,13 @@ fn reindex(state: &Mutex<State>, pending: Pending) {
     }
 }
 
-fn run_hygiene(state: &Mutex<State>, hygiene: Hygiene) {
-    let mut state = state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let root: PathBuf = state.clawfs.config().root.clone();
-    let agents = match clawfs::namespace::list_agents(&root) {
+fn run_hygiene(memories: &AgentMemories, root: &Path, hygiene: Hygiene) {
+    let agents = match clawfs::namespace::list_agents(root) {
         Ok(agents) => agents,
         Err(error) => return tracing::warn!("memory hygiene: {error}"),
     };
     for agent in agents {
-        let outcome = state.agent_memory(&agent).and_then(|(memory, index)| {
+        let outcome = memories.with(&agent, |memory, index| {
             memory
                 .hygiene(index, hygiene.archive_after_days, hygiene.purge_after_days, today())
                 .map_err(crate::method_error)
@@ -189,6 +194,7 @@ fn run_hygiene(state: &Mutex<State>, hygiene: Hygiene) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn events_name_the_agent_and_its_memory_file() {

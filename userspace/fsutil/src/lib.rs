@@ -1,13 +1,15 @@
 //! `clawos-fsutil`: the few helpers that the crates keeping files on a
 //! ClawOS box (the vault, ClawFS, the tool host, clawctl) would otherwise
 //! each write again: lowercase hex, RFC 3339 timestamps, fsync of a
-//! directory and atomic replacement of a file.
+//! directory, atomic replacement of a file, and a flush that concurrent
+//! writers share ([`SharedFlush`]).
 //!
 //! It owns only mechanism: which file is written with which mode, and what a
 //! path or a name may be, stay with the callers (RULE-001 and the naming
 //! rules are `clawfs`'s, specs/clawfs/README.md). It has no dependencies, so
 //! the vault, which sits below ClawFS, can use it too; it must not grow any.
 
+mod shared_flush;
 mod time;
 
 use std::fs::{self, File, OpenOptions};
@@ -16,6 +18,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use shared_flush::{SharedFlush, Ticket};
 pub use time::{civil_from_days, days_from_date, now_rfc3339, rfc3339, today};
 
 /// Lowercase hexadecimal of `bytes`, two digits a byte. The string is
