@@ -276,6 +276,7 @@ update_boots() {
       ! ls /efi/EFI/Linux | grep -q '$UPDATE_V2' && ! lsblk -nro PARTLABEL $BOOT_DISK | grep -q '$UPDATE_V2'"
     check "clawfs: after the power cut under heavy writes /clawfs mounts clean, every acknowledged file write and scratchpad note is there, and the agent's database checks consistent" \
       power_cut_survived
+    log "power cut: acknowledged before it: $(wc -l < "$VMS/cut-files.acked") file writes, $(wc -l < "$VMS/cut-notes.acked") scratchpad notes"
     check "update: an update whose SHA256SUMS does not match its signature is refused, nothing changes" \
       update_refused_and_nothing_changed bad-signature
     check "update: an update with one changed byte in its root image is refused, nothing changes" \
