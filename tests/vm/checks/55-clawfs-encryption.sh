@@ -39,6 +39,21 @@ check "clawfs: formatted at first boot by clawos-clawfs-format.service" vm_ssh '
   systemctl is-active -q clawos-clawfs-format.service &&
   journalctl -b -u clawos-clawfs-format -o cat | grep -E "^clawfs-keys: /clawfs encrypted in [0-9]+ s"'
 
+# specs/clawfs/encryption.md, "The volume's anchor": the TPM names this
+# volume, and nothing without the box's owner authorisation (kept root-only
+# on /clawfs) can remove or rewrite that, nor clear the TPM (the lockout's).
+check "clawfs: the TPM's anchor names this volume, the TPM's owner and lockout authorisations are the box's, and the anchor cannot be removed without them" vm_ssh '
+  set -e
+  status=$(clawfs-keys anchor); echo "$status"
+  volume=$(echo "$status" | sed -n "s/^volume //p"); anchor=$(echo "$status" | sed -n "s/^anchor //p")
+  [ ${#volume} -eq 64 ] && [ "$volume" = "$anchor" ]
+  tpm2_getcap properties-variable | grep -E "^ +(owner|lockout)AuthSet: +1$" | wc -l | grep -qx 2
+  tpm2_getcap handles-persistent | grep -qix -- "- 0x81000001"
+  [ "$(stat -c "%a %U" /clawfs/var/lib/clawfs-keys /clawfs/var/lib/clawfs-keys/owner.auth /clawfs/var/lib/clawfs-keys/lockout.auth | tr "\n" " ")" = "700 root 400 root 400 root " ]
+  if tpm2_nvundefine 0x0100c1a5 -C o 2>/dev/null; then echo "the anchor was removed with an empty owner authorisation"; exit 1; fi
+  if head -c 32 /dev/zero | tpm2_nvwrite 0x0100c1a5 -C 0x0100c1a5 -i - 2>/dev/null; then echo "the anchor was rewritten with its own (empty) authorisation"; exit 1; fi
+  journalctl -b -u clawos-clawfs-anchor -o cat | grep -q "the TPM.s anchor names this volume: the TPM opens it"'
+
 # The operator takes the recovery key once, as with `clawctl vault init`,
 # and keeps it off the box (here: on the host, for boot 3's console).
 clawfs_take_recovery_key() {

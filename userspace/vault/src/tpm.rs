@@ -1,8 +1,12 @@
 //! Sealing and unsealing the master key with a TPM 2.0 through tss-esapi.
 //!
 //! The sealed object is a keyed-hash object under the owner hierarchy's
-//! ECC P-256 storage primary (the TCG SRK template, re-derived on every use
-//! so nothing is persisted in the TPM). Its only authorization is a
+//! ECC P-256 storage primary (the TCG SRK template). On the box that key is
+//! the one systemd-tpm2-setup keeps at [`SRK_HANDLE`], used as it is: once
+//! the box holds the TPM's owner authorisation (specs/clawfs/encryption.md,
+//! "The volume's anchor"), nothing without it can create a primary key.
+//! Where none is persisted (a bare TPM, the tests) the same key is derived
+//! again on every use. Its only authorization is a
 //! PolicyPCR over the SHA-256 bank, and user-with-auth is clear, so no
 //! password can stand in for the PCR state. The sessions that carry the key
 //! to and from the TPM are salted with the primary key and encrypt their
@@ -19,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tss_esapi::attributes::{ObjectAttributesBuilder, SessionAttributesBuilder};
 use tss_esapi::constants::response_code::Tss2ResponseCodeKind;
 use tss_esapi::constants::SessionType;
-use tss_esapi::handles::KeyHandle;
+use tss_esapi::handles::{KeyHandle, PersistentTpmHandle};
 use tss_esapi::interface_types::algorithm::{HashingAlgorithm, PublicAlgorithm};
 use tss_esapi::interface_types::ecc::EccCurve;
 use tss_esapi::interface_types::resource_handles::Hierarchy;
@@ -90,6 +94,11 @@ pub struct SealedKey {
     /// Base64 of the TPM2B_PRIVATE (encrypted by the TPM's storage key).
     pub private: String,
 }
+
+/// The persistent handle of the storage root key: the TCG's reserved handle
+/// for it, where systemd-tpm2-setup makes it persistent at every boot (the
+/// same template as [`storage_primary_template`], so the same key).
+pub(crate) const SRK_HANDLE: u32 = 0x8100_0001;
 
 /// One connection to the TPM.
 pub(crate) struct Tpm {
@@ -176,6 +185,13 @@ impl Tpm {
     }
 
     fn storage_primary(&mut self) -> Result<KeyHandle, TpmError> {
+        let persistent = PersistentTpmHandle::new(SRK_HANDLE).map_err(command("SRK handle"))?;
+        match self.context.execute_without_session(|context| context.tr_from_tpm_public(persistent.into())) {
+            Ok(srk) => return Ok(srk.into()),
+            // None persisted: derived below.
+            Err(tss_esapi::Error::Tss2Error(code)) if code.kind() == Some(Tss2ResponseCodeKind::Handle) => {}
+            Err(source) => return Err(TpmError::Command { command: "ReadPublic (SRK)", source }),
+        }
         let template = storage_primary_template().map_err(command("CreatePrimary template"))?;
         self.context
             .execute_with_nullauth_session(|context| {

@@ -76,6 +76,24 @@ fn tpm_seal_unseal_round_trip() {
     assert!(matches!(Vault::init(cfg, InitProtection::Tpm, &operator()), Err(VaultError::AlreadyInitialized { .. })));
 }
 
+/// specs/clawfs/encryption.md, "The volume's anchor": once the box holds
+/// the TPM's owner authorisation, no key can be created under the owner
+/// hierarchy without it; the vault seals and unseals under the storage root
+/// key kept persistent, across a restart of the TPM.
+#[test]
+fn with_the_owner_authorisation_taken_the_vault_uses_the_persistent_storage_root_key() {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
+        return;
+    };
+    tpm.persist_srk_and_take_ownership();
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "openai-api-key", b"sk-owned").unwrap();
+    vault.lock().unwrap();
+    let tpm = tpm.restart();
+    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("unsealed under the persistent key");
+    assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-owned");
+}
+
 /// A TPM vault holding one secret, prepared for an update whose boot
 /// extends PCR 4 with 0x5a (another digest than this boot's); with the
 /// PCR 4 that boot will have.
