@@ -5,9 +5,11 @@
 # with a changed kernel command line (/clawfs must stay shut until the
 # recovery key is typed at the console, the vault sealed until its recovery
 # key opens it), flips a byte of a file on /clawfs while the box is off (the
-# file must no longer read), and boots a tampered copy that dm-verity must
-# refuse. In between, the update boots (tests/vm/update.sh): the power cut
-# while an update is written, tampered updates refused, an update applied
+# file must no longer read), boots it again with a volume made elsewhere and
+# sealed to the same PCRs over its data partition (the TPM must not open
+# it), and boots a tampered copy that dm-verity must refuse. In between,
+# the update boots (tests/vm/update.sh): the power cut while an update is
+# written, tampered updates refused, an update applied
 # and booted with the vault and /clawfs opened by the TPM, a broken one
 # tried three times and rolled back, booting from USB and NVMe disks; and
 # `make usb` onto a loop device (tests/vm/usb.sh). Prints "N passed, M
@@ -142,7 +144,7 @@ changed_cmdline_boots() {
     if vm_wait_ready "$BOOT_TIMEOUT"; then
       source "$REPO/tests/vm/changed-cmdline/after-reseal-clawfs.sh"
       source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"
-      # Boot 5 (the VM stopped after it): a volume made elsewhere.
+      # Boot 6 (the VM stopped after it): a volume made elsewhere.
       source "$REPO/tests/vm/changed-cmdline/planted-volume.sh"
     else
       FAILED=$((FAILED + 1)); echo "  FAIL boot after the reseal"

@@ -1,7 +1,8 @@
 //! `agentfs-durable [--dir D]`: acknowledged creates per second (create +
 //! write of 100 bytes, each returning once it is on disk), with 1 and with
-//! 8 concurrent writers, each its own handle on one database; commit
-//! latency p50 and p99; and, measured in the same run in the same
+//! 8 concurrent writers, each its own handle on one database (sharing the
+//! process's transaction and flushes: creates per commit and per flush);
+//! commit latency p50 and p99; and, measured in the same run in the same
 //! directory, the disk's own flush time (fdatasync(2) after a 4 KiB
 //! write), which bounds the rest (specs/agentfs/README.md, "Connection
 //! settings"). `--dir D` puts the database on D's filesystem (default
@@ -43,14 +44,14 @@ fn disk_flush(dir: &std::path::Path) -> Vec<Duration> {
 }
 
 /// `writers` threads, each with its own handle, creating files for RUN;
-/// returns (creates, each create's latency, flushes).
-fn creates(dir: &std::path::Path, writers: usize) -> (usize, Vec<Duration>, u64) {
+/// returns (creates, each create's latency, commits, flushes).
+fn creates(dir: &std::path::Path, writers: usize) -> (usize, Vec<Duration>, u64, u64) {
     let db = dir.join(format!("bench-{writers}.db"));
     let mut setup = AgentFs::open(&db).unwrap();
     for w in 0..writers {
         setup.mkdir(&format!("/w{w}"), 0o755).unwrap();
     }
-    let flushes_before = setup.flushes();
+    let (commits_before, flushes_before) = (setup.shared_commits(), setup.flushes());
     let start = Arc::new(Barrier::new(writers));
     let threads: Vec<_> = (0..writers)
         .map(|w| {
@@ -70,8 +71,9 @@ fn creates(dir: &std::path::Path, writers: usize) -> (usize, Vec<Duration>, u64)
         .collect();
     let mut latencies: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     latencies.sort();
+    let commits = setup.shared_commits() - commits_before;
     let flushes = setup.flushes() - flushes_before;
-    (latencies.len(), latencies, flushes)
+    (latencies.len(), latencies, commits, flushes)
 }
 
 fn main() {
@@ -96,13 +98,14 @@ fn main() {
     )
     .unwrap();
     for writers in [1, 8] {
-        let (count, latencies, flushes) = creates(dir.path(), writers);
+        let (count, latencies, commits, flushes) = creates(dir.path(), writers);
         writeln!(
             out,
-            "acknowledged creates, {writers} writer(s): {:.0}/s; commit latency p50 {:.3} ms, p99 {:.3} ms; {:.1} creates per flush",
+            "acknowledged creates, {writers} writer(s): {:.0}/s; commit latency p50 {:.3} ms, p99 {:.3} ms; {:.1} creates per commit, {:.1} per flush",
             count as f64 / RUN.as_secs_f64(),
             ms(percentile(&latencies, 0.5)),
             ms(percentile(&latencies, 0.99)),
+            count as f64 / commits.max(1) as f64,
             count as f64 / flushes.max(1) as f64
         )
         .unwrap();

@@ -1,14 +1,14 @@
 # shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
-# Boot 4, then boot 5: a data volume made elsewhere, by someone holding the
+# Boot 4, then boot 6: a data volume made elsewhere, by someone holding the
 # disk and the box's TPM, sealed to the PCRs of the box's own boot, must not
 # be opened by the TPM (specs/clawfs/encryption.md, "The volume's anchor").
 # Boot 4 makes one, the size of the data partition, exactly as clawfs-keys
 # formats (label included), with a TPM2 keyslot sealed to PCRs 4+12 of this
 # boot, and shows that the TPM opens it in this boot without a key. The host
-# writes it over the data partition while the VM is off, and boot 5 (the
+# writes it over the data partition while the VM is off, and boot 6 (the
 # same UKI, so the same PCRs) must stop at the console, saying why and
 # asking for its recovery key. Sourced by run.sh with boot 4 up; ends with
-# the VM stopped. The disk is a copy (boots 3-5), removed after.
+# the VM stopped. The disk is a copy (boots 3, 4 and 6), removed after.
 
 # In the guest: the volume in /clawfs/planted.img; the TPM opens it now.
 clawfs_plant_volume() {
@@ -48,7 +48,7 @@ clawfs_plant_on_disk() {
   echo "written over clawos-data ($size sectors of $sector bytes from sector $start)"
 }
 
-# Boot 5: the console says the TPM's anchor does not name this volume and
+# Boot 6: the console says the TPM's anchor does not name this volume and
 # asks for its recovery key; the TPM did not open it (no Cryptography Setup
 # finished, no SSH) and nothing else asks.
 clawfs_planted_stays_closed() {
@@ -69,7 +69,7 @@ check "clawfs: a volume made elsewhere and sealed to this boot's PCRs 4+12 is op
 (( FAILED > PLANT_FAILED )) ||
   check "clawfs: that volume is written over the data partition while the box is off" clawfs_plant_on_disk
 if (( FAILED == PLANT_FAILED )); then
-  log "boot 5: the changed UKI again, its data partition holding the volume made elsewhere"
+  log "boot 6: the changed UKI again, its data partition holding the volume made elsewhere"
   vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$VM_DISK_SIZE" --console-socket "$CHANGED/console.sock"
   check "clawfs: a volume made elsewhere and sealed to the box's PCRs stays closed: the console says the TPM's anchor does not name it and asks for its recovery key" \
     clawfs_planted_stays_closed

@@ -47,8 +47,8 @@ check "clawfs: the TPM's anchor names this volume, the TPM's owner and lockout a
   status=$(clawfs-keys anchor); echo "$status"
   volume=$(echo "$status" | sed -n "s/^volume //p"); anchor=$(echo "$status" | sed -n "s/^anchor //p")
   [ ${#volume} -eq 64 ] && [ "$volume" = "$anchor" ]
-  tpm2_getcap properties-variable | grep -E "^ +(owner|lockout)AuthSet: +1$" | wc -l | grep -qx 2
-  tpm2_getcap handles-persistent | grep -qix -- "- 0x81000001"
+  [ "$(tpm2_getcap properties-variable | grep -cE "^ +(owner|lockout)AuthSet: +1$")" -eq 2 ]
+  tpm2_getcap handles-persistent | grep -ix -- "- 0x81000001"
   [ "$(stat -c "%a %U" /clawfs/var/lib/clawfs-keys /clawfs/var/lib/clawfs-keys/owner.auth /clawfs/var/lib/clawfs-keys/lockout.auth | tr "\n" " ")" = "700 root 400 root 400 root " ]
   if tpm2_nvundefine 0x0100c1a5 -C o 2>/dev/null; then echo "the anchor was removed with an empty owner authorisation"; exit 1; fi
   if head -c 32 /dev/zero | tpm2_nvwrite 0x0100c1a5 -C 0x0100c1a5 -i - 2>/dev/null; then echo "the anchor was rewritten with its own (empty) authorisation"; exit 1; fi

@@ -24,7 +24,8 @@ check_approvals() {
     sed "s/^level = \"full\"/level = \"supervised\"\napproval_expires_minutes = 4320/" $d/config.toml > /run/clawos-test/approve.toml && cat /run/clawos-test/approve.toml > $d/config.toml
     grep -q "^level = \"supervised\"" $d/config.toml
     out=$(clawctl chat --agent vm-approve -m "Save the approved text." --json) || true
-    echo "$out" | jq -e ".status == \"waiting\" and (.message | test(\"clawctl approvals approve a[0-9a-f]{10}\"))" >/dev/null || { echo "$out"; exit 1; }
+    # The notice names the tool and quotes its arguments: what the operator is asked to allow.
+    echo "$out" | jq -e ".status == \"waiting\" and (.message | contains(\"for file_write {\") and contains(\"notes/approved.md\") and contains(\"approved-content-7731\") and test(\"clawctl approvals approve a[0-9a-f]{10}\"))" >/dev/null || { echo "$out"; exit 1; }
     session=$(echo "$out" | jq -r .session_id)
     test ! -e $d/notes/approved.md
     clawctl approvals list --json > /run/clawos-test/approvals.json
@@ -66,4 +67,4 @@ check_approvals() {
     out=$(clawctl chat --agent vm-approve -m "Save after the reboot." --json) || true
     echo "$out" | jq -e ".status == \"waiting\"" >/dev/null || { echo "$out"; exit 1; }'
 }
-check "agent approvals: a supervised agent's file_write waits; approve runs it once and the turn goes on, deny tells the model; a waiting session takes no message" check_approvals
+check "agent approvals: a supervised agent's file_write waits, the notice quoting its arguments; approve runs it once and the turn goes on, deny tells the model; a waiting session takes no message" check_approvals

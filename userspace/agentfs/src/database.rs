@@ -118,6 +118,15 @@ impl<'c> OpSavepoint<'c> {
     }
 }
 
+/// Runs `op` in a savepoint of the transaction open on `conn`: it is rolled
+/// back alone if it fails (or panics), whatever else the transaction holds.
+pub(crate) fn in_savepoint<T>(conn: &Connection, op: impl FnOnce() -> Result<T>) -> Result<T> {
+    let savepoint = OpSavepoint::begin(conn)?;
+    let out = op()?;
+    savepoint.release()?;
+    Ok(out)
+}
+
 impl Drop for OpSavepoint<'_> {
     fn drop(&mut self) {
         if !self.released {
@@ -183,14 +192,14 @@ impl AgentFs {
     /// Gives the pages freed by deleted or shrunk files back to the file
     /// system once enough are free (see [`RECLAIM_MIN_FREE_BYTES`]), so the
     /// database's size follows its content; returns whether it did. Runs
-    /// after every committed write, outside a batch. Best effort: it is
+    /// after every commit, outside a batch. Best effort: it is
     /// skipped while another connection writes, and tried again after a
     /// later write.
     pub fn reclaim_free_pages(&mut self) -> Result<bool> {
         if self.batch != BatchState::None {
             return Ok(false);
         }
-        // One cached statement: this runs after every committed write.
+        // One cached statement: this runs after every commit.
         let (free, pages, page_size): (u64, u64, u64) = self
             .conn
             .prepare_cached("SELECT f.freelist_count, c.page_count, s.page_size FROM pragma_freelist_count() f, pragma_page_count() c, pragma_page_size() s")?
@@ -230,6 +239,13 @@ impl AgentFs {
         self.durability.flushes()
     }
 
+    /// How many transactions this process's writers of this database file
+    /// committed, over all its handles (a benchmark's measure of how many
+    /// writes shared one; a handle's own batches not counted).
+    pub fn shared_commits(&self) -> u64 {
+        self.durability.commit.commits()
+    }
+
     fn durable(&self, commit: fsutil::Ticket) -> Result<()> {
         self.durability.wait(commit).map_err(|source| Error::NotDurable { source })
     }
@@ -256,17 +272,16 @@ impl AgentFs {
         let run = |conn: &Connection| op(&Ctx { conn, chunk_size, file_size_limit, base, owner });
         match &self.batch {
             BatchState::None if matches!(behavior, TransactionBehavior::Immediate) => {
-                let (out, commit) = {
-                    let _writer = self.durability.write_lock();
-                    let tx = self.conn.transaction_with_behavior(behavior)?;
-                    let out = run(&tx)?;
-                    tx.commit()?;
-                    (out, self.durability.committed())
-                };
+                // In the transaction this process's writers of the file
+                // share (`commit`), on its writer connection.
+                let durability = &self.durability;
+                let (out, commit, committer) = durability.commit.run(run, || durability.committed())?;
                 self.durable(commit)?;
                 // The write is committed: a failed reclaim must not report
-                // it as failed.
-                let _ = self.reclaim_free_pages();
+                // it as failed. Once per commit, by the writer that made it.
+                if committer {
+                    let _ = self.reclaim_free_pages();
+                }
                 Ok(out)
             }
             BatchState::None => {
@@ -279,11 +294,7 @@ impl AgentFs {
                 Err(Error::BatchRolledBack { cause: cause.clone(), errno: *errno })
             }
             BatchState::Open => {
-                let outcome = OpSavepoint::begin(&self.conn).and_then(|savepoint| {
-                    let out = run(&self.conn)?;
-                    savepoint.release()?;
-                    Ok(out)
-                });
+                let outcome = in_savepoint(&self.conn, || run(&self.conn));
                 if let Err(error) = &outcome {
                     if self.conn.is_autocommit() {
                         self.batch = BatchState::RolledBack { cause: error.to_string(), errno: error.errno() };

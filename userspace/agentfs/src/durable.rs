@@ -13,10 +13,12 @@
 //! commit, with SQLite's write lock held, one writer after the other.
 //!
 //! Owns: the flush state of each database file this process has open,
-//! shared by all of its handles, and the in-process write lock that queues
-//! this process's writers on a mutex instead of SQLite's busy handler
-//! (which sleeps in steps of milliseconds). Must not own: transactions
-//! (`database.rs`) or SQL.
+//! shared by all of its handles, and the registry that gives those handles
+//! one [`SharedCommit`] too (`commit`: the writer connection whose
+//! transaction they share, which queues this process's writers on a mutex
+//! instead of SQLite's busy handler, which sleeps in steps of
+//! milliseconds). Must not own: transactions (`commit`, `database.rs`) or
+//! SQL.
 //!
 //! What a failure costs: a failed flush is final for the database in this
 //! process (see [`fsutil::SharedFlush`]): every later write fails with
@@ -28,16 +30,18 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use fsutil::{SharedFlush, Ticket};
+
+use crate::commit::SharedCommit;
 
 /// One database file's flush state, shared by this process's handles.
 pub(crate) struct Durability {
     database: PathBuf,
     wal: PathBuf,
-    /// Held by a handle for the whole of a write transaction of its own.
-    writer: Mutex<()>,
+    /// The transaction this process's writers of the file share.
+    pub(crate) commit: SharedCommit,
     sync: SharedFlush,
     /// The write-ahead log open for flushing, with its inode number: the
     /// log is made anew when the last connection of every process closed
@@ -68,17 +72,12 @@ impl Durability {
         let durability = Arc::new(Durability {
             database: database.to_owned(),
             wal: PathBuf::from(wal),
-            writer: Mutex::default(),
+            commit: SharedCommit::new(database),
             sync: SharedFlush::new(),
             open_wal: Mutex::default(),
         });
         open.insert(key, Arc::downgrade(&durability));
         Ok(durability)
-    }
-
-    /// The in-process write lock, held from `BEGIN` to `COMMIT`.
-    pub(crate) fn write_lock(&self) -> MutexGuard<'_, ()> {
-        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a commit that just returned; wait on its ticket before

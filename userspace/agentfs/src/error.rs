@@ -81,6 +81,12 @@ pub enum Error {
     /// after `cause`: nothing of the batch was kept (the cause's errno).
     #[error("the batch was rolled back, nothing of it was kept: {cause}")]
     BatchRolledBack { cause: String, errno: i32 },
+    /// The write ran in a transaction this process's writers of the
+    /// database shared, and that transaction was rolled back after `cause`
+    /// (another write's full disk or I/O error, or a failed commit):
+    /// nothing of this write was kept (the cause's errno).
+    #[error("not kept: the transaction this write shared was rolled back: {cause}")]
+    NotCommitted { cause: String, errno: i32 },
     /// The write was committed but flushing it to disk failed (the flush's
     /// errno, EIO when it has none): it survives a killed process, maybe
     /// not a power cut. Every later write of the database in this process
@@ -116,7 +122,7 @@ impl Error {
             Error::NoSpace => libc::ENOSPC,
             Error::FileTooLarge { .. } => libc::EFBIG,
             Error::Busy => libc::EBUSY,
-            Error::BatchRolledBack { errno, .. } => *errno,
+            Error::BatchRolledBack { errno, .. } | Error::NotCommitted { errno, .. } => *errno,
             Error::Host { source, .. } | Error::NotDurable { source } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Corrupt { .. } | Error::Sqlite(_) => libc::EIO,
         }

@@ -22,6 +22,7 @@
 
 mod base;
 pub mod check;
+mod commit;
 mod database;
 mod db;
 mod durable;

@@ -137,12 +137,13 @@ fn failed_operation_leaves_no_trace() {
     };
     let before = count(&ws);
     // Inject a failure at the last step of write_file, after it has created
-    // the parent directories and the inode.
+    // the parent directories and the inode (a trigger in the schema, not a
+    // TEMP one: writes run on the process's writer connection).
     ws.connection()
-        .execute_batch("CREATE TEMP TRIGGER inject BEFORE INSERT ON fs_data BEGIN SELECT RAISE(FAIL, 'disk'); END;")
+        .execute_batch("CREATE TRIGGER inject BEFORE INSERT ON fs_data BEGIN SELECT RAISE(FAIL, 'disk'); END;")
         .unwrap();
     assert_eq!(errno(ws.write_file("/new/dir/f", b"data")), libc::EINVAL);
-    ws.connection().execute_batch("DROP TRIGGER temp.inject").unwrap();
+    ws.connection().execute_batch("DROP TRIGGER inject").unwrap();
     assert_eq!(count(&ws), before);
     assert_eq!(errno(ws.stat("/new")), libc::ENOENT);
     assert_eq!(errno(ws.write_file("/a/f/g", b"x")), libc::ENOTDIR);
