@@ -42,7 +42,7 @@ pub use keyring::KeyringError;
 pub use keys::{Passphrase, RecoveryKey};
 pub use manifest::{ManifestReport, SystemManifest};
 pub use policy::{AccessPolicy, Caller, Grant, SecretScope, VaultCapability};
-pub use tpm::{SealedKey, TpmError};
+pub use tpm::{storage_primary_template, SealedKey, TpmError};
 pub use vault::{
     validate_secret_id, InitProtection, Initialized, ProtectionKind, SealState, SecretInfo, SecretValue, Vault,
     VaultCheck, VaultStatus, ARCHIVE_RETENTION_SECONDS, MAX_SECRET_ID_LEN,

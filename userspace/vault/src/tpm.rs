@@ -133,7 +133,10 @@ fn digest_list(digests: &[Digest]) -> Result<DigestList, TpmError> {
     Ok(list)
 }
 
-fn storage_primary_template() -> Result<Public, tss_esapi::Error> {
+/// The storage root key's template: the TCG's ECC P-256 SRK template, the
+/// one systemd-tpm2-setup persists at 0x81000001 (public, so the tests'
+/// software TPM can be provisioned as the box's is).
+pub fn storage_primary_template() -> Result<Public, tss_esapi::Error> {
     let attributes = ObjectAttributesBuilder::new()
         .with_fixed_tpm(true)
         .with_fixed_parent(true)

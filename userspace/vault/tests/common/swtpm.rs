@@ -121,41 +121,12 @@ impl Swtpm {
     /// systemd-tpm2-setup does, with the TCG SRK template), then the owner
     /// hierarchy's authorisation set to a value only clawfs-keys knows.
     pub fn persist_srk_and_take_ownership(&self) {
-        use tss_esapi::attributes::ObjectAttributesBuilder;
         use tss_esapi::handles::{AuthHandle, PersistentTpmHandle};
-        use tss_esapi::interface_types::algorithm::PublicAlgorithm;
         use tss_esapi::interface_types::dynamic_handles::Persistent;
-        use tss_esapi::interface_types::ecc::EccCurve;
         use tss_esapi::interface_types::resource_handles::{Hierarchy, Provision};
-        use tss_esapi::structures::{
-            Auth, EccPoint, PublicBuilder, PublicEccParametersBuilder, SymmetricDefinitionObject,
-        };
+        use tss_esapi::structures::Auth;
         let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
-        let attributes = ObjectAttributesBuilder::new()
-            .with_fixed_tpm(true)
-            .with_fixed_parent(true)
-            .with_sensitive_data_origin(true)
-            .with_user_with_auth(true)
-            .with_no_da(true)
-            .with_restricted(true)
-            .with_decrypt(true)
-            .build()
-            .unwrap();
-        let template = PublicBuilder::new()
-            .with_public_algorithm(PublicAlgorithm::Ecc)
-            .with_name_hashing_algorithm(HashingAlgorithm::Sha256)
-            .with_object_attributes(attributes)
-            .with_ecc_parameters(
-                PublicEccParametersBuilder::new_restricted_decryption_key(
-                    SymmetricDefinitionObject::AES_128_CFB,
-                    EccCurve::NistP256,
-                )
-                .build()
-                .unwrap(),
-            )
-            .with_ecc_unique_identifier(EccPoint::default())
-            .build()
-            .unwrap();
+        let template = vault::storage_primary_template().unwrap();
         context.execute_with_session(Some(AuthSession::Password), |context| {
             let srk = context.create_primary(Hierarchy::Owner, template, None, None, None, None).unwrap();
             let handle = Persistent::Persistent(PersistentTpmHandle::new(0x8100_0001).unwrap());
