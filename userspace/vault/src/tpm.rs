@@ -190,7 +190,28 @@ impl Tpm {
     fn storage_primary(&mut self) -> Result<KeyHandle, TpmError> {
         let persistent = PersistentTpmHandle::new(SRK_HANDLE).map_err(command("SRK handle"))?;
         match self.context.execute_without_session(|context| context.tr_from_tpm_public(persistent.into())) {
-            Ok(srk) => return Ok(srk.into()),
+            Ok(srk) => {
+                let srk = KeyHandle::from(srk);
+                let (public, _, _) = self
+                    .context
+                    .execute_without_session(|context| context.read_public(srk))
+                    .map_err(command("ReadPublic (SRK)"))?;
+                // Only a key the TPM made and never lets out: under one that
+                // may leave it (planted there by whoever held the TPM before
+                // the box) the TPM refuses the sealed object (fixed to the
+                // TPM), and the vault would not open. Anything else is passed
+                // over for the derived key (which needs the owner's
+                // authorisation once the box holds it).
+                let attributes = public.object_attributes();
+                if attributes.fixed_tpm()
+                    && attributes.fixed_parent()
+                    && attributes.sensitive_data_origin()
+                    && attributes.restricted()
+                    && attributes.decrypt()
+                {
+                    return Ok(srk);
+                }
+            }
             // None persisted: derived below.
             Err(tss_esapi::Error::Tss2Error(code)) if code.kind() == Some(Tss2ResponseCodeKind::Handle) => {}
             Err(source) => return Err(TpmError::Command { command: "ReadPublic (SRK)", source }),

@@ -94,6 +94,25 @@ fn with_the_owner_authorisation_taken_the_vault_uses_the_persistent_storage_root
     assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-owned");
 }
 
+/// A key planted at the storage root key's handle that could leave the TPM
+/// is passed over: the vault seals under the key it derives (the TPM would
+/// refuse its sealed object under the planted one), and the secret still
+/// opens once the planted key is gone.
+#[test]
+fn a_planted_duplicable_key_at_the_storage_root_handle_is_not_sealed_under() {
+    let Some((temp, tpm)) = tpm_in_temp_dir() else {
+        return;
+    };
+    tpm.plant_duplicable_srk();
+    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
+    vault.set(&operator(), "openai-api-key", b"sk-not-planted").unwrap();
+    vault.lock().unwrap();
+    tpm.evict_persistent_srk();
+    let tpm = tpm.restart();
+    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("sealed under the derived key, not the planted one");
+    assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-not-planted");
+}
+
 /// A TPM vault holding one secret, prepared for an update whose boot
 /// extends PCR 4 with 0x5a (another digest than this boot's); with the
 /// PCR 4 that boot will have.

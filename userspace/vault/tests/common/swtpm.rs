@@ -136,6 +136,74 @@ impl Swtpm {
     }
 }
 
+impl Swtpm {
+    /// Someone with the TPM before the box plants a storage key of their own
+    /// at the storage root key's handle, one that may leave the TPM
+    /// (fixedTPM and fixedParent clear: duplicable, its private half can be
+    /// known outside); [`Swtpm::evict_persistent_srk`] takes it out again.
+    pub fn plant_duplicable_srk(&self) {
+        use tss_esapi::attributes::ObjectAttributesBuilder;
+        use tss_esapi::handles::PersistentTpmHandle;
+        use tss_esapi::interface_types::algorithm::PublicAlgorithm;
+        use tss_esapi::interface_types::dynamic_handles::Persistent;
+        use tss_esapi::interface_types::ecc::EccCurve;
+        use tss_esapi::interface_types::resource_handles::{Hierarchy, Provision};
+        use tss_esapi::structures::{EccPoint, PublicBuilder, PublicEccParametersBuilder, SymmetricDefinitionObject};
+        let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
+        let attributes = ObjectAttributesBuilder::new()
+            .with_fixed_tpm(false)
+            .with_fixed_parent(false)
+            .with_sensitive_data_origin(true)
+            .with_user_with_auth(true)
+            .with_no_da(true)
+            .with_restricted(true)
+            .with_decrypt(true)
+            .build()
+            .unwrap();
+        let template = PublicBuilder::new()
+            .with_public_algorithm(PublicAlgorithm::Ecc)
+            .with_name_hashing_algorithm(HashingAlgorithm::Sha256)
+            .with_object_attributes(attributes)
+            .with_ecc_parameters(
+                PublicEccParametersBuilder::new_restricted_decryption_key(
+                    SymmetricDefinitionObject::AES_128_CFB,
+                    EccCurve::NistP256,
+                )
+                .build()
+                .unwrap(),
+            )
+            .with_ecc_unique_identifier(EccPoint::default())
+            .build()
+            .unwrap();
+        context.execute_with_session(Some(AuthSession::Password), |context| {
+            let parent = context
+                .create_primary(Hierarchy::Owner, vault::storage_primary_template().unwrap(), None, None, None, None)
+                .unwrap()
+                .key_handle;
+            let planted = context.create(parent, template, None, None, None, None).unwrap();
+            let loaded = context.load(parent, planted.out_private, planted.out_public).unwrap();
+            let handle = Persistent::Persistent(PersistentTpmHandle::new(0x8100_0001).unwrap());
+            context.evict_control(Provision::Owner, loaded.into(), handle).unwrap();
+        });
+    }
+
+    /// Removes whatever key is persistent at the storage root key's handle
+    /// (the owner's authorisation still empty).
+    pub fn evict_persistent_srk(&self) {
+        use tss_esapi::handles::{PersistentTpmHandle, TpmHandle};
+        use tss_esapi::interface_types::dynamic_handles::Persistent;
+        use tss_esapi::interface_types::resource_handles::Provision;
+        let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
+        let handle = PersistentTpmHandle::new(0x8100_0001).unwrap();
+        let object = context
+            .execute_without_session(|context| context.tr_from_tpm_public(TpmHandle::Persistent(handle)))
+            .unwrap();
+        context.execute_with_session(Some(AuthSession::Password), |context| {
+            context.evict_control(Provision::Owner, object, Persistent::Persistent(handle)).unwrap();
+        });
+    }
+}
+
 impl Drop for Swtpm {
     fn drop(&mut self) {
         self.stop();
