@@ -18,7 +18,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-pg test-ebpf-vm test-vm bench-ebpf fuzz soak clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
 all: image
 
 deps:
@@ -128,6 +128,12 @@ fuzz:
 # part of make test.
 soak: image
 	bash tests/vm/soak.sh
+
+# A fresh box's first boot to ready on a 4 GiB and on a 64 GiB disk in the
+# same run: the first boot's time must not grow with the disk. Not part of
+# make test.
+bench-first-boot: image
+	bash tests/vm/bench-first-boot.sh
 
 # The same VM with the monitor's overhead, event-rate and per-program numbers.
 bench-ebpf: kernel ebpf

@@ -103,7 +103,7 @@ fi
 # cores pushed the first tool call after the power cut past its timeout and
 # U2's boot from 99 s to 177 s.
 phase "boots 3-4"
-CHANGED="$VMS/changed"
+CHANGED="$VMS/changed" CHANGED_DISK_SIZE=6G
 log "boot 3: same data and TPM, a UKI with a changed kernel command line"
 # The VM's disk as it is now (data partition included), with the UKI's
 # embedded command line patched in place on the ESP: same length, so the PE
@@ -127,9 +127,11 @@ changed_cmdline_boots() {
   # /clawfs's TPM2 keyslot is sealed to PCR 4 too: the boot stops at the
   # console asking for the recovery key, with nothing started (no SSH), as
   # long as it is not given; the console is typed at through a socket.
-  # The same disk size as the VM it was copied from: a larger one would grow
-  # the data partition (systemd-repart) under its formatted LUKS2 volume.
-  vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$VM_DISK_SIZE" --console-socket "$CHANGED/console.sock"
+  # The disk 2 GiB larger than the one boot 1 formatted /clawfs on: the
+  # data partition and /clawfs keep their size (clawfs-keys keep-size), and
+  # boot 4 is the second boot on it, which waited on /dev/mapper/clawfs
+  # when the partition grew (specs/clawfs/encryption.md, "A larger disk").
+  vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$CHANGED_DISK_SIZE" --console-socket "$CHANGED/console.sock"
   source "$REPO/tests/vm/changed-cmdline/10-clawfs-console.sh"
   if vm_wait_ready "$BOOT_TIMEOUT"; then
     source "$REPO/tests/vm/changed-cmdline/55-clawfs.sh"
@@ -140,7 +142,7 @@ changed_cmdline_boots() {
     check "clawfs: a byte of a file on /clawfs is flipped on the disk while the box is off" \
       clawfs_flip_byte "$CHANGED/disk.qcow2" "$(cat "$VMS/clawfs-canary.offset" 2>/dev/null)"
     log "boot 4: the changed UKI again, after the reseal, with the edited file"
-    vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$VM_DISK_SIZE"
+    vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$CHANGED_DISK_SIZE"
     if vm_wait_ready "$BOOT_TIMEOUT"; then
       source "$REPO/tests/vm/changed-cmdline/after-reseal-clawfs.sh"
       source "$REPO/tests/vm/changed-cmdline/after-reseal.sh"

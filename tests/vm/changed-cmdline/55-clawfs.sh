@@ -22,3 +22,23 @@ clawfs_reseal() {
       jq -e '[.tokens[] | .type] | sort == [\"systemd-recovery\", \"systemd-tpm2\"]'"
 }
 check "changed cmdline: clawfs-keys reseal with the recovery key seals /clawfs to this boot, one TPM2 keyslot" clawfs_reseal
+# The disk is 2 GiB larger than the one boot 1 formatted /clawfs on
+# (run.sh): repart leaves the data partition as it was, and the journal says
+# what lies unused after it (specs/clawfs/encryption.md, "A larger disk").
+clawfs_partition_kept() {
+  local out
+  out=$(vm_ssh '
+    part=$(basename "$(readlink -f /dev/disk/by-partlabel/clawos-data)")
+    disk=$(basename "$(dirname "$(readlink -f "/sys/class/block/$part")")")
+    echo "unused $(( ($(cat /sys/block/$disk/size) - $(cat /sys/class/block/$part/start) - $(cat /sys/class/block/$part/size)) * 512 / 1048576 ))"
+    echo "partition $(( $(cat /sys/class/block/$part/size) * 512 ))"
+    echo "mapping $(blockdev --getsize64 /dev/mapper/clawfs)"
+    grep "^SizeMaxBytes=" /run/repart.d/50-clawos-data.conf
+    journalctl -b -u systemd-repart -o cat | grep "after the data partition that /clawfs does not use"') || { echo "$out"; return 1; }
+  echo "$out"
+  (( $(awk '/^unused/ {print $2}' <<<"$out") >= 2000 )) || { echo "the partition grew into the new space"; return 1; }
+  grep -qx "SizeMaxBytes=$(awk '/^partition/ {print $2}' <<<"$out")" <<<"$out" || { echo "repart's cap is not the partition's size"; return 1; }
+  awk '/^mapping/ {print $2}' <<<"$out" > "$VMS/clawfs-mapping-size"
+}
+check "clawfs: on a disk made 2 GiB larger, repart leaves the data partition as it was, and the journal says how much lies unused after it" \
+  clawfs_partition_kept

@@ -23,3 +23,13 @@ clawfs_edit_detected() {
   grep -q "^read failed$" <<<"$out" && grep -qE "INTEGRITY AEAD ERROR|[Cc]hecksum failed" <<<"$out"
 }
 check "clawfs: the file edited offline does not read (integrity error), it is never returned changed" clawfs_edit_detected
+# The second boot on the larger disk (boot 3 was the first): when repart
+# grew the partition, this boot's volume took the new size and the boot
+# waited on /dev/mapper/clawfs (specs/clawfs/encryption.md, "A larger disk").
+clawfs_size_kept() {
+  local size
+  [[ -s $VMS/clawfs-mapping-size ]] || { echo "no size from boot 3"; return 1; }
+  size=$(vm_ssh blockdev --getsize64 /dev/mapper/clawfs) || return 1
+  [[ $size == "$(cat "$VMS/clawfs-mapping-size")" ]] || { echo "the mapping is $size bytes, $(cat "$VMS/clawfs-mapping-size") at boot 3"; return 1; }
+}
+check "clawfs: the second boot on the larger disk opens /clawfs at the size it was formatted with" clawfs_size_kept

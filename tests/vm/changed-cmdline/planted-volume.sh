@@ -70,7 +70,7 @@ check "clawfs: a volume made elsewhere and sealed to this boot's PCRs 4+12 is op
   check "clawfs: that volume is written over the data partition while the box is off" clawfs_plant_on_disk
 if (( FAILED == PLANT_FAILED )); then
   log "boot 6: the changed UKI again, its data partition holding the volume made elsewhere"
-  vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$VM_DISK_SIZE" --console-socket "$CHANGED/console.sock"
+  vm_start "$CHANGED/clawos.raw" "$CHANGED" --disk-size "$CHANGED_DISK_SIZE" --console-socket "$CHANGED/console.sock"
   check "clawfs: a volume made elsewhere and sealed to the box's PCRs stays closed: the console says the TPM's anchor does not name it and asks for its recovery key" \
     clawfs_planted_stays_closed
   vm_kill; vm_wait_exit 30 || true
