@@ -29,7 +29,7 @@ for size in 4G 64G; do
     "$size" "${ready[$size]}" "$format" $((partition / 1048576)) $((written / 1048576))
   rm -rf "$state"
 done
-ratio=$(echo "scale=2; ${ready[64G]} / ${ready[4G]}" | bc)
+ratio=$(printf "%.2f" "$(echo "${ready[64G]} / ${ready[4G]}" | bc -l)")
 echo "first boot to ready, 64 GiB against 4 GiB: ${ratio}x"
 (( $(echo "$ratio <= $BENCH_FIRST_BOOT_MAX_RATIO" | bc) )) ||
   die "the first boot grows with the disk: ${ratio}x on a 16x larger disk (at most ${BENCH_FIRST_BOOT_MAX_RATIO}x)"
