@@ -76,6 +76,19 @@ fn tpm_seal_unseal_round_trip() {
     assert!(matches!(Vault::init(cfg, InitProtection::Tpm, &operator()), Err(VaultError::AlreadyInitialized { .. })));
 }
 
+/// A TPM vault in `dir` stores a secret and locks; `between` runs on the
+/// TPM, which then restarts; the vault opens again (`expect` says how) and
+/// the secret reads back.
+fn stored_then_read_after_a_tpm_restart(dir: &Path, tpm: Swtpm, between: impl FnOnce(&Swtpm), expect: &str) {
+    let (mut vault, _) = tpm_vault(dir, &tpm);
+    vault.set(&operator(), "openai-api-key", b"sk-kept").unwrap();
+    vault.lock().unwrap();
+    between(&tpm);
+    let tpm = tpm.restart();
+    let mut vault = open(config(dir, &tpm.tcti())).expect(expect);
+    assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-kept");
+}
+
 /// specs/clawfs/encryption.md, "The volume's anchor": once the box holds
 /// the TPM's owner authorisation, no key can be created under the owner
 /// hierarchy without it; the vault seals and unseals under the storage root
@@ -86,12 +99,7 @@ fn with_the_owner_authorisation_taken_the_vault_uses_the_persistent_storage_root
         return;
     };
     tpm.persist_srk_and_take_ownership();
-    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
-    vault.set(&operator(), "openai-api-key", b"sk-owned").unwrap();
-    vault.lock().unwrap();
-    let tpm = tpm.restart();
-    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("unsealed under the persistent key");
-    assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-owned");
+    stored_then_read_after_a_tpm_restart(temp.path(), tpm, |_| {}, "unsealed under the persistent key");
 }
 
 /// A key planted at the storage root key's handle that could leave the TPM
@@ -104,13 +112,12 @@ fn a_planted_duplicable_key_at_the_storage_root_handle_is_not_sealed_under() {
         return;
     };
     tpm.plant_duplicable_srk();
-    let (mut vault, _) = tpm_vault(temp.path(), &tpm);
-    vault.set(&operator(), "openai-api-key", b"sk-not-planted").unwrap();
-    vault.lock().unwrap();
-    tpm.evict_persistent_srk();
-    let tpm = tpm.restart();
-    let mut vault = open(config(temp.path(), &tpm.tcti())).expect("sealed under the derived key, not the planted one");
-    assert_eq!(vault.get(&operator(), "openai-api-key").unwrap().expose(), b"sk-not-planted");
+    stored_then_read_after_a_tpm_restart(
+        temp.path(),
+        tpm,
+        Swtpm::evict_persistent_srk,
+        "sealed under the derived key, not the planted one",
+    );
 }
 
 /// A TPM vault holding one secret, prepared for an update whose boot

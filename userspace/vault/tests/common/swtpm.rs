@@ -17,6 +17,10 @@ use tss_esapi::interface_types::session_handles::AuthSession;
 use tss_esapi::structures::{Digest, DigestValues};
 use tss_esapi::tcti_ldr::TctiNameConf;
 
+/// Where the storage root key is kept persistent (systemd-tpm2-setup's
+/// handle, which the vault looks at first).
+const SRK_HANDLE: u32 = 0x8100_0001;
+
 /// A swtpm process with its own state directory, killed on drop.
 pub struct Swtpm {
     child: Child,
@@ -129,14 +133,12 @@ impl Swtpm {
         let template = vault::storage_primary_template().unwrap();
         context.execute_with_session(Some(AuthSession::Password), |context| {
             let srk = context.create_primary(Hierarchy::Owner, template, None, None, None, None).unwrap();
-            let handle = Persistent::Persistent(PersistentTpmHandle::new(0x8100_0001).unwrap());
+            let handle = Persistent::Persistent(PersistentTpmHandle::new(SRK_HANDLE).unwrap());
             context.evict_control(Provision::Owner, srk.key_handle.into(), handle).unwrap();
             context.hierarchy_change_auth(AuthHandle::Owner, Auth::try_from(vec![0x0c; 32]).unwrap()).unwrap();
         });
     }
-}
 
-impl Swtpm {
     /// Someone with the TPM before the box plants a storage key of their own
     /// at the storage root key's handle, one that may leave the TPM
     /// (fixedTPM and fixedParent clear: duplicable, its private half can be
@@ -182,7 +184,7 @@ impl Swtpm {
                 .key_handle;
             let planted = context.create(parent, template, None, None, None, None).unwrap();
             let loaded = context.load(parent, planted.out_private, planted.out_public).unwrap();
-            let handle = Persistent::Persistent(PersistentTpmHandle::new(0x8100_0001).unwrap());
+            let handle = Persistent::Persistent(PersistentTpmHandle::new(SRK_HANDLE).unwrap());
             context.evict_control(Provision::Owner, loaded.into(), handle).unwrap();
         });
     }
@@ -194,7 +196,7 @@ impl Swtpm {
         use tss_esapi::interface_types::dynamic_handles::Persistent;
         use tss_esapi::interface_types::resource_handles::Provision;
         let mut context = tss_esapi::Context::new(TctiNameConf::from_str(&self.tcti()).unwrap()).unwrap();
-        let handle = PersistentTpmHandle::new(0x8100_0001).unwrap();
+        let handle = PersistentTpmHandle::new(SRK_HANDLE).unwrap();
         let object = context
             .execute_without_session(|context| context.tr_from_tpm_public(TpmHandle::Persistent(handle)))
             .unwrap();
