@@ -205,7 +205,8 @@ vm_wait_console() {
     sleep 2
   done
   echo "the console did not show '$regex' $count time(s) within $3 s; its last lines:"
-  sed 's/\x1b\[[0-9;]*[a-zA-Z]//g; s/\r/\n/g' "$VM_SERIAL" | grep -av '^[[:space:]]*$' | tail -n 4 | cut -c1-200 | sed 's/^/    /'
+  sed 's/\x1b\[[0-9;]*[a-zA-Z]//g; s/\r/\n/g' "$VM_SERIAL" | grep -av '^[[:space:]]*$' | tail -n 4 | cut -c1-200 |
+    sed 's/[[:cntrl:]]/?/g; s/^/    /'
   return 1
 }
 
