@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::LogitsProcessor;
-use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -17,6 +16,9 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, Tokenizer};
+
+use crate::llama::{Llama, MAX_SEQ_LEN};
+use crate::prefix::Prefixes;
 
 /// GGUF token type of control tokens (`<|im_start|>`, `<|endoftext|>`...).
 const TOKEN_TYPE_CONTROL: i32 = 3;
@@ -161,8 +163,10 @@ pub struct Model {
     /// shared), with its own KV cache; the attention masks a clone caches
     /// for its prompt lengths go away with it instead of piling up for
     /// every length ever seen.
-    weights: ModelWeights,
+    weights: Llama,
     weights_kept: Weights,
+    /// System turns' states on disk ([`crate::prefix`]).
+    prefixes: Prefixes,
     /// The last answer's state, for a prompt that continues it.
     last: std::sync::Mutex<Option<State>>,
     /// The states of recent system turns, for a new conversation that
@@ -266,8 +270,15 @@ pub fn gguf_path(dir: &Path) -> Result<PathBuf, String> {
 }
 
 impl Model {
-    /// Loads the single `.gguf` file of `dir`: weights, vocabulary, merges.
+    /// Loads the single `.gguf` file of `dir`: weights, vocabulary, merges;
+    /// the system turns' states it computes are not kept on disk.
     pub fn load(dir: &Path) -> Result<Self, LoadError> {
+        Self::load_with_cache(dir, None)
+    }
+
+    /// As [`Model::load`], keeping the system turns' states it computes in
+    /// `cache`, a directory and its cap in bytes ([`crate::prefix`]).
+    pub fn load_with_cache(dir: &Path, cache: Option<(PathBuf, u64)>) -> Result<Self, LoadError> {
         let weights_kept = choose_weights();
         let fail = |reason: String| LoadError { dir: dir.to_owned(), reason };
         let path = gguf_path(dir).map_err(fail)?;
@@ -302,10 +313,21 @@ impl Model {
         stop_tokens.dedup();
         let trained = get("llama.context_length")?.to_u32().map_err(|e| fail_file(e.to_string()))? as usize;
         let device = Device::Cpu;
-        let weights = ModelWeights::from_gguf(content, &mut file, &device).map_err(|e| fail_file(e.to_string()))?;
+        // The file's hash names its states; read beside the weights (the
+        // page cache serves both).
+        let (weights, sha256) = std::thread::scope(|scope| {
+            let sha256 = scope.spawn(|| crate::prefix::file_sha256(&path));
+            let weights = Llama::from_gguf(content, &mut file, &device);
+            (weights, sha256.join())
+        });
+        let weights = weights.map_err(|e| fail_file(e.to_string()))?;
+        let sha256 = sha256
+            .map_err(|_| fail_file("hashing it panicked".into()))?
+            .map_err(|e| fail_file(format!("hashing it: {e}")))?;
         Ok(Model {
             weights,
             weights_kept,
+            prefixes: Prefixes::new(sha256, weights_kept.name(), dir, cache),
             last: std::sync::Mutex::new(None),
             systems: std::sync::Mutex::new(VecDeque::new()),
             tokenizer,
@@ -409,6 +431,7 @@ impl Model {
                         systems.push_front(system);
                         Some(state)
                     })
+                    .or_else(|| self.system_from_file(prompt))
                     // A clone of the weights shares their tensors: an empty cache.
                     .unwrap_or_else(|| State { weights: self.weights.clone(), fed: Vec::new() })
             }
@@ -434,10 +457,47 @@ impl Model {
         rest.iter().position(|&token| token == self.im_start).map(|at| at + 1)
     }
 
-    /// Keeps `state`, which has just read a system turn, most recently
-    /// used first; the oldest go beyond [`SYSTEM_STATES`] states or
-    /// [`SYSTEM_STATE_TOKENS`] tokens in all.
+    /// The state of `prompt`'s system turn from its file, if one holds it
+    /// and something follows the turn; kept in memory as a computed one.
+    fn system_from_file(&self, prompt: &[u32]) -> Option<State> {
+        let end = self.system_end(prompt).filter(|&end| end < prompt.len())?;
+        let fed = prompt[..end].to_vec();
+        let weights = self.prefixes.load(&fed, &self.weights)?;
+        let state = State { weights, fed };
+        self.remember_system(&state);
+        Some(state)
+    }
+
+    /// The state of a system turn saying `content`, computed and written
+    /// to `dir` under the name a conversation starting with that turn
+    /// looks for (the image's states: `clawos-model-server --prefill`).
+    pub fn write_system_state(&self, content: &str, dir: &Path) -> Result<PathBuf, String> {
+        let message = Message { role: "system".into(), content: content.into() };
+        let prompt = self.prompt(&[message])?;
+        let end = self.system_end(&prompt).ok_or("the prompt has no system turn")?;
+        let fed = &prompt[..end];
+        let mut weights = self.weights.clone();
+        let input = Tensor::new(fed, &self.device).and_then(|t| t.unsqueeze(0)).map_err(|e| e.to_string())?;
+        weights.forward(&input, 0).map_err(|e| e.to_string())?;
+        let cache = weights.kv_cache().ok_or("no state after the turn")?;
+        crate::prefix::write(dir, &self.prefixes.file_name(fed), fed, &cache)
+    }
+
+    /// Keeps `state`, which has just read a system turn, in memory
+    /// ([`Model::remember_system`]) and on disk: written by a thread of its
+    /// own, so the answer does not wait for the disk.
     fn keep_system(&self, state: &State) {
+        self.remember_system(state);
+        if let Some(cache) = state.weights.kv_cache() {
+            let (prefixes, fed) = (self.prefixes.clone(), state.fed.clone());
+            std::thread::spawn(move || prefixes.keep(&fed, &cache));
+        }
+    }
+
+    /// Keeps `state` in memory, most recently used first; the oldest go
+    /// beyond [`SYSTEM_STATES`] states or [`SYSTEM_STATE_TOKENS`] tokens
+    /// in all.
+    fn remember_system(&self, state: &State) {
         let Ok(mut systems) = self.systems.lock() else { return };
         systems.retain(|kept| kept.fed != state.fed);
         systems.push_front(state.clone());
@@ -559,7 +619,7 @@ impl Model {
 /// exactly the tokens of `fed`, at positions 0..fed.len().
 #[derive(Clone)]
 struct State {
-    weights: ModelWeights,
+    weights: Llama,
     fed: Vec<u32>,
 }
 

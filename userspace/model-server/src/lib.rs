@@ -6,12 +6,15 @@
 //!
 //! [`engine`] owns the model: loading the file, the tokenizer built from the
 //! file's own vocabulary and merges, the ChatML prompt, sampling and the
-//! text of an answer as it grows. [`api`] owns the subset of the OpenAI API
+//! text of an answer as it grows; [`llama`] the forward pass and its KV
+//! cache, [`prefix`] the system turns' states kept on disk. [`api`] owns the subset of the OpenAI API
 //! served and its checks; [`server`] the HTTP routes, the queue (one answer
 //! at a time) and the streams. None of it knows about agents or IPC.
 
 pub mod api;
 pub mod engine;
+pub mod llama;
+pub mod prefix;
 pub mod server;
 
 /// Where the image installs the model.

@@ -29,12 +29,14 @@
 //!
 //! Must not own: which model an agent uses, retries and fallbacks, tool
 //! calls parsed from text, tokens counted against an agent's limits (all
-//! agent-loop's); any file besides the model, which it only reads.
+//! agent-loop's); any file besides the model, which it only reads, and its
+//! cache of system turns' states (`prefix.rs`), which it writes.
 //!
 //! A crash costs the answer in progress: its stream ends without `[DONE]`,
 //! which agent-loop reports as an interrupted answer; systemd restarts the
 //! server within a second (Restart=on-failure) and the next request loads
-//! the model again (about a second). Nothing is stored, so nothing is lost.
+//! the model again (about a second). Nothing but the cache of states is
+//! stored, and a state cut by the crash is read as a miss: nothing is lost.
 
 use std::io::IsTerminal;
 use std::os::unix::fs::PermissionsExt;
@@ -60,6 +62,30 @@ struct Options {
     /// The directory holding the model's one .gguf file.
     #[arg(long, value_name = "DIR", default_value = IMAGE_MODEL_DIR)]
     model_dir: PathBuf,
+    /// Keep the state of each system turn read in DIR, so a conversation
+    /// starting with it after a restart reads only what follows
+    /// (specs/agent/local-model.md, "The prompt's prefix").
+    #[arg(long, value_name = "DIR")]
+    prefix_cache: Option<PathBuf>,
+    /// What --prefix-cache may hold, in MiB; the least recently used
+    /// states go first.
+    #[arg(long, value_name = "MIB", default_value_t = model_server::prefix::DEFAULT_CACHE_BYTES >> 20)]
+    prefix_cache_mib: u64,
+    /// Do not serve: write the state of a system turn saying the text of
+    /// FILE into DIR, where a server of this model and weights finds it
+    /// (the image build's, for the default agent's system prompt).
+    #[arg(long, num_args = 2, value_names = ["FILE", "DIR"])]
+    prefill: Option<Vec<PathBuf>>,
+}
+
+/// `--prefill FILE DIR`: loads the model, writes the state, says its file.
+fn prefill(model_dir: &std::path::Path, text: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+    let content = std::fs::read_to_string(text).map_err(|e| format!("reading {}: {e}", text.display()))?;
+    let model = model_server::engine::Model::load(model_dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let path = model.write_system_state(&content, out)?;
+    info!(file = %path.display(), weights = model.weights().name(), "a system turn's state written");
+    Ok(())
 }
 
 /// tracing to stderr; under systemd that is the journal, which stamps the
@@ -100,6 +126,15 @@ fn main() -> ExitCode {
     let activated = clawos_runtime::systemd::activated_listener();
     // Sets an environment variable: before any other thread exists.
     let weights = model_server::engine::choose_weights();
+    if let Some([text, out]) = options.prefill.as_deref() {
+        return match prefill(&options.model_dir, text, out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => {
+                error!(%failure, "--prefill");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // One thread serves HTTP; the model runs on tokio's blocking threads
     // (and candle's own for the matrix products).
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -133,7 +168,8 @@ fn main() -> ExitCode {
         );
         // Not under systemd (no NOTIFY_SOCKET): nothing to tell.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-        Server::new(options.model_dir).serve(listener).await;
+        let cache = options.prefix_cache.map(|dir| (dir, options.prefix_cache_mib << 20));
+        Server::with_options(options.model_dir, Default::default(), cache).serve(listener).await;
         ExitCode::SUCCESS
     })
 }

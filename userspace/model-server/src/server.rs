@@ -64,6 +64,9 @@ impl Default for Limits {
 pub struct Server {
     model_dir: PathBuf,
     limits: Limits,
+    /// Where the system turns' states it computes are kept, and the cap
+    /// in bytes ([`crate::prefix`]).
+    prefix_cache: Option<(PathBuf, u64)>,
     /// Whoever holds the lock is the one answer running; tokio's mutex
     /// serves waiters in order. None until a load succeeds.
     model: Arc<Mutex<Option<Arc<Model>>>>,
@@ -86,9 +89,17 @@ impl Server {
 
     /// A server of the model in `model_dir` with `limits`.
     pub fn with_limits(model_dir: impl Into<PathBuf>, limits: Limits) -> Arc<Self> {
+        Self::with_options(model_dir, limits, None)
+    }
+
+    /// A server of the model in `model_dir` with `limits`, keeping the
+    /// states of the system turns it reads in `prefix_cache` (a
+    /// directory and its cap in bytes).
+    pub fn with_options(model_dir: impl Into<PathBuf>, limits: Limits, prefix_cache: Option<(PathBuf, u64)>) -> Arc<Self> {
         Arc::new(Server {
             model_dir: model_dir.into(),
             limits,
+            prefix_cache,
             model: Arc::new(Mutex::new(None)),
             loaded: AtomicBool::new(false),
             busy: AtomicBool::new(false),
@@ -207,10 +218,10 @@ impl Server {
         if let Some(model) = slot.as_ref() {
             return Ok(model.clone());
         }
-        let dir = self.model_dir.clone();
+        let (dir, cache) = (self.model_dir.clone(), self.prefix_cache.clone());
         info!(dir = %dir.display(), "loading the model");
         let started = Instant::now();
-        let loaded = tokio::task::spawn_blocking(move || Model::load(&dir)).await;
+        let loaded = tokio::task::spawn_blocking(move || Model::load_with_cache(&dir, cache)).await;
         let failure = |message: String| ApiError {
             status: 503,
             kind: "server_error",

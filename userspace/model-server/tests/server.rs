@@ -43,6 +43,11 @@ struct TestServer {
 
 impl TestServer {
     fn start(model_dir: PathBuf) -> Self {
+        Self::start_keeping(model_dir, None)
+    }
+
+    /// A server keeping the system turns' states it reads in `prefix_cache`.
+    fn start_keeping(model_dir: PathBuf, prefix_cache: Option<PathBuf>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("api.sock");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -54,7 +59,7 @@ impl TestServer {
                 let listener = tokio::net::UnixListener::bind(&path).unwrap();
                 ready.send(()).unwrap();
                 tokio::select! {
-                    () = Server::new(model_dir).serve(listener) => {}
+                    () = Server::with_options(model_dir, Default::default(), prefix_cache.map(|dir| (dir, 64 << 20))).serve(listener) => {}
                     _ = stopped => {}
                 }
             });
@@ -439,6 +444,77 @@ async fn a_new_conversation_reuses_the_state_of_its_system_turn() {
     let (_, again) = call(socket, Method::POST, "/v1/chat/completions", &ask("Name a fruit.")).await;
     assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], cached, "{again}");
     assert_eq!(again["choices"][0]["message"]["content"], first["choices"][0]["message"]["content"], "{again} {first}");
+}
+
+/// `body` asked of `server` once: the tokens read from a state, and the answer.
+async fn answer_and_cached(server: TestServer, body: &str) -> (u64, Value) {
+    let (status, answer) = call(&server.socket, Method::POST, "/v1/chat/completions", body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let cached = answer["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap();
+    (cached, answer["choices"][0]["message"]["content"].clone())
+}
+
+/// The state of a system turn outlives the server that read it: kept in
+/// its cache directory, read by the next server (as after the unit's idle
+/// exit or a crash), or shipped beside the model (the image's, written by
+/// `--prefill`); the answer is the one of a server that read it whole. A
+/// cut file is a miss, removed and written again.
+#[tokio::test]
+async fn a_system_turns_state_outlives_the_server() {
+    let system = "You are a patient assistant on a box of your own. Answer in one short sentence.";
+    let ask = chat_body(
+        "",
+        json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Name a tree."}], "max_tokens": 10}),
+    );
+    let chat = |server: TestServer| answer_and_cached(server, &ask);
+    let states = |dir: &Path| -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        let paths = entries.map(|entry| entry.unwrap().path());
+        paths.filter(|path| path.extension().is_some_and(|e| e == "safetensors")).collect()
+    };
+    let kept_in = |dir: PathBuf| async move {
+        // Written by a thread of its own after the turn is read.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while states(&dir).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        states(&dir)
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let (cached, whole) = chat(TestServer::start_keeping(model_dir(), Some(cache.path().into()))).await;
+    assert_eq!(cached, 0);
+    let kept = kept_in(cache.path().into()).await;
+    assert_eq!(kept.len(), 1, "{kept:?}");
+
+    let (cached, answer) = chat(TestServer::start_keeping(model_dir(), Some(cache.path().into()))).await;
+    assert!(cached > 15, "the next server read the system turn again: {cached} tokens from the cache");
+    assert_eq!(answer, whole);
+    // A server without the cache reads it whole.
+    assert_eq!(chat(TestServer::start(model_dir())).await, (0, whole.clone()));
+
+    // Cut (a power loss in the middle of a write that was not atomic):
+    // read as a miss and replaced.
+    let file = std::fs::OpenOptions::new().write(true).open(&kept[0]).unwrap();
+    file.set_len(file.metadata().unwrap().len() / 2).unwrap();
+    drop(file);
+    let (cached, answer) = chat(TestServer::start_keeping(model_dir(), Some(cache.path().into()))).await;
+    assert_eq!((cached, &answer), (0, &whole), "a cut state is not used");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&kept[0]).map(|m| m.len()).unwrap_or(0) < 1024 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (cached, _) = chat(TestServer::start_keeping(model_dir(), Some(cache.path().into()))).await;
+    assert!(cached > 15, "the cut state was written again whole");
+
+    // Shipped beside the model: a directory of its own with the same file.
+    let shipped = tempfile::tempdir().unwrap();
+    let gguf = model_server::engine::gguf_path(&model_dir()).unwrap();
+    std::os::unix::fs::symlink(&gguf, shipped.path().join(gguf.file_name().unwrap())).unwrap();
+    let prefixes = shipped.path().join(model_server::prefix::SHIPPED_DIR);
+    std::fs::create_dir(&prefixes).unwrap();
+    Model::load(shipped.path()).unwrap().write_system_state(system, &prefixes).unwrap();
+    let (cached, answer) = chat(TestServer::start(shipped.path().into())).await;
+    assert!(cached > 15 && answer == whole, "{cached} {answer} {whole}");
 }
 
 #[test]
