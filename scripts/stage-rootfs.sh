@@ -27,6 +27,20 @@ install -m 0644 "$OUT"/models/all-minilm-l6-v2/{config.json,model.safetensors,to
 # its one GGUF file.
 mkdir -p "$X/usr/share/clawos/models/smollm2-135m-instruct"
 install -m 0644 "$OUT"/models/smollm2-135m-instruct/*.gguf "$X/usr/share/clawos/models/smollm2-135m-instruct/"
+# The state of the default agent's system turn beside it (specs/agent/local-model.md,
+# "The prompt's prefix"), so a fresh box's first chat reads only its own tokens
+# (the prompt: clawos-agent-prompt, the box's own code; a build tool, not shipped).
+# One per form of the weights a box may keep: f16 on a CPU with F16C and AVX2,
+# 4-bit blocks without (the boot tests' emulated CPU). One thread: the sums of a
+# matrix product split over threads round differently with their number, and the
+# files are inputs of the image's digest.
+"$TARGET/clawos-agent-prompt" default > "$OUT/default-agent-prompt.txt"
+for f16 in 0 1; do
+  CANDLE_DEQUANTIZE_ALL_F16=$f16 RAYON_NUM_THREADS=1 RUST_LOG=warn "$TARGET/clawos-model-server" \
+    --model-dir "$OUT/models/smollm2-135m-instruct" \
+    --prefill "$OUT/default-agent-prompt.txt" "$X/usr/share/clawos/models/smollm2-135m-instruct/prefixes"
+done
+chmod 0644 "$X"/usr/share/clawos/models/smollm2-135m-instruct/prefixes/*
 cp "$OUT/kernel/source" "$X/usr/lib/clawos/kernel-source"
 cp "$OUT/kernel/release" "$X/usr/lib/clawos/kernel-release"
 

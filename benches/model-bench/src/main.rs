@@ -8,8 +8,11 @@
 //! work; the best of R rounds (default 3) is kept, so a burst of load from
 //! elsewhere skews one round, not the result. Last, once, a prompt that
 //! fills the context window but for the N tokens: the peak memory the unit's
-//! MemoryMax must allow. The numbers of specs/agent/local-model.md come
-//! from here.
+//! MemoryMax must allow. First, once, a fresh box's first chat: the default
+//! agent's system prompt (`--system FILE`, default out/default-agent-prompt.txt,
+//! which `make image` writes with clawos-agent-prompt) with its state read
+//! from the file the image ships, and "Hello, who are you?". The numbers of
+//! specs/agent/local-model.md come from here.
 //!
 //! The model directory defaults to `CLAWOS_SMOLLM2_DIR`, then
 //! out/models/smollm2-135m-instruct (`make models`).
@@ -34,6 +37,7 @@ fn main() {
     let mut dir = std::env::var_os("CLAWOS_SMOLLM2_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| clawos_test_require::package_path("../../out/models/smollm2-135m-instruct"));
+    let mut system = clawos_test_require::package_path("../../out/default-agent-prompt.txt");
     let (mut tokens, mut rounds) = (128usize, 3usize);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -42,8 +46,9 @@ fn main() {
             "--model-dir" => dir = value().into(),
             "--tokens" => tokens = value().parse().expect("--tokens N"),
             "--rounds" => rounds = value().parse().expect("--rounds R"),
+            "--system" => system = value().into(),
             _ => {
-                eprintln!("usage: model-bench [--model-dir DIR] [--tokens N] [--rounds R]");
+                eprintln!("usage: model-bench [--model-dir DIR] [--tokens N] [--rounds R] [--system FILE]");
                 std::process::exit(2);
             }
         }
@@ -76,6 +81,7 @@ fn main() {
         frequency_penalty: 0.0,
         presence_penalty: 0.0,
     };
+    first_chat(&model, &dir, &system, &generation);
     let short = vec![Message {
         role: "user".into(),
         content: "Explain what an operating system does, in a few sentences.".into(),
@@ -142,4 +148,49 @@ fn main() {
         }
     }
     println!("RSS now {:.0} MiB, peak {:.0} MiB", memory_mib("VmRSS"), memory_mib("VmHWM"));
+}
+
+/// A fresh box's first chat: `system` (the default agent's prompt) with its
+/// state written as the image ships it, read by a model that never read
+/// the turn (loaded anew from a directory holding the model and the state).
+fn first_chat(model: &Model, dir: &std::path::Path, system: &std::path::Path, generation: &Generation) {
+    let content = std::fs::read_to_string(system)
+        .unwrap_or_else(|e| panic!("{}: {e} (make image writes it; or give --system FILE)", system.display()));
+    let fresh = std::env::temp_dir().join(format!("model-bench-{}", std::process::id()));
+    let prefixes = fresh.join(model_server::prefix::SHIPPED_DIR);
+    std::fs::create_dir_all(&prefixes).unwrap();
+    let gguf = model_server::engine::gguf_path(dir).unwrap();
+    std::os::unix::fs::symlink(&gguf, fresh.join(gguf.file_name().unwrap())).unwrap();
+    let started = Instant::now();
+    let file = model.write_system_state(&content, &prefixes).unwrap();
+    let written = started.elapsed();
+    let size = std::fs::metadata(&file).map_or(0, |m| m.len());
+    let started = Instant::now();
+    let box_model = Model::load(&fresh).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = started.elapsed();
+    let messages = [
+        Message { role: "system".into(), content },
+        Message { role: "user".into(), content: "Hello, who are you?".into() },
+    ];
+    let prompt = box_model.prompt(&messages).unwrap();
+    let outcome = box_model.generate(&prompt, generation, &mut |_| true).unwrap();
+    println!(
+        "first chat of a fresh box: {} tokens of which {} from the shipped state ({:.1} MiB, written in {:.0} ms); \
+         load {:.2} s; time to first token {:.0} ms (the state's file read included)",
+        outcome.prompt_tokens,
+        outcome.cached_tokens,
+        size as f64 / 1048576.0,
+        written.as_secs_f64() * 1000.0,
+        loaded.as_secs_f64(),
+        outcome.time_to_first_token.as_secs_f64() * 1000.0,
+    );
+    // The next new conversation finds the state in memory.
+    let again = box_model.generate(&prompt, generation, &mut |_| true).unwrap();
+    println!(
+        "  the same chat again, the state in memory: {} tokens of which {} reused; time to first token {:.0} ms",
+        again.prompt_tokens,
+        again.cached_tokens,
+        again.time_to_first_token.as_secs_f64() * 1000.0,
+    );
+    let _ = std::fs::remove_dir_all(&fresh);
 }

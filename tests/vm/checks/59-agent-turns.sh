@@ -7,6 +7,31 @@
 # component that owns it, then answers. A cost limit stops the next turn
 # before its request is sent.
 
+# A fresh box's first chat (specs/agent/local-model.md, "The prompt's
+# prefix"): the image ships the state of the default agent's system turn, so
+# the model reads only the chat's own turn. The agent's config is the one a
+# fresh box has but for a short greedy answer (neither is in the system
+# prompt); the model server has not run yet (check 58 says so), so the state
+# comes from the image's file, not from memory.
+check "agent turns: a fresh box's default agent reads only its first chat's own tokens (the state of its system prompt ships in the image) and answers" vm_ssh '
+  set -e
+  ls /usr/share/clawos/models/smollm2-135m-instruct/prefixes/*.safetensors >/dev/null
+  test ! -e /clawfs/agents/default/config.toml && test "$(systemctl show -P ActiveState clawos-model.service)" = inactive
+  trap "rm -f /clawfs/agents/default/config.toml" EXIT
+  printf "[model]\nmax_tokens = 16\ntemperature = 0\n[limits]\nmax_seconds = 600\n" > /clawfs/agents/default/config.toml
+  start=$(date +%s%N)
+  out=$(clawctl chat --agent default -m "Hello, who are you?" --json) || { echo "$out"; exit 1; }
+  echo $(( ($(date +%s%N) - start) / 1000000 )) > /run/clawos-test-default.ms
+  echo "$out" | jq -e ".status == \"done\" and (.answer | test(\"[A-Za-z]\"))" >/dev/null || { echo "$out"; exit 1; }
+  log=$(journalctl -o cat _SYSTEMD_INVOCATION_ID=$(systemctl show -P InvocationID clawos-model.service))
+  echo "$log" | grep -q "state read from its file.*/usr/share/clawos/models/smollm2-135m-instruct/prefixes/" || { echo "$log"; exit 1; }
+  answered=$(echo "$log" | grep " answered " | tail -n 1) && echo "$answered" > /run/clawos-test-default.answered
+  prompt=$(echo "$answered" | grep -o "prompt_tokens=[0-9]*" | cut -d= -f2)
+  cached=$(echo "$answered" | grep -o "cached_tokens=[0-9]*" | cut -d= -f2)
+  # The system turn is about 110 tokens, the turn of the chat 13.
+  test "$cached" -ge 100 && test $((prompt - cached)) -le 20 || { echo "$answered"; exit 1; }'
+log "in-box model, a fresh box's first chat (16 tokens at most, model load included): $(vm_ssh 'cat /run/clawos-test-default.ms' 2>/dev/null || echo '?') ms; $(vm_ssh 'cat /run/clawos-test-default.answered' 2>/dev/null)"
+
 # The in-box model (specs/agent/local-model.md): no key, no network, loaded
 # at the first request. A short answer keeps the emulated CPU's time down;
 # the limit is the agent's own max_tokens. Greedy (temperature 0), so the
@@ -25,10 +50,25 @@ check "agent turns: the in-box model answers a chat sensibly (asked to say hello
   out=$(clawctl chat --agent vm-local -m "Say hello in five words." --json) || { echo "$out"; exit 1; }
   echo $(( ($(date +%s%N) - start) / 1000000 )) > /run/clawos-test-local.ms
   echo "$out" | jq -e ".status == \"done\" and (.answer | ascii_downcase | test(\"\\\\bhello\\\\b\")) and .output_tokens <= 12 and .output_tokens > 0" >/dev/null ||
-    { echo "$out"; exit 1; }
-  clawctl agent rm vm-local >/dev/null'
+    { echo "$out"; exit 1; }'
 log "in-box model: first answer of 12 tokens at most, model load included: $(vm_ssh 'cat /run/clawos-test-local.ms' 2>/dev/null || echo '?') ms"
 log "in-box model in the VM: $(vm_ssh 'journalctl -u clawos-model -o cat | grep -E "model loaded|answered" | tail -n 2 | tr "\n" " "' 2>/dev/null)"
+
+# The state of vm-local's system turn, read above, was kept in the server's
+# cache directory on the data partition: a restarted server (as after its
+# idle exit, a crash or a reboot) reads it from there.
+check "agent turns: a system prompt's state outlives the model server: restarted, it reads vm-local's from its cache directory and only the next chat's own tokens" vm_ssh '
+  set -e
+  trap "clawctl agent rm vm-local >/dev/null" EXIT
+  test -n "$(find /var/cache/clawos/model -maxdepth 1 -name "*.safetensors" -user clawos-model -perm 0600)"
+  systemctl stop clawos-model.service
+  out=$(clawctl chat --agent vm-local -m "Say hello in five words." --json) || { echo "$out"; exit 1; }
+  log=$(journalctl -o cat _SYSTEMD_INVOCATION_ID=$(systemctl show -P InvocationID clawos-model.service))
+  echo "$log" | grep -q "state read from its file.*/var/cache/clawos/model/" || { echo "$log"; exit 1; }
+  answered=$(echo "$log" | grep " answered " | tail -n 1)
+  prompt=$(echo "$answered" | grep -o "prompt_tokens=[0-9]*" | cut -d= -f2)
+  cached=$(echo "$answered" | grep -o "cached_tokens=[0-9]*" | cut -d= -f2)
+  test "$cached" -ge 20 && test $((prompt - cached)) -le 20 || { echo "$answered"; exit 1; }'
 
 SCRIPTED_PORT=18080
 SCRIPTED=/run/clawos-test/clawos-scripted-provider

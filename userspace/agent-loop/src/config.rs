@@ -305,10 +305,11 @@ fn default_summary_input() -> u64 {
 pub struct ToolsConfig {
     /// Tool names the agent may call: built-in (`file_read`, `file_write`,
     /// `file_list`, `memory_store`, `memory_recall`, `memory_forget`,
-    /// `memory_search`) and installed WASM tools; `"*"` for
-    /// all. Default all.
-    #[serde(default = "default_allow")]
-    pub allow: Vec<String>,
+    /// `memory_search`) and installed WASM tools; `"*"` for all. Default
+    /// all, or none when the agent thinks with the in-box model
+    /// ([`AgentConfig::allows_tool`]).
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
     /// A tool result longer than this many bytes is cut, with a note
     /// saying so. Default 16384.
     #[serde(default = "default_max_result")]
@@ -324,16 +325,6 @@ impl Default for ToolsConfig {
     }
 }
 
-impl ToolsConfig {
-    /// Whether the agent may call `name`.
-    pub fn allows(&self, name: &str) -> bool {
-        self.allow.iter().any(|allowed| allowed == "*" || allowed == name)
-    }
-}
-
-fn default_allow() -> Vec<String> {
-    vec!["*".into()]
-}
 fn default_max_result() -> usize {
     16_384
 }
@@ -447,6 +438,19 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
+    /// Whether the agent may call tool `name`: as `[tools] allow` says or,
+    /// without it, every tool unless the agent thinks with the in-box
+    /// model, which calls none reliably and would read every tool's
+    /// description at the start of each prompt (specs/agent/local-model.md:
+    /// hundreds of tokens, minutes on a slow CPU, and a system prompt the
+    /// image could not ship the state of).
+    pub fn allows_tool(&self, name: &str) -> bool {
+        match &self.tools.allow {
+            Some(allow) => allow.iter().any(|allowed| allowed == "*" || allowed == name),
+            None => self.model.provider != LOCAL_PROVIDER,
+        }
+    }
+
     /// Parses `text`; the error names the file's line and the offending key.
     pub fn parse(text: &str) -> Result<AgentConfig, Error> {
         // One line (the line number and what is wrong), so `clawctl agent
@@ -539,6 +543,11 @@ max_seconds = 300
 # max_cost_per_day_usd = 1.0
 # max_cost_per_month_usd = 20.0
 
+[tools]
+# Every tool when [model] names a remote model; none with the in-box model,
+# which calls none reliably. Name them (or "*" for all) to choose:
+# allow = ["file_read", "memory_search"]
+
 [persona]
 # Tokens for the brain files (soul.md, identity.md, aieos.json, user.md,
 # instructions/*.md) in the system prompt; what does not fit is left out
@@ -564,6 +573,24 @@ mod tests {
         assert_eq!(config.model.route(), Route { provider: LOCAL_PROVIDER.into(), model: LOCAL_MODEL.into() });
         assert_eq!(config.limits, Limits::default());
         assert_eq!(AgentConfig::parse("").unwrap().model.route(), config.model.route());
+    }
+
+    /// Without `[tools] allow`: no tool on the in-box model, every tool on
+    /// a remote one; with it, what it names.
+    #[test]
+    fn the_tools_allowed_follow_the_model_unless_named() {
+        let remote = "[model]\nprovider = \"r\"\nmodel = \"m\"\n[providers.r]\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n";
+        for (text, file_read, web_fetch) in [
+            ("", false, false),
+            (DEFAULT_CONFIG, false, false),
+            ("[tools]\nallow = [\"*\"]\n", true, true),
+            ("[tools]\nallow = [\"file_read\"]\n", true, false),
+            (remote, true, true),
+            (&format!("{remote}[tools]\nallow = []\n"), false, false),
+        ] {
+            let config = AgentConfig::parse(text).unwrap();
+            assert_eq!((config.allows_tool("file_read"), config.allows_tool("web-fetch")), (file_read, web_fetch), "{text}");
+        }
     }
 
     #[test]

@@ -356,7 +356,7 @@ fn scoped_config(parent: &AgentConfig, args: &Args, tools: &[Tool]) -> AgentConf
         (asked, own) => asked.or(own),
     };
     config.autonomy.level = args.autonomy.map_or(parent.autonomy.level, |level| level.min(parent.autonomy.level));
-    config.tools.allow = tools.iter().map(|tool| tool.spec.name.clone()).collect();
+    config.tools.allow = Some(tools.iter().map(|tool| tool.spec.name.clone()).collect());
     config
 }
 

@@ -393,7 +393,7 @@ async fn run_turn(
         Err(why) => return turn::failed_to_start(&store, session_id, turn_id, message, &why.to_string()),
     };
     // Only the allowed tools can be called, whatever name the model writes.
-    let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| config.tools.allows(&tool.spec.name)).collect();
+    let allowed: Vec<tools::Tool> = all.into_iter().filter(|tool| config.allows_tool(&tool.spec.name)).collect();
     let specs: Vec<_> = allowed.iter().map(|tool| tool.spec.clone()).collect();
     let dir = db.parent().unwrap_or(Path::new("/"));
     let budget = config.persona.budget_tokens;

@@ -849,7 +849,7 @@ pub fn abandon(store: &Store, session_id: &str, turn_id: &str, why: &str) -> Tur
 
 /// The tool specs the model is told about: the allowed ones.
 pub fn allowed_specs(config: &AgentConfig, tools: &[Tool]) -> Vec<ToolSpec> {
-    tools.iter().filter(|tool| config.tools.allows(&tool.spec.name)).map(|tool| tool.spec.clone()).collect()
+    tools.iter().filter(|tool| config.allows_tool(&tool.spec.name)).map(|tool| tool.spec.clone()).collect()
 }
 
 #[cfg(test)]
