@@ -579,7 +579,8 @@ mod tests {
     /// a remote one; with it, what it names.
     #[test]
     fn the_tools_allowed_follow_the_model_unless_named() {
-        let remote = "[model]\nprovider = \"r\"\nmodel = \"m\"\n[providers.r]\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n";
+        let remote =
+            "[model]\nprovider = \"r\"\nmodel = \"m\"\n[providers.r]\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n";
         for (text, file_read, web_fetch) in [
             ("", false, false),
             (DEFAULT_CONFIG, false, false),
@@ -589,7 +590,11 @@ mod tests {
             (&format!("{remote}[tools]\nallow = []\n"), false, false),
         ] {
             let config = AgentConfig::parse(text).unwrap();
-            assert_eq!((config.allows_tool("file_read"), config.allows_tool("web-fetch")), (file_read, web_fetch), "{text}");
+            assert_eq!(
+                (config.allows_tool("file_read"), config.allows_tool("web-fetch")),
+                (file_read, web_fetch),
+                "{text}"
+            );
         }
     }
 

@@ -158,7 +158,8 @@ impl Llama {
             let attention = attention(layer, &normed, mask.as_ref(), position, &shape)?;
             let x1 = (attention + &x)?;
             let h = layer.ffn_norm.forward(&x1)?;
-            let feed = layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
+            let feed =
+                layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
             x = (feed + x1)?;
         }
         let x = self.norm.forward(&x)?.i((.., seq_len - 1, ..))?;

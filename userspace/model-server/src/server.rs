@@ -95,7 +95,11 @@ impl Server {
     /// A server of the model in `model_dir` with `limits`, keeping the
     /// states of the system turns it reads in `prefix_cache` (a
     /// directory and its cap in bytes).
-    pub fn with_options(model_dir: impl Into<PathBuf>, limits: Limits, prefix_cache: Option<(PathBuf, u64)>) -> Arc<Self> {
+    pub fn with_options(
+        model_dir: impl Into<PathBuf>,
+        limits: Limits,
+        prefix_cache: Option<(PathBuf, u64)>,
+    ) -> Arc<Self> {
         Arc::new(Server {
             model_dir: model_dir.into(),
             limits,

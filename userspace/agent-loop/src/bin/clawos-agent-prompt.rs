@@ -17,9 +17,9 @@
 
 use std::process::ExitCode;
 
+use clawfs::namespace::{create_agent, NamespaceReport, Owners};
 use clawos_agent_loop::config::AgentConfig;
 use clawos_agent_loop::{guard, persona, store::Store, thinker, tools, turn};
-use clawfs::namespace::{create_agent, NamespaceReport, Owners};
 
 fn prompt(agent: &str) -> Result<String, String> {
     let root = std::env::temp_dir().join(format!("clawos-agent-prompt-{}", std::process::id()));
@@ -31,7 +31,10 @@ fn prompt(agent: &str) -> Result<String, String> {
         let config = AgentConfig::load(&dir).map_err(|e| e.to_string())?;
         let specs = turn::allowed_specs(&config, &tools::built_in());
         if !specs.is_empty() {
-            return Err(format!("a fresh {agent} may call {} tools: its prompt depends on the box's tools", specs.len()));
+            return Err(format!(
+                "a fresh {agent} may call {} tools: its prompt depends on the box's tools",
+                specs.len()
+            ));
         }
         let store = Store::open(&dir.join(clawfs::layout::DATABASE_FILE)).map_err(|e| e.to_string())?;
         let budget = config.persona.budget_tokens;
