@@ -32,6 +32,25 @@ check "agent turns: a fresh box's default agent reads only its first chat's own 
   test "$cached" -ge 100 && test $((prompt - cached)) -le 20 || { echo "$answered"; exit 1; }'
 log "in-box model, a fresh box's first chat (16 tokens at most, model load included): $(vm_ssh 'cat /run/clawos-test-default.ms' 2>/dev/null || echo '?') ms; $(vm_ssh 'cat /run/clawos-test-default.answered' 2>/dev/null)"
 
+# The answer ends by itself (specs/agent/local-model.md, "An answer that
+# repeats itself ends there"): two fixed questions to the default agent,
+# greedy, each answered rightly within 32 tokens with the model's own stop
+# (the journal's finish=Stop below max_tokens, which the loop guard would
+# also give, so no sentence may come twice either).
+check "agent turns: the in-box model answers two fixed questions (the capital of France, 2 + 2) rightly, ending by itself, no sentence said twice" vm_ssh '
+  set -e
+  trap "rm -f /clawfs/agents/default/config.toml" EXIT
+  printf "[model]\nmax_tokens = 32\ntemperature = 0\n[limits]\nmax_seconds = 600\n" > /clawfs/agents/default/config.toml
+  for question in "What is the capital of France?=Paris" "What is 2 + 2?=4"; do
+    out=$(clawctl chat --agent default -m "${question%=*}" --json) || { echo "$out"; exit 1; }
+    answer=$(echo "$out" | jq -r .answer)
+    answered=$(journalctl -o cat -u clawos-model.service | grep " answered " | tail -n 1)
+    echo "$answered" | grep -q "finish=Stop" && test "$(echo "$answered" | grep -o "completion_tokens=[0-9]*" | cut -d= -f2)" -lt 32 &&
+      echo "$answer" | grep -qw "${question#*=}" &&
+      test -z "$(echo "$answer" | tr ".!?" "\n\n\n" | sed "s/^ *//" | grep -v "^$" | sort | uniq -d)" ||
+      { echo "${question%=*} -> $answer ($answered)"; exit 1; }
+  done'
+
 # The in-box model (specs/agent/local-model.md): no key, no network, loaded
 # at the first request. A short answer keeps the emulated CPU's time down;
 # the limit is the agent's own max_tokens. Greedy (temperature 0), so the
