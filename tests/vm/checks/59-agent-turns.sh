@@ -35,8 +35,8 @@ log "in-box model, a fresh box's first chat (16 tokens at most, model load inclu
 # The answer ends by itself (specs/agent/local-model.md, "An answer that
 # repeats itself ends there"): two fixed questions to the default agent,
 # greedy, each answered rightly within 32 tokens with the model's own stop
-# (the journal's finish=Stop below max_tokens, which the loop guard would
-# also give, so no sentence may come twice either).
+# (the journal's finish=Stop: the loop guard's end is finish=Repeated,
+# max_tokens' finish=Length), and no sentence said twice.
 check "agent turns: the in-box model answers two fixed questions (the capital of France, 2 + 2) rightly, ending by itself, no sentence said twice" vm_ssh '
   set -e
   trap "rm -f /clawfs/agents/default/config.toml" EXIT

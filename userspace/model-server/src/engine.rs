@@ -104,6 +104,10 @@ pub struct Generation {
 pub enum Finish {
     /// The model ended its turn, or a stop string came.
     Stop,
+    /// The answer repeated itself and was ended there (the loop guard,
+    /// [`LOOP_SPAN_TOKENS`]): `stop` to the client, its own name in the
+    /// journal, so a check can tell it from the model's own end.
+    Repeated,
     /// `max_tokens` (or the context window) was reached.
     Length,
     /// The sink refused more: the client went away.
@@ -114,7 +118,7 @@ impl Finish {
     /// OpenAI's `finish_reason` (a cancelled answer has no client to see one).
     pub fn reason(self) -> &'static str {
         match self {
-            Finish::Stop => "stop",
+            Finish::Stop | Finish::Repeated => "stop",
             Finish::Length | Finish::Cancelled => "length",
         }
     }
@@ -586,7 +590,7 @@ impl Model {
                             return Ok(outcome(Finish::Cancelled, &answer, time_to_first_token));
                         }
                         if repeats_itself(&self.tokenizer, &answer) {
-                            Some(Finish::Stop)
+                            Some(Finish::Repeated)
                         } else {
                             (answer.len() >= max_tokens).then_some(Finish::Length)
                         }
