@@ -96,6 +96,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A reader that goes away early (`clawctl ... | grep -q`, `| head`)
+    // ends clawctl as it ends any Unix filter, by SIGPIPE, not with a
+    // panic from println! on EPIPE (Rust ignores SIGPIPE by default).
+    // SAFETY: before any other thread exists; the default action has no
+    // handler to run.
+    let _ =
+        unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl) };
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,

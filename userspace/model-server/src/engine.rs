@@ -164,9 +164,7 @@ impl From<candle_core::Error> for GenerateError {
 /// The loaded model: weights, tokenizer and the token ids that matter.
 pub struct Model {
     /// Never run itself: a conversation runs a clone (the tensors are
-    /// shared), with its own KV cache; the attention masks a clone caches
-    /// for its prompt lengths go away with it instead of piling up for
-    /// every length ever seen.
+    /// shared), with its own KV cache.
     weights: Llama,
     weights_kept: Weights,
     /// System turns' states on disk ([`crate::prefix`]).

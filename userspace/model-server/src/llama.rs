@@ -277,8 +277,8 @@ mod tests {
         assert!(close(&a, &b) < 1e-3, "the next token: {}", close(&a, &b));
         assert_eq!(close(&a, &c), 0.0, "a restored state continues exactly as the original");
         let (layers, kv_heads, head_dim) = fresh.cache_shape();
-        let wrong = vec![(Tensor::zeros((1, kv_heads, 3, head_dim + 1), DType::F32, &device).unwrap(),); layers];
-        let wrong: Vec<LayerCache> = wrong.into_iter().map(|(k,)| (k.clone(), k)).collect();
+        let other = Tensor::zeros((1, kv_heads, 3, head_dim + 1), DType::F32, &device).unwrap();
+        let wrong: Vec<LayerCache> = (0..layers).map(|_| (other.clone(), other.clone())).collect();
         assert!(fresh.with_kv_cache(wrong).is_err(), "a cache of another shape is refused");
     }
 }
