@@ -19,6 +19,10 @@ mkdir -p "$X/usr/lib/clawos/tools"
 # The image's tools and the registry tools.sh wrote for them (paths relative
 # to it); the hostile test tools are in out/test-tools and stay out.
 install -m 0644 "$OUT"/tools/*.wasm "$OUT"/tools/*.json "$X/usr/lib/clawos/tools/"
+# Each compiled by wasm-daemon's own engine (specs/toolhost/README.md,
+# "Precompiled cache"), on the verified root, so no box compiles them at boot.
+mkdir -p "$X/usr/lib/clawos/tools/precompiled"
+"$TARGET/clawos-wasm-daemon" --precompile "$X/usr/lib/clawos/tools/precompiled" "$X"/usr/lib/clawos/tools/*.wasm >/dev/null
 cp -r "$REPO/specs" "$X/usr/share/clawos/specs"
 # ClawFS's in-box embedding model (scripts/models.sh, read by fs-engine).
 mkdir -p "$X/usr/share/clawos/models/all-minilm-l6-v2"

@@ -20,6 +20,17 @@ install_test_tools() {
 check "tools: the hostile test tools install from the host with their own capabilities and limits" install_test_tools
 check "tools: text-stats runs through execute_tool" \
   vm_ssh 'clawctl ipc call wasm-daemon execute_tool '"'"'{"tool_name":"text-stats","arguments":{"text":"one two\nthree"},"agent":"wasm-agent"}'"'"' | jq -e ".result.words == 3"'
+# The image's tools were compiled at image build (specs/toolhost/README.md,
+# "Precompiled cache"): each has its artifact on the root, and the daemon,
+# which has loaded every one by now, wrote none of them to its cache,
+# where a compile at boot would have put it.
+check "tools: the image's tools load from the artifacts compiled at image build, none compiled at boot" vm_ssh '
+  for h in $(jq -r ".tools[].wasm_hash | ltrimstr(\"sha256:\")" /usr/lib/clawos/tools/registry.json); do
+    ls /usr/lib/clawos/tools/precompiled/$h-*.cwasm >/dev/null || exit 1
+    if ls /var/lib/clawos/wasm-daemon/cache/$h-* 2>/dev/null; then echo "compiled at boot: $h"; exit 1; fi
+  done
+  loaded=$(journalctl -b -u clawos-wasm-daemon -o cat | grep -c "tool loaded")
+  [ "$loaded" -ge "$(jq ".tools | length" /usr/lib/clawos/tools/registry.json)" ] || { echo "$loaded tools loaded"; exit 1; }'
 check "tools: spin-forever is stopped by its 2 s timeout and the daemon keeps serving" vm_ssh '
   restarts=$(systemctl show -P NRestarts clawos-wasm-daemon)
   # A first call compiles the tool if it is not compiled yet (tens of seconds

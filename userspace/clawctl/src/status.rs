@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use clawos_api::common::{self, HealthState};
 use clawos_api::observability::{self, ComponentStatus};
-use clawos_api::{common, NoParams};
+use clawos_api::NoParams;
 use clawos_ipc::health::Liveness;
 use clawos_ipc::ComponentId;
 use serde::Serialize;
@@ -26,7 +27,10 @@ pub struct StatusArgs {
 #[derive(Serialize)]
 pub(crate) struct Row {
     pub(crate) component: ComponentId,
-    /// healthy, degraded, unhealthy, stopped, unknown (no heartbeat seen yet) or down (not answering).
+    /// healthy, degraded, unhealthy, stopped or down (not answering).
+    /// Observability's heartbeat view, except where it has not heard from
+    /// the component yet (at boot, before its first heartbeat): then the
+    /// component's own answer to `health_check`, healthy or degraded.
     pub(crate) health: String,
     reachable: bool,
     version: Option<String>,
@@ -39,6 +43,8 @@ pub(crate) struct Row {
 struct Probe {
     version: Option<String>,
     uptime_ns: Option<u64>,
+    /// What the component says of itself.
+    health: HealthState,
 }
 
 async fn probe(component: ComponentId) -> anyhow::Result<Probe> {
@@ -49,6 +55,7 @@ async fn probe(component: ComponentId) -> anyhow::Result<Probe> {
     Ok(Probe {
         version: client.server_info().get("component_version").and_then(Value::as_str).map(str::to_owned),
         uptime_ns: Some(health.uptime_ns),
+        health: health.status,
     })
 }
 
@@ -65,7 +72,10 @@ fn restarts(component: ComponentId) -> Option<u64> {
 }
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let rows = collect().await?;
+    let mut rows = collect().await?;
+    for row in &mut rows {
+        row.restarts = restarts(row.component);
+    }
     let all_healthy = rows.iter().all(|row| row.health == "healthy");
     if args.json {
         println!("{}", crate::shown::json(&serde_json::json!({ "components": rows, "all_healthy": all_healthy }))?);
@@ -76,7 +86,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// One row per component: what `clawctl status` shows, and what the update
-/// health gate (`update::gate`) requires to be healthy everywhere.
+/// health gate (`update::gate`) requires to be healthy everywhere. Without
+/// the restart counts, which the gate does not need: each costs a
+/// `systemctl` run, seconds for eight of them on a slow boot.
 pub(crate) async fn collect() -> anyhow::Result<Vec<Row>> {
     let heartbeat_view: Vec<ComponentStatus> = match crate::ipc::connect(ComponentId::Observability).await {
         Ok((client, _events)) => {
@@ -95,12 +107,16 @@ pub(crate) async fn collect() -> anyhow::Result<Vec<Row>> {
         let row = match probe {
             Ok(probe) => Row {
                 component,
-                health: heartbeat_health.to_owned(),
+                health: match (heartbeat_health, probe.health) {
+                    ("unknown", HealthState::Ok) => "healthy".to_owned(),
+                    ("unknown", HealthState::Degraded) => "degraded".to_owned(),
+                    (seen, _) => seen.to_owned(),
+                },
                 reachable: true,
                 version: probe.version,
                 uptime_s: probe.uptime_ns.map(|ns| ns as f64 / 1e9),
                 last_heartbeat_age_s: age,
-                restarts: restarts(component),
+                restarts: None,
                 error: None,
             },
             Err(error) => Row {
@@ -110,7 +126,7 @@ pub(crate) async fn collect() -> anyhow::Result<Vec<Row>> {
                 version: None,
                 uptime_s: None,
                 last_heartbeat_age_s: age,
-                restarts: restarts(component),
+                restarts: None,
                 error: Some(format!("{error:#}")),
             },
         };

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use clawos_api::router::{self, SubscribeEvents};
 use clawos_api::security_agent;
 use clawos_api::NoParams;
-use clawos_ipc::ComponentId;
+use clawos_ipc::{ComponentId, IpcClient};
 use serde::{Deserialize, Serialize};
 
 mod measure;
@@ -625,12 +626,42 @@ async fn vault_problem() -> anyhow::Result<Option<(String, bool)>> {
         .then(|| (format!("the vault is not unsealed ({})", status.state_description), status.state == "pcr-mismatch")))
 }
 
+/// How long the gate waits for an event before it looks again anyway: the
+/// mount and the vault send none.
+const GATE_RECHECK: Duration = Duration::from_secs(2);
+
+/// The router's events that change a component's health: the gate looks
+/// again as soon as one arrives. `None` when the router cannot be reached
+/// (it is one of the components the gate waits for): then it looks every
+/// [`GATE_RECHECK`] alone.
+async fn health_events() -> Option<(IpcClient, tokio::sync::mpsc::Receiver<clawos_ipc::Message>)> {
+    let (client, events) = crate::ipc::connect(ComponentId::Router).await.ok()?;
+    let names = ["component_ready", "component_shutdown", "heartbeat"].map(str::to_owned).to_vec();
+    router::Client::new(&client).subscribe_events(&SubscribeEvents { events: names }).await.ok()?;
+    Some((client, events))
+}
+
 async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let deadline = Duration::from_secs(args.timeout_s);
+    let mut events = health_events().await;
     let (mut found, mut lasting) = problems().await;
+    let mut said = Vec::new();
     while !found.is_empty() && !lasting && started.elapsed() < deadline {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        if found != said {
+            eprintln!("waiting {:.1} s: {}", started.elapsed().as_secs_f64(), found.join("; "));
+            said.clone_from(&found);
+        }
+        let wait = GATE_RECHECK.min(deadline.saturating_sub(started.elapsed()));
+        match &mut events {
+            Some((_, received)) => {
+                // Closed: the router went away; polling from here on.
+                if let Ok(None) = tokio::time::timeout(wait, received.recv()).await {
+                    events = None;
+                }
+            }
+            None => tokio::time::sleep(wait).await,
+        }
         (found, lasting) = problems().await;
     }
     let counted = loader_variable("LoaderBootCountPath").is_some();

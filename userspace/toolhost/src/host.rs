@@ -46,6 +46,12 @@ pub struct HostConfig {
     /// host must be kept where nothing that can write `cache_dir` can read
     /// it, or planted code becomes loadable again.
     pub cache_key: Option<CacheKey>,
+    /// Artifacts compiled when the image was built, for the image's own
+    /// tools (`<sha256>-<engine>.cwasm`, [`ToolHost::precompile_into`]),
+    /// looked up before the cache. They are loaded without a MAC, so this
+    /// must be a directory only the image's build can write: the verified
+    /// root, whose bytes are as trusted as this code's own. `None`: none.
+    pub image_artifacts: Option<PathBuf>,
     /// The host directory that guest paths under `/clawfs` map to.
     pub clawfs_root: PathBuf,
     /// Credentials injected into granted HTTP requests.
@@ -74,6 +80,7 @@ impl Default for HostConfig {
         HostConfig {
             cache_dir: None,
             cache_key: None,
+            image_artifacts: None,
             clawfs_root: PathBuf::from("/clawfs"),
             credentials: Arc::new(NoCredentials),
             memory: Arc::new(NoMemory),
@@ -125,6 +132,16 @@ impl std::fmt::Debug for CacheKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CacheKey(..)")
     }
+}
+
+/// The target every tool is compiled for: ClawOS runs on x86_64 alone
+/// (ARCHITECTURE.md).
+const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// The file name of a precompiled artifact, in the cache and among the
+/// image's: the wasm's SHA-256 and the engine's compatibility hash.
+fn artifact_name(digest: &[u8; 32], engine: u64) -> String {
+    format!("{}-{engine:016x}.cwasm", fsutil::hex(digest))
 }
 
 /// The on-disk cache of precompiled tools and the key its entries are
@@ -254,6 +271,7 @@ pub struct ToolHost {
     engine: Engine,
     services: Arc<Services>,
     cache: Option<PrecompiledCache>,
+    image_artifacts: Option<PathBuf>,
     cgroups: Option<crate::cgroup::ToolCgroups>,
     loaded: Mutex<HashMap<String, Arc<LoadedTool>>>,
     /// Dropping the sender stops the ticker thread.
@@ -277,6 +295,13 @@ impl ToolHost {
             .max_memory_size(max_memory);
         let mut engine_config = Config::new();
         engine_config
+            // Named, so Cranelift compiles for the architecture's baseline
+            // rather than for the features of the CPU it runs on: an
+            // artifact compiled when the image is built then loads on every
+            // box (`image_artifacts`), the emulated CPU of the boot tests
+            // included. Tools do little arithmetic for newer vector units
+            // to speed up.
+            .target(TARGET)?
             .wasm_component_model(true)
             .epoch_interruption(true)
             // Each slot reserves the largest memory a tool may ask for (plus
@@ -318,6 +343,7 @@ impl ToolHost {
                 audit_log: config.audit_log,
             }),
             cache,
+            image_artifacts: config.image_artifacts,
             cgroups: config.cgroups,
             loaded: Mutex::new(HashMap::new()),
             stop_ticker: Some(stop_ticker),
@@ -391,13 +417,14 @@ impl ToolHost {
     /// between). Anything else (planted, damaged, from another boot's key)
     /// is recompiled from the verified wasm and overwritten.
     fn compile(&self, bytes: &[u8], digest: &[u8; 32]) -> wasmtime::Result<Component> {
+        if let Some(component) = self.image_artifact(digest) {
+            return Ok(component);
+        }
         let Some(cache) = &self.cache else {
             return Component::new(&self.engine, bytes);
         };
-        let mut engine_hasher = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut engine_hasher);
-        let engine = engine_hasher.finish();
-        let path = cache.dir.join(format!("{}-{engine:016x}.cwasm", fsutil::hex(digest)));
+        let engine = self.engine_hash();
+        let path = cache.dir.join(artifact_name(digest, engine));
         match read_cache_entry(&path) {
             Ok(entry) => match cache.open(digest, engine, &entry) {
                 // SAFETY: the artifact's MAC verified under the cache key,
@@ -422,6 +449,56 @@ impl ToolHost {
             .map_err(|e| wasmtime::Error::msg(format!("writing {}: {e}", path.display())))?;
         // SAFETY: `artifact` was produced by this engine a moment ago.
         unsafe { Component::deserialize(&self.engine, &artifact) }
+    }
+
+    /// This engine's precompile compatibility hash: in every artifact's
+    /// name, so a wasmtime upgrade or a config change never loads a stale one.
+    fn engine_hash(&self) -> u64 {
+        let mut engine_hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut engine_hasher);
+        engine_hasher.finish()
+    }
+
+    /// The image's artifact for the wasm with this SHA-256, if
+    /// `image_artifacts` holds one this engine accepts. A missing one is no
+    /// error (a tool installed after the build, another engine); an
+    /// unusable one is logged and compiled instead.
+    fn image_artifact(&self, digest: &[u8; 32]) -> Option<Component> {
+        let path = self.image_artifacts.as_ref()?.join(artifact_name(digest, self.engine_hash()));
+        let artifact = match read_cache_entry(&path) {
+            Ok(artifact) => artifact,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring unreadable image artifact: {e}");
+                return None;
+            }
+        };
+        // SAFETY: `image_artifacts` is a directory only the image's build
+        // writes (HostConfig), on the verified root: these bytes are as
+        // trusted as the daemon's own code, and were written by
+        // `precompile_into` for exactly this wasm (its SHA-256 is in the
+        // name) and engine. wasmtime still checks its header against the
+        // engine and the CPU.
+        match unsafe { Component::deserialize(&self.engine, &artifact) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring unusable image artifact: {e:#}");
+                None
+            }
+        }
+    }
+
+    /// Compiles `wasm` and writes the artifact into `dir` under the name
+    /// `image_artifacts` looks for; returns its path. For the image's build
+    /// (`clawos-wasm-daemon --precompile`), with an engine configured as
+    /// the daemon's.
+    pub fn precompile_into(&self, wasm: &[u8], dir: &Path) -> wasmtime::Result<PathBuf> {
+        let digest: [u8; 32] = Sha256::digest(wasm).into();
+        let path = dir.join(artifact_name(&digest, self.engine_hash()));
+        let artifact = self.engine.precompile_component(wasm)?;
+        fsutil::write_atomic(&path, &artifact, 0o644)
+            .map_err(|e| wasmtime::Error::msg(format!("writing {}: {e}", path.display())))?;
+        Ok(path)
     }
 
     /// A linker with WASI (deny-by-default context) and only the

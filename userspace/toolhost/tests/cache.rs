@@ -159,3 +159,45 @@ fn anything_else_at_the_cache_path_is_recompiled_over() {
         assert_eq!(std::fs::read(&entry).unwrap().len(), good.len(), "{what}: replaced by a whole entry");
     }
 }
+
+/// A host with the image's artifacts and a cache, as wasm-daemon runs.
+fn image_host(image: &Path, cache: &Path, clawfs_root: &Path) -> ToolHost {
+    let config = HostConfig {
+        image_artifacts: Some(image.into()),
+        cache_dir: Some(cache.into()),
+        clawfs_root: clawfs_root.into(),
+        ..HostConfig::default()
+    };
+    ToolHost::new(config).unwrap()
+}
+
+/// The image's tools are compiled at build (`precompile_into`) and loaded
+/// from there: nothing is compiled, so nothing is written to the cache.
+#[test]
+fn a_tool_with_an_image_artifact_is_not_compiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = install(dir.path(), &Fixture::Echo, &[], 16, 5);
+    let image = dir.path().join("precompiled");
+    std::fs::create_dir(&image).unwrap();
+    let wasm = std::fs::read(&echo.wasm_path).unwrap();
+    let artifact = ToolHost::new(HostConfig::default()).unwrap().precompile_into(&wasm, &image).unwrap();
+    assert_eq!(std::fs::metadata(&artifact).unwrap().mode() & 0o777, 0o644);
+    assert_eq!(cache_path_of(&image, &echo, &artifact), artifact, "named as a cache entry is");
+
+    let cache = dir.path().join("cache");
+    assert_eq!(call(&image_host(&image, &cache, dir.path()), &echo, json!({"x": 1})), json!({"x": 1}));
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0, "the tool was compiled, not loaded from the image");
+}
+
+/// An image artifact wasmtime refuses (here: garbage at its name) is
+/// logged and the tool compiled from its verified wasm, through the cache.
+#[test]
+fn an_unusable_image_artifact_is_compiled_instead() {
+    let (dir, echo, cache, _key, entry) = echo_cached();
+    let image = dir.path().join("precompiled");
+    std::fs::create_dir(&image).unwrap();
+    std::fs::write(cache_path_of(&image, &echo, &entry), b"not an artifact").unwrap();
+    std::fs::remove_file(&entry).unwrap();
+    assert_eq!(call(&image_host(&image, &cache, dir.path()), &echo, json!([3])), json!([3]));
+    only_artifact(&cache);
+}

@@ -55,6 +55,11 @@ struct DaemonConfig {
     /// `credentials.toml`.
     #[serde(default = "default_tools_dir")]
     tools_dir: PathBuf,
+    /// The image's tools compiled when it was built (`--precompile`), on
+    /// the verified root: loaded without a MAC, so never a directory
+    /// anything on the box can write.
+    #[serde(default = "default_image_artifacts")]
+    image_artifacts: PathBuf,
     /// Precompiled tools, keyed by wasm hash and engine.
     #[serde(default = "default_cache_dir")]
     cache_dir: PathBuf,
@@ -97,6 +102,13 @@ fn default_registry() -> PathBuf {
 fn default_tools_dir() -> PathBuf {
     PathBuf::from("/clawfs/tools")
 }
+
+fn default_image_artifacts() -> PathBuf {
+    PathBuf::from(IMAGE_ARTIFACTS)
+}
+
+/// Where the image's build puts the artifacts of its tools.
+const IMAGE_ARTIFACTS: &str = "/usr/lib/clawos/tools/precompiled";
 
 fn default_cache_dir() -> PathBuf {
     PathBuf::from("/var/lib/clawos/wasm-daemon/cache")
@@ -155,6 +167,7 @@ impl Daemon {
         let host = ToolHost::new(HostConfig {
             cache_dir: Some(config.cache_dir),
             cache_key: cache_key(&config.cache_key_file).map(CacheKey::from_bytes),
+            image_artifacts: Some(config.image_artifacts),
             clawfs_root: config.clawfs_root.clone(),
             credentials: Arc::new(credentials),
             memory: Arc::new(memory::FsEngineMemory::new(tokio::runtime::Handle::current())),
@@ -506,10 +519,39 @@ impl Component for Daemon {
 }
 
 fn main() -> std::process::ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("--check-seccomp") {
-        return seccomp::check();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--check-seccomp") => return seccomp::check(),
+        Some("--precompile") => return precompile(&args[1..]),
+        _ => {}
     }
     clawos_runtime::main(ComponentId::WasmDaemon, env!("CARGO_PKG_VERSION"), Daemon::start)
+}
+
+/// `--precompile DIR WASM...`, run by the image's build
+/// (scripts/stage-rootfs.sh): compiles each tool with the engine the daemon
+/// runs (the same `ToolHost::new`) into DIR, which the image installs as
+/// [`IMAGE_ARTIFACTS`], so a box compiles none of its own tools at boot.
+fn precompile(args: &[String]) -> std::process::ExitCode {
+    let Some((dir, wasms)) = args.split_first().filter(|(_, wasms)| !wasms.is_empty()) else {
+        eprintln!("usage: clawos-wasm-daemon --precompile DIR WASM...");
+        return std::process::ExitCode::from(2);
+    };
+    let compiled = ToolHost::new(HostConfig::default()).map_err(|e| format!("the engine: {e:#}")).and_then(|host| {
+        wasms.iter().try_for_each(|wasm| {
+            let bytes = std::fs::read(wasm).map_err(|e| format!("{wasm}: {e}"))?;
+            let path = host.precompile_into(&bytes, Path::new(dir)).map_err(|e| format!("{wasm}: {e:#}"))?;
+            println!("{wasm} -> {}", path.display());
+            Ok(())
+        })
+    });
+    match compiled {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("clawos-wasm-daemon --precompile: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]
