@@ -649,7 +649,8 @@ async fn gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     let mut said = Vec::new();
     while !found.is_empty() && !lasting && started.elapsed() < deadline {
         if found != said {
-            eprintln!("waiting {:.1} s: {}", started.elapsed().as_secs_f64(), found.join("; "));
+            // The problems quote components' own error messages.
+            eprintln!("waiting {:.1} s: {}", started.elapsed().as_secs_f64(), crate::shown::Line(&found.join("; ")));
             said.clone_from(&found);
         }
         let wait = GATE_RECHECK.min(deadline.saturating_sub(started.elapsed()));

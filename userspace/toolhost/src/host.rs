@@ -417,13 +417,13 @@ impl ToolHost {
     /// between). Anything else (planted, damaged, from another boot's key)
     /// is recompiled from the verified wasm and overwritten.
     fn compile(&self, bytes: &[u8], digest: &[u8; 32]) -> wasmtime::Result<Component> {
-        if let Some(component) = self.image_artifact(digest) {
+        let engine = self.engine_hash();
+        if let Some(component) = self.image_artifact(digest, engine) {
             return Ok(component);
         }
         let Some(cache) = &self.cache else {
             return Component::new(&self.engine, bytes);
         };
-        let engine = self.engine_hash();
         let path = cache.dir.join(artifact_name(digest, engine));
         match read_cache_entry(&path) {
             Ok(entry) => match cache.open(digest, engine, &entry) {
@@ -459,12 +459,12 @@ impl ToolHost {
         engine_hasher.finish()
     }
 
-    /// The image's artifact for the wasm with this SHA-256, if
-    /// `image_artifacts` holds one this engine accepts. A missing one is no
-    /// error (a tool installed after the build, another engine); an
-    /// unusable one is logged and compiled instead.
-    fn image_artifact(&self, digest: &[u8; 32]) -> Option<Component> {
-        let path = self.image_artifacts.as_ref()?.join(artifact_name(digest, self.engine_hash()));
+    /// The image's artifact for the wasm with this SHA-256 and this
+    /// engine's hash, if `image_artifacts` holds one this engine accepts. A
+    /// missing one is no error (a tool installed after the build, another
+    /// engine); an unusable one is logged and compiled instead.
+    fn image_artifact(&self, digest: &[u8; 32], engine: u64) -> Option<Component> {
+        let path = self.image_artifacts.as_ref()?.join(artifact_name(digest, engine));
         let artifact = match read_cache_entry(&path) {
             Ok(artifact) => artifact,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
