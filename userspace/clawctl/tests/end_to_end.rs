@@ -195,9 +195,18 @@ fn daemons_status_fanout_shutdown_and_unhealthy() {
     // Status: the four running components become healthy through heartbeats
     // relayed router -> observability; the four not started are down.
     let mut status = Value::Null;
+    // (A component answers healthy for itself at once; the wait is for
+    // observability's heartbeat of each.)
     wait_for("four healthy components", Duration::from_secs(20), || {
         status = daemons.status();
-        DAEMONS.iter().all(|(id, _)| health_of(&status, id) == "healthy")
+        DAEMONS.iter().all(|(id, _)| {
+            health_of(&status, id) == "healthy"
+                && status["components"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["component"] == *id && r["last_heartbeat_age_s"].is_number())
+        })
     });
     for id in ["agent-loop", "wasm-daemon", "ebpf-agent", "security-agent"] {
         assert_eq!(health_of(&status, id), "down", "{status}");
