@@ -18,7 +18,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk mcp-servers test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
 all: image
 
 deps:
@@ -60,6 +60,11 @@ update-artifacts: image
 agentfs-sdk: deps
 	bash scripts/agentfs-sdk.sh
 
+# MCP servers nobody here wrote, for the MCP client's tests (npm, pinned by
+# tests/mcp-servers/package-lock.json's hashes).
+mcp-servers: deps
+	bash scripts/mcp-servers.sh
+
 # Python packages the boot tests use on the host (PyPI, hash-pinned): the
 # Prometheus text parser.
 test-python: deps
@@ -95,17 +100,19 @@ test-scripts: deps
 # end-to-end tests run its daemons (CLAWOS_E2E_DAEMONS) instead of building
 # them again in a target directory of their own.
 # The tools first: tests/built_tools.rs runs every tool make tools builds, the
-# image's (out/tools) and the hostile test tools (out/test-tools); the models
-# and the AgentFS SDK too. CLAWOS_TEST_REQUIRE_ALL makes every test whose
-# need is missing (these, swtpm, FUSE, root, a tmpfs mount, the kernel's
-# BTF) fail instead of skipping (tests/require); the summary counts what ran.
-test-unit: deps tools models agentfs-sdk
+# image's (out/tools) and the hostile test tools (out/test-tools); the models,
+# the AgentFS SDK and the MCP test servers too. CLAWOS_TEST_REQUIRE_ALL makes
+# every test whose need is missing (these, swtpm, FUSE, root, a tmpfs mount,
+# the kernel's BTF) fail instead of skipping (tests/require); the summary
+# counts what ran.
+test-unit: deps tools models agentfs-sdk mcp-servers
 	cargo build --release --locked --workspace
 	set -o pipefail; CLAWOS_TEST_REQUIRE_ALL=1 \
 	CLAWOS_E2E_DAEMONS=$(CARGO_TARGET_DIR)/release \
 	CLAWOS_MINILM_DIR=$(OUT)/models/all-minilm-l6-v2 \
 	CLAWOS_SMOLLM2_DIR=$(OUT)/models/smollm2-135m-instruct \
 	PYTHONPATH=$(OUT)/agentfs-sdk \
+	CLAWOS_MCP_SERVERS=$(OUT)/mcp-servers \
 	cargo test --release --locked --workspace 2>&1 | tee $(OUT)/test-unit.log
 	bash scripts/test-summary.sh $(OUT)/test-unit.log
 

@@ -1,0 +1,233 @@
+//! The client against a real MCP server nobody here wrote: the reference
+//! `@modelcontextprotocol/server-everything` (npm, pinned in
+//! tests/mcp-servers/package-lock.json, installed by `make mcp-servers`
+//! into out/mcp-servers, or where `CLAWOS_MCP_SERVERS` says; `make test`
+//! sets it, so there a missing server fails these tests), over its standard
+//! input and output and over Streamable HTTP on loopback.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mcp::{CallOptions, Connection, Error, Launch, ServerConfig};
+use serde_json::{json, Map, Value};
+
+/// The server's entry point and the `node` that runs it, or None (test
+/// skipped) when they are missing and `make test` does not require them.
+fn everything(test: &str) -> Option<(String, String)> {
+    let dir = match std::env::var_os("CLAWOS_MCP_SERVERS") {
+        Some(dir) => PathBuf::from(dir),
+        None => clawos_test_require::package_path("../../out/mcp-servers"),
+    };
+    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|path| path.join("node"))
+        .find(|path| path.is_file());
+    match (entry.is_file(), node) {
+        (true, Some(node)) => Some((node.display().to_string(), entry.display().to_string())),
+        (false, _) => {
+            clawos_test_require::missing(test, &format!("no {} (run `make mcp-servers`)", entry.display()));
+            None
+        }
+        (true, None) => {
+            clawos_test_require::missing(test, "no node on PATH");
+            None
+        }
+    }
+}
+
+fn stdio(node: &str, entry: &str) -> ServerConfig {
+    ServerConfig { command: vec![node.into(), entry.into(), "stdio".into()], ..ServerConfig::default() }
+}
+
+fn arguments(value: Value) -> Map<String, Value> {
+    value.as_object().expect("an object").clone()
+}
+
+async fn sum(connection: &Connection) -> String {
+    let output = connection.call("get-sum", arguments(json!({"a": 2, "b": 3})), CallOptions::default()).await.unwrap();
+    assert!(!output.is_error, "{output:?}");
+    output.text
+}
+
+#[tokio::test]
+async fn tools_are_named_for_the_agent_and_called_over_stdio() {
+    let Some((node, entry)) = everything("tools_are_named_for_the_agent_and_called_over_stdio") else { return };
+    let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
+    let tools = connection.tools().await.unwrap();
+    assert!(tools.refused.is_empty(), "{:?}", tools.refused);
+    let get_sum = tools.usable.iter().find(|tool| tool.server_name == "get-sum").expect("get-sum listed");
+    assert_eq!(get_sum.name, "mcp.everything.get-sum");
+    assert_eq!(get_sum.description, "Returns the sum of two numbers");
+    assert_eq!(get_sum.input_schema["properties"]["a"]["type"], "number", "{}", get_sum.input_schema);
+    assert!(sum(&connection).await.contains('5'));
+
+    let output = connection
+        .call("get-structured-content", arguments(json!({"location": "Chicago"})), CallOptions::default())
+        .await
+        .unwrap();
+    let structured = output.structured.expect("structured content");
+    assert!(structured["temperature"].is_number(), "{structured}");
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn a_bad_call_is_an_error_and_the_server_goes_on() {
+    let Some((node, entry)) = everything("a_bad_call_is_an_error_and_the_server_goes_on") else { return };
+    let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
+    // Arguments the tool's schema refuses: the tool's own error, for the model to read.
+    let refused = connection.call("get-sum", arguments(json!({"a": "two"})), CallOptions::default()).await;
+    match refused {
+        Ok(output) => assert!(output.is_error && output.text.contains("a"), "{output:?}"),
+        Err(Error::Protocol { reason, .. }) => assert!(reason.to_lowercase().contains("invalid"), "{reason}"),
+        Err(other) => panic!("{other}"),
+    }
+    let unknown = connection.call("no-such-tool", Map::new(), CallOptions::default()).await;
+    match unknown {
+        Ok(output) => assert!(output.is_error && output.text.contains("no-such-tool"), "{output:?}"),
+        Err(Error::Protocol { reason, .. }) => assert!(reason.contains("no-such-tool"), "{reason}"),
+        Err(other) => panic!("{other}"),
+    }
+    assert!(sum(&connection).await.contains('5'));
+}
+
+#[tokio::test]
+async fn progress_renews_the_time_limit_and_silence_ends_the_call() {
+    let Some((node, entry)) = everything("progress_renews_the_time_limit_and_silence_ends_the_call") else { return };
+    let config = ServerConfig { call_timeout_s: 1, ..stdio(&node, &entry) };
+    let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
+    // 2.4 s in all, a step every 0.6 s: longer than the limit, never silent as long.
+    let (sender, mut updates) = tokio::sync::mpsc::channel(16);
+    let options = CallOptions { progress: Some(sender), ..CallOptions::default() };
+    let output = connection
+        .call("trigger-long-running-operation", arguments(json!({"duration": 2.4, "steps": 4})), options)
+        .await
+        .unwrap();
+    assert!(output.text.contains("completed"), "{output:?}");
+    let mut seen = Vec::new();
+    while let Ok(update) = updates.try_recv() {
+        seen.push(update.progress);
+    }
+    assert!(seen.len() >= 3 && seen.ends_with(&[4.0]), "{seen:?}");
+
+    // One silent step of 3 s: the call ends after the 1 s limit.
+    let started = Instant::now();
+    let silent = connection
+        .call("trigger-long-running-operation", arguments(json!({"duration": 3, "steps": 1})), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(silent, Error::Timeout { seconds: 1, .. }), "{silent}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(sum(&connection).await.contains('5'));
+}
+
+#[tokio::test]
+async fn a_cancelled_call_ends_at_once() {
+    let Some((node, entry)) = everything("a_cancelled_call_ends_at_once") else { return };
+    let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
+    let options = CallOptions::default();
+    let cancel = options.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let started = Instant::now();
+    let error = connection
+        .call("trigger-long-running-operation", arguments(json!({"duration": 20, "steps": 2})), options)
+        .await
+        .unwrap_err();
+    assert!(matches!(&error, Error::Cancelled { tool, .. } if tool == "trigger-long-running-operation"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(sum(&connection).await.contains('5'));
+}
+
+#[tokio::test]
+async fn a_local_server_sees_only_its_tables_environment() {
+    let Some((node, entry)) = everything("a_local_server_sees_only_its_tables_environment") else { return };
+    let config =
+        ServerConfig { env: BTreeMap::from([("CLAWOS_GRANTED".into(), "yes".into())]), ..stdio(&node, &entry) };
+    let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
+    let output = connection.call("get-env", Map::new(), CallOptions::default()).await.unwrap();
+    let environment: Map<String, Value> = serde_json::from_str(&output.text).unwrap();
+    assert_eq!(environment.get("CLAWOS_GRANTED"), Some(&json!("yes")), "{environment:?}");
+    // cargo sets these for the test process; none reaches the server.
+    for inherited in ["CARGO_MANIFEST_DIR", "PATH", "HOME"] {
+        assert!(!environment.contains_key(inherited), "{inherited} reached the server: {environment:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_one_is_reported() {
+    // Writes a line that is not JSON-RPC, then nothing.
+    let config = ServerConfig {
+        command: vec!["/bin/sh".into(), "-c".into(), "echo 'Welcome!'; exec sleep 30".into()],
+        start_timeout_s: 2,
+        ..ServerConfig::default()
+    };
+    let started = Instant::now();
+    let error = Connection::connect("garbage", &config, &Launch::Child, None).await.unwrap_err();
+    assert!(matches!(error, Error::Handshake { .. } | Error::Timeout { .. }), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    // A program that is not there.
+    let config = ServerConfig { command: vec!["/nonexistent/mcp-server".into()], ..ServerConfig::default() };
+    let error = Connection::connect("missing", &config, &Launch::Child, None).await.unwrap_err();
+    assert!(matches!(&error, Error::Spawn { program, .. } if program == "/nonexistent/mcp-server"), "{error}");
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_call_is_reported() {
+    let Some((node, entry)) = everything("a_server_that_dies_mid_call_is_reported") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    // The shell records the server's PID and waits; the server keeps the
+    // shell's standard input (through fd 3: a background job's own is
+    // /dev/null before any redirection) and output.
+    let script = format!("exec 3<&0; '{node}' '{entry}' stdio <&3 3<&- & echo $! > '{}'; wait", pid_file.display());
+    let config = ServerConfig { command: vec!["/bin/sh".into(), "-c".into(), script], ..ServerConfig::default() };
+    let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // SAFETY: a plain kill(2) of the server this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let error = connection
+        .call("trigger-long-running-operation", arguments(json!({"duration": 20, "steps": 2})), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Closed { .. }), "{error}");
+}
+
+#[tokio::test]
+async fn tools_are_called_over_streamable_http() {
+    let Some((node, entry)) = everything("tools_are_called_over_streamable_http") else { return };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = tokio::process::Command::new(&node)
+        .args([&entry, "streamableHttp"])
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the HTTP server did not listen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let config = ServerConfig { url: Some(format!("http://127.0.0.1:{port}/mcp")), ..ServerConfig::default() };
+    let connection = Connection::connect("remote", &config, &Launch::Child, None).await.unwrap();
+    let tools = connection.tools().await.unwrap();
+    assert!(tools.usable.iter().any(|tool| tool.name == "mcp.remote.get-sum"), "{tools:?}");
+    assert!(sum(&connection).await.contains('5'));
+    let (sender, mut updates) = tokio::sync::mpsc::channel(16);
+    let options = CallOptions { progress: Some(sender), ..CallOptions::default() };
+    let output = connection
+        .call("trigger-long-running-operation", arguments(json!({"duration": 1, "steps": 2})), options)
+        .await
+        .unwrap();
+    assert!(output.text.contains("completed"), "{output:?}");
+    assert!(updates.recv().await.is_some(), "no progress over HTTP");
+    connection.close().await;
+    server.kill().await.unwrap();
+}
