@@ -1,6 +1,6 @@
 //! What a test does when something it needs is not on this machine (swtpm,
 //! FUSE, root, a tmpfs mount, the kernel's BTF, the output of `make tools`
-//! or `make models`, the AgentFS SDK).
+//! or `make models`, the AgentFS SDK, the MCP test servers).
 //!
 //! Under `make test` (`make test-unit` sets [`REQUIRE_ALL`]) the test fails,
 //! naming what is missing: a run on a machine that lacks it is red, never
@@ -29,4 +29,30 @@ pub fn missing(test: &str, reason: &str) {
 pub fn package_path(rel: &str) -> std::path::PathBuf {
     let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is unset: run this through cargo");
     std::path::Path::new(&dir).join(rel)
+}
+
+/// `node` and the entry point of the reference MCP server
+/// `@modelcontextprotocol/server-everything`, which `make mcp-servers`
+/// installs into out/mcp-servers (or where `CLAWOS_MCP_SERVERS` says, as
+/// `make test` does); `None` after [`missing`] when either is not there.
+pub fn mcp_everything(test: &str) -> Option<(String, String)> {
+    let dir = match std::env::var_os("CLAWOS_MCP_SERVERS") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => package_path("../../out/mcp-servers"),
+    };
+    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|path| path.join("node"))
+        .find(|path| path.is_file());
+    match (entry.is_file(), node) {
+        (true, Some(node)) => Some((node.display().to_string(), entry.display().to_string())),
+        (false, _) => {
+            missing(test, &format!("no {} (run `make mcp-servers`)", entry.display()));
+            None
+        }
+        (true, None) => {
+            missing(test, "no node on PATH");
+            None
+        }
+    }
 }

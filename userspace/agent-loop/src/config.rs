@@ -30,6 +30,9 @@ pub const LOCAL_MODEL_SOCKET: &str = "/run/clawos-model/api.sock";
 /// The vault lets agent-loop read only secrets whose names start so
 /// (security-agent's policy, `specs/vault/`): a provider's API key.
 pub const PROVIDER_SECRET_PREFIX: &str = "provider-";
+/// The vault secrets a remote MCP server's bearer token may be read from
+/// (security-agent's default grants).
+pub const MCP_SECRET_PREFIX: &str = "mcp-";
 /// The in-box model's name on its server.
 pub const LOCAL_MODEL: &str = "smollm2-135m-instruct";
 
@@ -77,6 +80,9 @@ pub enum Error {
         /// The permission it needs.
         permission: String,
     },
+    /// An `[mcp.servers.<name>]` table breaks a rule (the message names it).
+    #[error("[mcp] {0}")]
+    Mcp(String),
     /// `[session] compact_at` out of its range.
     #[error("[session] compact_at must be between 0.1 and 1.0, not {0}")]
     CompactAt(f64),
@@ -144,6 +150,34 @@ pub struct AgentConfig {
     /// Modes over the autonomy preset's.
     #[serde(default)]
     pub permissions: PermissionsConfig,
+    /// Its MCP servers.
+    #[serde(default)]
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: the agent's MCP servers (specs/mcp/README.md).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// `[mcp.servers.<name>]`, each a local (`command`) or remote (`url`) server.
+    #[serde(default)]
+    pub servers: BTreeMap<String, mcp::ServerConfig>,
+    /// Above this many tokens of MCP tools' descriptions and schemas (an
+    /// estimate, 4 bytes a token), the model is shown each MCP tool's name
+    /// and the first line of its description only, and reads a tool's
+    /// arguments with `mcp_schema` when it needs them. Default 2000.
+    #[serde(default = "default_schema_budget")]
+    pub schema_budget_tokens: u64,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig { servers: BTreeMap::new(), schema_budget_tokens: default_schema_budget() }
+    }
+}
+
+fn default_schema_budget() -> u64 {
+    2000
 }
 
 /// A provider and one of its models.
@@ -446,7 +480,11 @@ impl AgentConfig {
     /// image could not ship the state of).
     pub fn allows_tool(&self, name: &str) -> bool {
         match &self.tools.allow {
-            Some(allow) => allow.iter().any(|allowed| allowed == "*" || allowed == name),
+            Some(allow) => allow.iter().any(|allowed| {
+                // `mcp.<server>.*`: every tool of one MCP server.
+                let server_tools = allowed.strip_suffix('*').filter(|prefix| prefix.ends_with('.'));
+                allowed == "*" || allowed == name || server_tools.is_some_and(|prefix| name.starts_with(prefix))
+            }),
             None => self.model.provider != LOCAL_PROVIDER,
         }
     }
@@ -491,6 +529,14 @@ impl AgentConfig {
                 if !secret.starts_with(PROVIDER_SECRET_PREFIX) {
                     return Err(Error::SecretName { provider: name.clone(), secret: secret.clone() });
                 }
+            }
+        }
+        for (name, server) in &self.mcp.servers {
+            server.endpoint(name).map_err(|e| Error::Mcp(e.to_string()))?;
+            if let Some(secret) = server.bearer_secret.as_ref().filter(|s| !s.starts_with(MCP_SECRET_PREFIX)) {
+                return Err(Error::Mcp(format!(
+                    "mcp server {name:?}: bearer_secret {secret:?} must start with {MCP_SECRET_PREFIX:?} (the secrets agent-loop may read)"
+                )));
             }
         }
         if self.limits.max_steps == 0 || self.limits.max_seconds == 0 || self.limits.max_tokens == 0 {

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentConfig, Route};
 use crate::error::Error;
+use crate::mcp_servers::Servers;
 use crate::provider::KeySource;
 use crate::registry::{self, Agent, Registry};
 use crate::store::{self, Store};
@@ -92,16 +93,23 @@ fn new_id(prefix: &str) -> String {
 pub struct Launcher {
     runtime: Runtime,
     keys: Arc<dyn KeySource>,
+    mcp: Arc<Servers>,
     turns: Arc<Mutex<TurnTable>>,
     /// Finished turns whose outcome [`Launcher::result`] answers.
     kept: usize,
 }
 
 impl Launcher {
-    /// A launcher whose turns fetch API keys from `keys`, publish on
-    /// `runtime`'s event bus, and whose last `kept` outcomes stay readable.
-    pub fn new(runtime: Runtime, keys: Arc<dyn KeySource>, kept: usize) -> Self {
-        Launcher { runtime, keys, turns: Arc::default(), kept }
+    /// A launcher whose turns fetch API keys from `keys`, reach the
+    /// agents' MCP servers through `mcp`, publish on `runtime`'s event
+    /// bus, and whose last `kept` outcomes stay readable.
+    pub fn new(runtime: Runtime, keys: Arc<dyn KeySource>, mcp: Arc<Servers>, kept: usize) -> Self {
+        Launcher { runtime, keys, mcp, turns: Arc::default(), kept }
+    }
+
+    /// The agents' MCP servers.
+    pub fn mcp(&self) -> &Servers {
+        &self.mcp
     }
 
     /// Whether a turn of `agent` runs now.
@@ -295,10 +303,10 @@ impl Launcher {
             queue: queue.clone(),
             runtime: self.runtime.clone(),
         };
-        let (turns, kept, keys) = (self.turns.clone(), self.kept, self.keys.clone());
+        let (turns, kept, keys, mcp) = (self.turns.clone(), self.kept, self.keys.clone(), self.mcp.clone());
         tokio::spawn(async move {
             let turn_id = launch.turn_id.clone();
-            let outcome = run_turn(launch, keys, cancel, &reporter).await;
+            let outcome = run_turn(launch, keys, &mcp, cancel, &reporter).await;
             let _ = queue.send((TURN_END, object(serde_json::to_value(&outcome).expect("outcomes serialize"))));
             lock(&turns).finish(&turn_id, outcome, kept);
         });
@@ -368,6 +376,7 @@ enum CannotStart {
 async fn run_turn(
     launch: Launch,
     keys: Arc<dyn KeySource>,
+    mcp: &Servers,
     cancel: CancellationToken,
     reporter: &ConnectionReporter,
 ) -> TurnOutcome {
@@ -378,7 +387,7 @@ async fn run_turn(
         _ => None,
     };
     let prepared = async {
-        let thinker = thinker::build(&config, &route, keys)?;
+        let thinker = thinker::build(&config, &route, keys.clone())?;
         let peers = connect_peers(matches!(begin, Begin::Resume { .. })).await?;
         let mut all = tools::built_in();
         all.push(delegate::tool());
@@ -386,6 +395,7 @@ async fn run_turn(
             Ok(found) => all.extend(found),
             Err(why) => tracing::warn!(agent, "WASM tools unavailable for this turn: {why}"),
         }
+        all.extend(mcp.tools(agent, &config.mcp, &*keys).await);
         Ok::<_, CannotStart>((thinker, peers, all))
     };
     let (thinker, peers, all) = match prepared.await {
@@ -442,6 +452,8 @@ async fn run_turn(
         delegation: Some(&delegation),
         memory_workspace: &config.tools.memory_workspace,
         policy: &policy,
+        mcp,
+        cancel: &cancel,
     };
     let turn = Turn {
         agent,

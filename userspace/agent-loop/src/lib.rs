@@ -22,6 +22,7 @@ pub mod delegate;
 pub mod error;
 pub mod guard;
 pub mod launch;
+pub mod mcp_servers;
 pub mod persona;
 pub mod provider;
 pub mod registry;

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use clawos_agent_loop::config::{AgentConfig, DEFAULT_CONFIG};
 use clawos_agent_loop::error::Error;
 use clawos_agent_loop::launch::Launcher;
+use clawos_agent_loop::mcp_servers::Servers;
 use clawos_agent_loop::provider::estimate_tokens;
 use clawos_agent_loop::registry::{self, Agent, Registry};
 use clawos_agent_loop::thinker::{self, VaultKeys};
@@ -51,6 +52,19 @@ struct LoopConfig {
     /// memory (older ones from the agent's database). Default 256.
     #[serde(default = "default_kept_turns")]
     kept_turns: usize,
+    /// How the agents' local MCP servers start. Unset (the image): they
+    /// are refused, with the reason, until each can run in a unit of its
+    /// own (specs/mcp/README.md); `"child"`: as children of agent-loop,
+    /// unsandboxed, for tests on a development machine.
+    #[serde(default)]
+    mcp_launch: Option<McpLaunch>,
+}
+
+/// `mcp_launch`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum McpLaunch {
+    Child,
 }
 
 fn default_root() -> PathBuf {
@@ -310,7 +324,12 @@ fn build(runtime: &Runtime) -> Result<Daemon, String> {
     let daemon = Daemon {
         runtime: runtime.clone(),
         agents: Registry::new(config.clawfs_root),
-        turns: Launcher::new(runtime.clone(), Arc::new(VaultKeys), config.kept_turns),
+        turns: Launcher::new(
+            runtime.clone(),
+            Arc::new(VaultKeys),
+            Arc::new(Servers::new(config.mcp_launch.map(|McpLaunch::Child| mcp::Launch::Child))),
+            config.kept_turns,
+        ),
     };
     daemon.turns.resume_all(&daemon.agents);
     Ok(daemon)

@@ -574,7 +574,7 @@ pub(crate) fn truncate(conn: &Connection, chunk_size: u64, limit: u64, ino: i64,
         let keep_chunks = new_size.div_ceil(chunk_size);
         conn.prepare_cached("DELETE FROM fs_data WHERE ino = ? AND chunk_index >= ?")?
             .execute(params![ino, keep_chunks])?;
-        if new_size % chunk_size != 0 {
+        if !new_size.is_multiple_of(chunk_size) {
             let index = keep_chunks - 1;
             let mut buf = chunk(conn, ino, index)?;
             buf.truncate((new_size - index * chunk_size) as usize);

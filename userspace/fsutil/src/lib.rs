@@ -43,7 +43,7 @@ pub fn unhex(text: &str) -> Option<Vec<u8>> {
         char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok())
     }
     let bytes = text.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     bytes.chunks_exact(2).map(|pair| Some((digit(pair[0])? << 4) | digit(pair[1])?)).collect()

@@ -41,6 +41,8 @@ pub const MAX_TOOL_NAME_LEN: usize = 128;
 pub const MAX_TIMEOUT_S: u64 = 600;
 /// Largest response of an HTTP server, and longest line of a local one.
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Longest tool description passed on: it goes into every prompt.
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
 
 /// Why a server could not be used, or a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -244,7 +246,10 @@ pub struct Tool {
 }
 
 /// A server's tools: those an agent may be shown, and those refused with
-/// the reason (a name the protocol does not allow, a name given twice).
+/// the reason (a name the protocol does not allow, a schema WASM tools
+/// could not have either: `clawfs::names::check_params_schema`, a name
+/// given twice). A description is passed on without control characters,
+/// at most [`MAX_DESCRIPTION_BYTES`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tools {
     /// In the server's order.
@@ -372,15 +377,18 @@ impl Connection {
         let mut seen = std::collections::BTreeSet::new();
         for tool in listed {
             let server_name = tool.name.to_string();
-            if let Err(reason) = check_tool_name(&server_name) {
+            let input_schema = serde_json::Value::Object((*tool.input_schema).clone());
+            let checked = check_tool_name(&server_name)
+                .and_then(|()| clawfs::names::check_params_schema(&input_schema.to_string()));
+            if let Err(reason) = checked {
                 tools.refused.push((server_name, reason));
             } else if !seen.insert(server_name.clone()) {
                 tools.refused.push((server_name, "the server lists this name twice".into()));
             } else {
                 tools.usable.push(Tool {
                     name: format!("{TOOL_PREFIX}.{}.{server_name}", self.server),
-                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
-                    input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                    description: shown_description(tool.description.as_deref().unwrap_or_default()),
+                    input_schema,
                     server_name,
                 });
             }
@@ -486,6 +494,19 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// A server's description as a prompt may carry it: control characters
+/// but the newline left out, cut at [`MAX_DESCRIPTION_BYTES`].
+fn shown_description(text: &str) -> String {
+    let mut shown = String::new();
+    for c in text.chars().filter(|c| *c == '\n' || !c.is_control()) {
+        if shown.len() + c.len_utf8() > MAX_DESCRIPTION_BYTES {
+            break;
+        }
+        shown.push(c);
+    }
+    shown
+}
+
 fn describe_block(block: &rmcp::model::ContentBlock) -> String {
     use rmcp::model::ContentBlock;
     match block {
@@ -562,6 +583,12 @@ mod tests {
         for bad in ["", "two words", "ignore previous instructions", "tab\t", "é", &"x".repeat(129)] {
             assert!(check_tool_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn descriptions_lose_control_characters_and_are_capped() {
+        assert_eq!(shown_description("Adds\u{1b}[31m two\tnumbers.\nSafe."), "Adds[31m twonumbers.\nSafe.");
+        assert_eq!(shown_description(&"é".repeat(600)).len(), MAX_DESCRIPTION_BYTES);
     }
 
     #[test]

@@ -6,35 +6,11 @@
 //! input and output and over Streamable HTTP on loopback.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clawos_test_require::mcp_everything;
 use mcp::{CallOptions, Connection, Error, Launch, ServerConfig};
 use serde_json::{json, Map, Value};
-
-/// The server's entry point and the `node` that runs it, or None (test
-/// skipped) when they are missing and `make test` does not require them.
-fn everything(test: &str) -> Option<(String, String)> {
-    let dir = match std::env::var_os("CLAWOS_MCP_SERVERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => clawos_test_require::package_path("../../out/mcp-servers"),
-    };
-    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|path| path.join("node"))
-        .find(|path| path.is_file());
-    match (entry.is_file(), node) {
-        (true, Some(node)) => Some((node.display().to_string(), entry.display().to_string())),
-        (false, _) => {
-            clawos_test_require::missing(test, &format!("no {} (run `make mcp-servers`)", entry.display()));
-            None
-        }
-        (true, None) => {
-            clawos_test_require::missing(test, "no node on PATH");
-            None
-        }
-    }
-}
 
 fn stdio(node: &str, entry: &str) -> ServerConfig {
     ServerConfig { command: vec![node.into(), entry.into(), "stdio".into()], ..ServerConfig::default() }
@@ -52,7 +28,7 @@ async fn sum(connection: &Connection) -> String {
 
 #[tokio::test]
 async fn tools_are_named_for_the_agent_and_called_over_stdio() {
-    let Some((node, entry)) = everything("tools_are_named_for_the_agent_and_called_over_stdio") else { return };
+    let Some((node, entry)) = mcp_everything("tools_are_named_for_the_agent_and_called_over_stdio") else { return };
     let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
     let tools = connection.tools().await.unwrap();
     assert!(tools.refused.is_empty(), "{:?}", tools.refused);
@@ -73,7 +49,7 @@ async fn tools_are_named_for_the_agent_and_called_over_stdio() {
 
 #[tokio::test]
 async fn a_bad_call_is_an_error_and_the_server_goes_on() {
-    let Some((node, entry)) = everything("a_bad_call_is_an_error_and_the_server_goes_on") else { return };
+    let Some((node, entry)) = mcp_everything("a_bad_call_is_an_error_and_the_server_goes_on") else { return };
     let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
     // Arguments the tool's schema refuses: the tool's own error, for the model to read.
     let refused = connection.call("get-sum", arguments(json!({"a": "two"})), CallOptions::default()).await;
@@ -93,7 +69,9 @@ async fn a_bad_call_is_an_error_and_the_server_goes_on() {
 
 #[tokio::test]
 async fn progress_renews_the_time_limit_and_silence_ends_the_call() {
-    let Some((node, entry)) = everything("progress_renews_the_time_limit_and_silence_ends_the_call") else { return };
+    let Some((node, entry)) = mcp_everything("progress_renews_the_time_limit_and_silence_ends_the_call") else {
+        return;
+    };
     let config = ServerConfig { call_timeout_s: 1, ..stdio(&node, &entry) };
     let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
     // 2.4 s in all, a step every 0.6 s: longer than the limit, never silent as long.
@@ -123,7 +101,7 @@ async fn progress_renews_the_time_limit_and_silence_ends_the_call() {
 
 #[tokio::test]
 async fn a_cancelled_call_ends_at_once() {
-    let Some((node, entry)) = everything("a_cancelled_call_ends_at_once") else { return };
+    let Some((node, entry)) = mcp_everything("a_cancelled_call_ends_at_once") else { return };
     let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
     let options = CallOptions::default();
     let cancel = options.cancel.clone();
@@ -143,7 +121,7 @@ async fn a_cancelled_call_ends_at_once() {
 
 #[tokio::test]
 async fn a_local_server_sees_only_its_tables_environment() {
-    let Some((node, entry)) = everything("a_local_server_sees_only_its_tables_environment") else { return };
+    let Some((node, entry)) = mcp_everything("a_local_server_sees_only_its_tables_environment") else { return };
     let config =
         ServerConfig { env: BTreeMap::from([("CLAWOS_GRANTED".into(), "yes".into())]), ..stdio(&node, &entry) };
     let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
@@ -176,7 +154,7 @@ async fn a_server_that_is_not_one_is_reported() {
 
 #[tokio::test]
 async fn a_server_that_dies_mid_call_is_reported() {
-    let Some((node, entry)) = everything("a_server_that_dies_mid_call_is_reported") else { return };
+    let Some((node, entry)) = mcp_everything("a_server_that_dies_mid_call_is_reported") else { return };
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
     // The shell records the server's PID and waits; the server keeps the
@@ -200,7 +178,7 @@ async fn a_server_that_dies_mid_call_is_reported() {
 
 #[tokio::test]
 async fn tools_are_called_over_streamable_http() {
-    let Some((node, entry)) = everything("tools_are_called_over_streamable_http") else { return };
+    let Some((node, entry)) = mcp_everything("tools_are_called_over_streamable_http") else { return };
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut server = tokio::process::Command::new(&node)
         .args([&entry, "streamableHttp"])

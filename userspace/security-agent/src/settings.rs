@@ -19,6 +19,10 @@ pub const TOOL_SECRET_PREFIX: &str = "tool-";
 /// Secret IDs fs-engine may read by default: the API key of an embeddings
 /// service (`[component.embedder]` of fs-engine.toml).
 pub const EMBEDDER_SECRET_PREFIX: &str = "embedder-";
+/// Secret IDs the agent loop may read by default besides providers' keys:
+/// the bearer tokens of remote MCP servers (`[mcp.servers.<name>]
+/// bearer_secret`, specs/mcp/README.md).
+pub const MCP_SECRET_PREFIX: &str = "mcp-";
 
 /// Which keyring caches the unsealed keys.
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -70,6 +74,7 @@ pub fn default_component_grants() -> Vec<Grant> {
     };
     vec![
         read_prefix("agent-loop", PROVIDER_SECRET_PREFIX),
+        read_prefix("agent-loop", MCP_SECRET_PREFIX),
         read_prefix("wasm-daemon", TOOL_SECRET_PREFIX),
         read_prefix("fs-engine", EMBEDDER_SECRET_PREFIX),
     ]
@@ -143,7 +148,9 @@ mod tests {
         assert!(policy.allows(&operator, VaultCapability::SecretWrite, Some("anything")));
         let agent_loop = Caller::new("agent-loop");
         assert!(policy.allows(&agent_loop, VaultCapability::SecretRead, Some("provider-openai")));
+        assert!(policy.allows(&agent_loop, VaultCapability::SecretRead, Some("mcp-search")));
         assert!(!policy.allows(&agent_loop, VaultCapability::SecretRead, Some("tool-github")));
+        assert!(!policy.allows(&Caller::new("wasm-daemon"), VaultCapability::SecretRead, Some("mcp-search")));
         assert!(!policy.allows(&agent_loop, VaultCapability::SecretWrite, Some("provider-openai")));
         assert!(policy.allows(&operator, VaultCapability::SecretReadHistory, Some("tool-github")));
         let wasm = Caller::new("wasm-daemon");

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use clawos_agent_loop::config::AgentConfig;
 use clawos_agent_loop::delegate::{self, Delegation};
+use clawos_agent_loop::mcp_servers::Servers;
 use clawos_agent_loop::provider::{ChatMessage, ChatRequest, KeySource, Role};
 use clawos_agent_loop::store::Store;
 use clawos_agent_loop::thinker;
@@ -199,6 +200,7 @@ fn main() {
         let agent_db = root.join("clawfs/agents").join(AGENT).join("workspace.db");
         let config = AgentConfig::parse("[autonomy]\nlevel = \"full\"\nmax_actions_per_hour = 1000000\n").unwrap();
         let policy = config.policy();
+        let (mcp, cancel) = (Servers::new(None), CancellationToken::new());
         let cx = CallContext {
             peers: &peers,
             tools: &wasm,
@@ -210,6 +212,8 @@ fn main() {
             delegation: None,
             memory_workspace: "default",
             policy: &policy,
+            mcp: &mcp,
+            cancel: &cancel,
         };
         let mut samples = Vec::with_capacity(SEQUENTIAL_CALLS);
         for n in 0..SEQUENTIAL_CALLS {
@@ -239,7 +243,6 @@ fn main() {
         .unwrap();
         let thinker = thinker::build(&config, &config.route(None).unwrap(), Arc::new(NoKeys)).unwrap();
         let store = Store::open(&agent_db).unwrap();
-        let cancel = CancellationToken::new();
         let delegation = Delegation {
             config: &config,
             store: &store,

@@ -1,7 +1,8 @@
 //! The tools a model may call (`specs/agent/README.md`, "Tools"): the
 //! agent's files, its memory (store, recall, forget) and a workspace's
-//! memory search through fs-engine, and every installed WASM tool through
-//! wasm-daemon's `execute_tool`.
+//! memory search through fs-engine, every installed WASM tool through
+//! wasm-daemon's `execute_tool`, and the tools of the agent's MCP servers
+//! (`mcp_servers`, specs/mcp/README.md).
 //!
 //! Owns: describing tools to the model (name, description, the JSON Schema
 //! of their arguments; the built-in tools' in `built_in`), what each call
@@ -13,8 +14,8 @@
 //! component that serves it applies its own rules (RULE-001 in fs-engine,
 //! tool grants and the sandbox in wasm-daemon), so nothing a model writes
 //! can widen what the agent may do. WASM calls are recorded in
-//! the agent's `tool_calls` by wasm-daemon; the built-in calls are recorded
-//! here, in the same table, with the session.
+//! the agent's `tool_calls` by wasm-daemon; the built-in and MCP calls are
+//! recorded here, in the same table, with the session.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -83,6 +84,11 @@ pub enum Runs {
     Wasm,
     /// agent-loop itself: a sub-agent's turn (`delegate`).
     Delegate,
+    /// One of the agent's MCP servers, in its own unit or remote.
+    Mcp,
+    /// agent-loop itself: an MCP tool's schema (`mcp_schema`), when the
+    /// model was shown MCP tools by name first.
+    McpSchema,
 }
 
 /// A tool the agent may call.
@@ -279,6 +285,10 @@ pub struct CallContext<'a> {
     pub memory_workspace: &'a str,
     /// The agent's policy, sent with each `check_policy`.
     pub policy: &'a AgentPolicy,
+    /// The agents' MCP servers.
+    pub mcp: &'a crate::mcp_servers::Servers,
+    /// Cancels the turn: a running MCP call is cancelled at its server.
+    pub cancel: &'a tokio_util::sync::CancellationToken,
 }
 
 impl Runner for CallContext<'_> {
@@ -318,6 +328,10 @@ async fn check(
     resumed: bool,
 ) -> Option<CallResult> {
     let Some(tool) = cx.tools.iter().find(|tool| tool.spec.name == name) else { return Some(unknown(cx, name)) };
+    // It reads what the agent's own configuration gave it to call.
+    if tool.runs == Runs::McpSchema {
+        return None;
+    }
     if let (Some(paths), Runs::BuiltIn(BuiltIn::FileRead | BuiltIn::FileWrite | BuiltIn::FileList)) =
         (cx.paths, tool.runs)
     {
@@ -395,7 +409,7 @@ async fn run(cx: &CallContext<'_>, action_id: &str, name: &str, arguments: &Valu
 }
 
 /// Runs a call that agent-loop records itself (a built-in tool, a
-/// sub-agent) once per action ID: a call recorded with `action_id` is
+/// sub-agent, an MCP tool) once per action ID: a call recorded with `action_id` is
 /// answered from its record. `Err` is the result when a sub-agent's call
 /// waits for the operator: nothing is recorded then, and the call runs
 /// again (continuing the sub-agent) once they have answered.
@@ -423,6 +437,8 @@ async fn run_here(
             .call(&cx.peers.fs_engine, agent, arguments, cx.memory_workspace, action_id)
             .await
             .map_err(|e| e.to_string()),
+        (Runs::Mcp, _) => cx.mcp.call(agent, name, arguments, cx.cancel).await,
+        (Runs::McpSchema, _) => cx.mcp.schema(agent, arguments).await,
         (_, Some(delegation)) => match crate::delegate::run(cx, delegation, action_id, arguments).await {
             Ok(crate::delegate::Ended::Outcome(record)) => Ok(record),
             Ok(crate::delegate::Ended::Waiting { what, spent }) => {
@@ -445,23 +461,23 @@ async fn run_here(
     Ok(outcome)
 }
 
-/// The outcome of the built-in call recorded with idempotency key `key`
+/// The outcome of the call agent-loop ran recorded with idempotency key `key`
 /// in the agent's `tool_calls`, if there is one.
 fn recorded(db: &Path, key: &str) -> Result<Option<Result<Value, String>>, RecordError> {
     let agentfs = agentfs::AgentFs::open(db).map_err(|source| RecordError::Open { db: db.to_owned(), source })?;
     Ok(agentfs.tool_call_by_key(key)?.map(|call| call.outcome()))
 }
 
-/// What a built-in call's record says it was.
+/// What the record of a call agent-loop ran says it was.
 struct CallRecord {
     session_id: String,
     key: String,
     name: String,
 }
 
-/// Writes the tool-call record of a finished built-in call in the agent's
-/// `tool_calls`, with its session and idempotency key (wasm-daemon writes
-/// the WASM calls').
+/// Writes the tool-call record of a finished call agent-loop ran in the
+/// agent's `tool_calls`, with its session and idempotency key
+/// (wasm-daemon writes the WASM calls').
 fn record(
     db: &Path,
     of: &CallRecord,
