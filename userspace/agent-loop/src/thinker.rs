@@ -20,7 +20,7 @@ use zeroize::Zeroizing;
 use crate::config::{AgentConfig, Route, LOCAL_MODEL, LOCAL_MODEL_SOCKET, LOCAL_PROVIDER};
 use crate::provider::config::{self as provider_config, ProviderConfig};
 use crate::provider::reliable::{Reliable, RetryPolicy};
-use crate::provider::{ChatRequest, ChatResponse, KeySource, ProviderError};
+use crate::provider::{ChatRequest, ChatResponse, KeySource, ProviderError, WireNames};
 use crate::turn::{Answered, Thinker};
 
 /// Why a turn's model could not be built from the agent's config.
@@ -177,7 +177,12 @@ impl Thinker for Chain {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(ChatResponse, Answered), ProviderError>> {
         async move {
-            let (response, index) = self.reliable.chat_stream_indexed(request, on_text, cancel).await?;
+            // An MCP tool's name has dots the providers' APIs refuse.
+            let names = WireNames::of(request);
+            let wire = names.request(request);
+            let (mut response, index) =
+                self.reliable.chat_stream_indexed(wire.as_ref().unwrap_or(request), on_text, cancel).await?;
+            names.response(&mut response);
             let (route, table) = &self.routes[index];
             let cost_usd = provider_config::cost_usd(table, &route.model, &response.usage);
             Ok((response, Answered { provider: route.provider.clone(), model: route.model.clone(), cost_usd }))

@@ -59,9 +59,9 @@ pub enum Permission {
     FileWrite,
     /// Storing or forgetting memories.
     MemoryWrite,
-    /// Running a WASM tool.
+    /// Running a tool: a WASM tool, or an MCP server's.
     Tool,
-    /// A WASM tool that may reach the network.
+    /// A tool that may reach the network: a WASM tool granted it, or a remote MCP server's.
     Network,
     /// Scheduling work (the scheduler's).
     Schedule,

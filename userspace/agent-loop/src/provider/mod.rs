@@ -328,3 +328,136 @@ pub fn estimate_request(request: &ChatRequest, text: &str, calls: &[ToolCall]) -
         + calls.iter().map(|c| estimate_tokens(&c.name) + estimate_tokens(&c.arguments.to_string())).sum::<u64>();
     Usage { input_tokens: input, output_tokens: output, estimated: true }
 }
+
+/// Tool names as the providers' APIs take them: OpenAI's and Anthropic's
+/// allow `A-Z a-z 0-9 _ -`, at most 64 characters, where an agent's tool
+/// names may hold more (an MCP tool is `mcp.<server>.<tool>`,
+/// specs/mcp/README.md). A request's names are spelt so on the wire and
+/// the answer's calls named back; a name already fit for the wire is kept.
+#[derive(Debug, Default)]
+pub struct WireNames {
+    to_wire: std::collections::HashMap<String, String>,
+    from_wire: std::collections::HashMap<String, String>,
+}
+
+/// The longest tool name both APIs take.
+const MAX_WIRE_NAME: usize = 64;
+
+impl WireNames {
+    /// The wire names of `request`'s tools and of the calls in its
+    /// messages: each character the APIs refuse becomes `_`, a name cut at
+    /// 64 characters, and a name another already took ends in `_2`, `_3`, ...
+    pub fn of(request: &ChatRequest) -> Self {
+        let fits = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let fit = |name: &str| name.len() <= MAX_WIRE_NAME && name.chars().all(fits);
+        let mut all: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
+        all.extend(
+            request.messages.iter().flat_map(|message| message.tool_calls.iter().map(|call| call.name.as_str())),
+        );
+        let mut names = WireNames::default();
+        let mut taken: std::collections::HashSet<String> =
+            all.iter().filter(|name| fit(name)).map(|name| (*name).to_owned()).collect();
+        for name in all.into_iter().filter(|name| !fit(name)) {
+            if names.to_wire.contains_key(name) {
+                continue;
+            }
+            let spelt: String = name.chars().map(|c| if fits(c) { c } else { '_' }).take(MAX_WIRE_NAME).collect();
+            let mut wire = spelt.clone();
+            for n in 2.. {
+                if taken.insert(wire.clone()) {
+                    break;
+                }
+                let suffix = format!("_{n}");
+                wire = format!("{}{suffix}", &spelt[..spelt.len().min(MAX_WIRE_NAME - suffix.len())]);
+            }
+            names.to_wire.insert(name.to_owned(), wire.clone());
+            names.from_wire.insert(wire, name.to_owned());
+        }
+        names
+    }
+
+    /// `request` with its tools and its messages' calls named for the wire;
+    /// `None` when no name changes.
+    pub fn request(&self, request: &ChatRequest) -> Option<ChatRequest> {
+        if self.to_wire.is_empty() {
+            return None;
+        }
+        let mut wire = request.clone();
+        let rename = |name: &mut String| {
+            if let Some(spelt) = self.to_wire.get(name) {
+                name.clone_from(spelt);
+            }
+        };
+        wire.tools.iter_mut().for_each(|tool| rename(&mut tool.name));
+        wire.messages
+            .iter_mut()
+            .flat_map(|message| message.tool_calls.iter_mut())
+            .for_each(|call| rename(&mut call.name));
+        Some(wire)
+    }
+
+    /// The answer's calls named back as the agent knows its tools.
+    pub fn response(&self, response: &mut ChatResponse) {
+        for call in &mut response.tool_calls {
+            if let Some(name) = self.from_wire.get(&call.name) {
+                call.name.clone_from(name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod wire_names_tests {
+    use super::*;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec { name: name.into(), description: String::new(), parameters: serde_json::json!({"type": "object"}) }
+    }
+
+    #[test]
+    fn names_the_apis_refuse_are_spelt_for_the_wire_and_named_back() {
+        let long = format!("mcp.files.{}", "x".repeat(80));
+        let tools = [spec("file_read"), spec("mcp.everything.get-sum"), spec("mcp_everything_get-sum"), spec(&long)];
+        let mut request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::calls(
+                "",
+                vec![ToolCall {
+                    id: "a".into(),
+                    name: "mcp.everything.get-sum".into(),
+                    arguments: serde_json::json!({}),
+                }],
+            )],
+            tools: tools.to_vec(),
+            max_tokens: 16,
+            temperature: None,
+        };
+        let names = WireNames::of(&request);
+        let wire = names.request(&request).expect("names changed");
+        let spelt: Vec<&str> = wire.tools.iter().map(|tool| tool.name.as_str()).collect();
+        assert_eq!(spelt[..3], ["file_read", "mcp_everything_get-sum_2", "mcp_everything_get-sum"]);
+        assert_eq!(spelt[3].len(), 64);
+        assert_eq!(wire.messages[0].tool_calls[0].name, "mcp_everything_get-sum_2");
+        let mut response = ChatResponse {
+            text: String::new(),
+            tool_calls: vec![
+                ToolCall { id: "b".into(), name: "mcp_everything_get-sum_2".into(), arguments: serde_json::json!({}) },
+                ToolCall { id: "c".into(), name: "file_read".into(), arguments: serde_json::json!({}) },
+            ],
+            usage: Usage::default(),
+            finish: FinishReason::ToolCalls,
+            model: "m".into(),
+        };
+        names.response(&mut response);
+        assert_eq!(response.tool_calls[0].name, "mcp.everything.get-sum");
+        assert_eq!(response.tool_calls[1].name, "file_read");
+        // A call in the history is named for the wire even without its tool.
+        request.tools.truncate(1);
+        assert_eq!(
+            WireNames::of(&request).request(&request).unwrap().messages[0].tool_calls[0].name,
+            "mcp_everything_get-sum"
+        );
+        request.messages.clear();
+        assert!(WireNames::of(&request).request(&request).is_none());
+    }
+}
