@@ -109,8 +109,8 @@ async fn main() -> anyhow::Result<()> {
     // The server started by a shell that says its PID, for its memory.
     let dir = tempfile::tempdir()?;
     let pid_file = dir.path().join("pid");
-    let script = format!("exec 3<&0; '{node}' '{entry}' stdio <&3 3<&- & echo $! > '{}'; wait", pid_file.display());
-    let wrapped = ServerConfig { command: vec!["/bin/sh".into(), "-c".into(), script], ..ServerConfig::default() };
+    let command = clawos_test_require::mcp_everything_with_pid(&node, &entry, &pid_file);
+    let wrapped = ServerConfig { command, ..ServerConfig::default() };
     let config = McpConfig { servers: BTreeMap::from([("everything".to_owned(), wrapped)]), ..McpConfig::default() };
     let servers = Servers::new(Some(Launch::Child));
     let whole = servers.tools("default", &config, &NoKeys).await;

@@ -56,3 +56,13 @@ pub fn mcp_everything(test: &str) -> Option<(String, String)> {
         }
     }
 }
+
+/// The command that starts the reference server `entry` with `node` over
+/// standard input and output through a shell that first writes the
+/// server's PID to `pid_file` (to signal it or read its memory). The server
+/// keeps the shell's standard input, through fd 3: a background job's own
+/// is /dev/null before any redirection.
+pub fn mcp_everything_with_pid(node: &str, entry: &str, pid_file: &std::path::Path) -> Vec<String> {
+    let script = format!("exec 3<&0; '{node}' '{entry}' stdio <&3 3<&- & echo $! > '{}'; wait", pid_file.display());
+    vec!["/bin/sh".into(), "-c".into(), script]
+}

@@ -76,6 +76,14 @@ pub enum Error {
         /// The agent.
         agent: String,
     },
+    /// The agent has no MCP server of that name connected or tried (ENOENT).
+    #[error("agent `{agent}` has no MCP server `{server}` connected or tried (clawctl mcp status {agent})")]
+    NoMcpServer {
+        /// The agent.
+        agent: String,
+        /// The server asked for.
+        server: String,
+    },
     /// No session of that id (ENOENT).
     #[error("agent `{agent}` has no session `{session_id}`")]
     NoSession {
@@ -159,6 +167,7 @@ impl Error {
             Error::AgentName(_)
             | Error::NoAgent { .. }
             | Error::NoSession { .. }
+            | Error::NoMcpServer { .. }
             | Error::NothingToContinue { .. }
             | Error::NoRunningTurn { .. }
             | Error::NoTurn { .. }

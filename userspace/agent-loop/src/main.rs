@@ -30,8 +30,8 @@ use clawos_agent_loop::thinker::{self, VaultKeys};
 use clawos_agent_loop::{guard, persona, store, tools, turn};
 use clawos_api::agent_loop::{
     self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, GuardDecision, GuardHold,
-    GuardHolds, SessionList, SessionRef, SessionSummary, Spend, Transcript, TranscriptEntry, TurnCancelled,
-    TurnOutcome, TurnRef, TurnStarted,
+    GuardHolds, McpRefusedTool, McpServerRef, McpServerStatus, McpStatus, SessionList, SessionRef, SessionSummary,
+    Spend, Transcript, TranscriptEntry, TurnCancelled, TurnOutcome, TurnRef, TurnStarted,
 };
 use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef, WriteFile};
 use clawos_api::{Call, Done, NoParams};
@@ -281,6 +281,40 @@ impl agent_loop::Service for Daemon {
             })
             .collect();
         Ok(SessionList { sessions })
+    }
+
+    async fn mcp_status(&self, _call: &Call, p: AgentName) -> Result<McpStatus, MethodError> {
+        let config = AgentConfig::load(&self.agents.dir(&p.agent)?).map_err(Error::from)?;
+        let servers = self.turns.mcp();
+        // Within the method's 30 s: a server still connecting is tried
+        // again by the next turn.
+        let tried = servers.tools(&p.agent, &config.mcp, &VaultKeys);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(25), tried).await;
+        let servers = servers
+            .status(Some(&p.agent))
+            .into_iter()
+            .map(|status| McpServerStatus {
+                server: status.server,
+                transport: status.transport.into(),
+                endpoint: status.endpoint,
+                state: status.state.into(),
+                tools: status.tools,
+                refused: status.refused.into_iter().map(|(tool, reason)| McpRefusedTool { tool, reason }).collect(),
+                failures: status.failures,
+                last_error: status.last_error,
+                retry_in_s: status.retry_in_s,
+            })
+            .collect();
+        Ok(McpStatus { agent: p.agent, servers })
+    }
+
+    async fn mcp_restart(&self, _call: &Call, p: McpServerRef) -> Result<Done, MethodError> {
+        self.agents.dir(&p.agent)?;
+        if !self.turns.mcp().restart(&p.agent, &p.server).await {
+            return Err(Error::NoMcpServer { agent: p.agent, server: p.server }.into());
+        }
+        tracing::info!(agent = p.agent, server = p.server, "MCP server restarted by the operator");
+        Ok(Done {})
     }
 
     async fn session_show(&self, _call: &Call, p: SessionRef) -> Result<Transcript, MethodError> {

@@ -53,6 +53,10 @@ pub struct ServerStatus {
     pub agent: String,
     /// The server's name in the agent's `[mcp.servers]`.
     pub server: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// The program, or the URL.
+    pub endpoint: String,
     /// `connected`, or `failed` (tried again after `retry_in_s`).
     pub state: &'static str,
     /// The tools the agent is given.
@@ -242,6 +246,20 @@ impl Servers {
         }
     }
 
+    /// Closes `agent`'s server `server` (a local one is stopped) and
+    /// forgets its failures: it is started again at its next use. False
+    /// when the agent has no such server connected or tried.
+    pub async fn restart(&self, agent: &str, server: &str) -> bool {
+        let slot = lock(&self.slots).get(&(agent.to_owned(), server.to_owned())).cloned();
+        let Some(slot) = slot else { return false };
+        let mut slot = slot.lock().await;
+        slot.failures = 0;
+        slot.last_error = None;
+        slot.state = State::Failed { retry_at: Instant::now() };
+        self.show(agent, server, &slot);
+        true
+    }
+
     /// What `agent`'s servers (every agent's, for `None`) last said.
     pub fn status(&self, agent: Option<&str>) -> Vec<ServerStatus> {
         let mut all: Vec<ServerStatus> = lock(&self.shown)
@@ -263,9 +281,15 @@ impl Servers {
                 ("failed", Vec::new(), Vec::new(), Some(retry_at.saturating_duration_since(now).as_secs()))
             }
         };
+        let (transport, endpoint) = match &slot.config.url {
+            Some(url) => ("http", url.clone()),
+            None => ("stdio", slot.config.command.first().cloned().unwrap_or_default()),
+        };
         let status = ServerStatus {
             agent: agent.to_owned(),
             server: server.to_owned(),
+            transport,
+            endpoint,
             state,
             tools,
             refused,

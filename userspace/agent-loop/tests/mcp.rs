@@ -28,11 +28,10 @@ impl KeySource for NoKeys {
     }
 }
 
-/// The server, started by a shell that writes its PID to `pid_file` first
-/// (the server keeps the shell's standard input, through fd 3, and output).
+/// The server, started by a shell that writes its PID to `pid_file` first.
 fn server(node: &str, entry: &str, pid_file: &std::path::Path) -> ServerConfig {
-    let script = format!("exec 3<&0; '{node}' '{entry}' stdio <&3 3<&- & echo $! > '{}'; wait", pid_file.display());
-    ServerConfig { command: vec!["/bin/sh".into(), "-c".into(), script], ..ServerConfig::default() }
+    let command = clawos_test_require::mcp_everything_with_pid(node, entry, pid_file);
+    ServerConfig { command, ..ServerConfig::default() }
 }
 
 fn config(server: ServerConfig) -> McpConfig {

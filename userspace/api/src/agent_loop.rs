@@ -51,6 +51,15 @@ service! {
     fn session_list(AgentName) -> SessionList { timeout_ms: 5000, errors: [Enoent, Eio] }
     /// A session's transcript.
     fn session_show(SessionRef) -> Transcript { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// An agent's MCP servers as its next turn would have them: each
+    /// server not connected is tried now (unless its backoff has not
+    /// passed; one still connecting after 25 s shows its state before),
+    /// then its state, the tools the agent is given and those refused, and
+    /// the last error (`specs/mcp/README.md`).
+    fn mcp_status(AgentName) -> McpStatus { timeout_ms: 30000, errors: [Enoent, Eproto, Eio] }
+    /// Closes an agent's MCP server (a local one is stopped) and forgets
+    /// its failures: the next turn or status starts it again at once.
+    fn mcp_restart(McpServerRef) -> Done { timeout_ms: 5000, errors: [Enoent] }
 }
 
 /// Event: text the model produced, as it streams (`turn_id`, `text`).
@@ -95,6 +104,57 @@ pub enum AgentState {
     /// The soul guard holds a change to its `soul.md` or `identity.md`
     /// until the operator decides (`agent_guard`); `error` says which.
     Halted,
+}
+
+/// `mcp_status` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpStatus {
+    /// The agent.
+    pub agent: String,
+    /// Its servers, by name.
+    pub servers: Vec<McpServerStatus>,
+}
+
+/// One MCP server of an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpServerStatus {
+    /// Its name in the agent's `[mcp.servers]`.
+    pub server: String,
+    /// `stdio` (a local program) or `http` (Streamable HTTP).
+    pub transport: String,
+    /// The program, or the URL.
+    pub endpoint: String,
+    /// `connected`, or `failed` (tried again after `retry_in_s`).
+    pub state: String,
+    /// The tools the agent is given (`mcp.<server>.<tool>`).
+    pub tools: Vec<String>,
+    /// The server's tools the agent is not given, each with why.
+    pub refused: Vec<McpRefusedTool>,
+    /// Failures in a row.
+    pub failures: u32,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// Seconds until the next try, when failed.
+    pub retry_in_s: Option<u64>,
+}
+
+/// A server's tool the agent is not given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpRefusedTool {
+    /// The server's name for it.
+    pub tool: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// `mcp_restart` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerRef {
+    /// The agent.
+    pub agent: String,
+    /// The server's name in its `[mcp.servers]`.
+    pub server: String,
 }
 
 /// `agent_guard` result.

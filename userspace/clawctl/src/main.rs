@@ -12,6 +12,7 @@ mod fs;
 mod goal;
 mod identity;
 mod ipc;
+mod mcp;
 mod memory;
 mod policy;
 mod schedule;
@@ -93,6 +94,9 @@ enum Command {
     /// An agent's goals: list, show, log.
     #[command(subcommand)]
     Goal(goal::GoalCommand),
+    /// An agent's MCP servers as its turns get them: list, status, tools, restart.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 fn main() -> ExitCode {
@@ -134,6 +138,7 @@ fn main() -> ExitCode {
             Command::Schedule(command) => schedule::run(command).await,
             Command::Notifications(args) => schedule::notifications(args).await,
             Command::Goal(command) => goal::run(command).await,
+            Command::Mcp(command) => mcp::run(command).await,
         }
     });
     match outcome {

@@ -157,11 +157,8 @@ async fn a_server_that_dies_mid_call_is_reported() {
     let Some((node, entry)) = mcp_everything("a_server_that_dies_mid_call_is_reported") else { return };
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
-    // The shell records the server's PID and waits; the server keeps the
-    // shell's standard input (through fd 3: a background job's own is
-    // /dev/null before any redirection) and output.
-    let script = format!("exec 3<&0; '{node}' '{entry}' stdio <&3 3<&- & echo $! > '{}'; wait", pid_file.display());
-    let config = ServerConfig { command: vec!["/bin/sh".into(), "-c".into(), script], ..ServerConfig::default() };
+    let command = clawos_test_require::mcp_everything_with_pid(&node, &entry, &pid_file);
+    let config = ServerConfig { command, ..ServerConfig::default() };
     let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     tokio::spawn(async move {
