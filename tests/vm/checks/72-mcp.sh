@@ -75,7 +75,7 @@ check "mcp: a local MCP server is refused on the box, and clawctl mcp status say
   printf "\n[mcp.servers.local]\ncommand = [\"/usr/bin/true\"]\n" >> $d/config.toml
   status=$(clawctl mcp status --agent vm-mcp --json)
   echo "$status" | jq -e "[.servers[] | select(.server == \"local\")][0] | .state == \"failed\" and .transport == \"stdio\"
-                         and (.last_error | contains(\"mcp_launch is not set\"))" >/dev/null || { echo "$status"; exit 1; }
+                         and (.last_error | contains(\"not started on this box yet\"))" >/dev/null || { echo "$status"; exit 1; }
   # The remote server is still given to the agent.
   echo "$status" | jq -e "[.servers[] | select(.server == \"everything\")][0].state == \"connected\"" >/dev/null
   systemctl stop clawos-test-mcp clawos-test-vm-mcp'

@@ -52,19 +52,6 @@ struct LoopConfig {
     /// memory (older ones from the agent's database). Default 256.
     #[serde(default = "default_kept_turns")]
     kept_turns: usize,
-    /// How the agents' local MCP servers start. Unset (the image): they
-    /// are refused, with the reason, until each can run in a unit of its
-    /// own (specs/mcp/README.md); `"child"`: as children of agent-loop,
-    /// unsandboxed, for tests on a development machine.
-    #[serde(default)]
-    mcp_launch: Option<McpLaunch>,
-}
-
-/// `mcp_launch`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum McpLaunch {
-    Child,
 }
 
 fn default_root() -> PathBuf {
@@ -361,7 +348,9 @@ fn build(runtime: &Runtime) -> Result<Daemon, String> {
         turns: Launcher::new(
             runtime.clone(),
             Arc::new(VaultKeys),
-            Arc::new(Servers::new(config.mcp_launch.map(|McpLaunch::Child| mcp::Launch::Child))),
+            // Local MCP servers are refused until each can run in a sandbox
+            // unit of its own (specs/mcp/README.md, "Where local servers run").
+            Arc::new(Servers::new(None)),
             config.kept_turns,
         ),
     };

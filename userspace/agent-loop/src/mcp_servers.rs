@@ -189,7 +189,7 @@ impl Servers {
             (Some(launch), _) => launch.clone(),
             (None, true) => mcp::Launch::default(),
             (None, false) => {
-                return Err("local MCP servers are not started on this box: [component] mcp_launch is not set".into())
+                return Err("local MCP servers are not started on this box yet: each needs a sandbox of its own".into())
             }
         };
         let bearer = match &table.bearer_secret {

@@ -164,6 +164,6 @@ async fn local_servers_are_refused_where_they_may_not_start() {
     assert!(servers.tools("default", &config(local), &NoKeys).await.is_empty());
     let status = &servers.status(Some("default"))[0];
     assert_eq!(status.state, "failed");
-    assert!(status.last_error.as_deref().unwrap().contains("mcp_launch is not set"), "{status:?}");
+    assert!(status.last_error.as_deref().unwrap().contains("not started on this box yet"), "{status:?}");
     assert!(sum(&servers).await.unwrap_err().contains("not connected"));
 }
