@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The prefix of every MCP tool's name as an agent sees it.
 pub const TOOL_PREFIX: &str = "mcp";
-/// Longest server name: it is part of tool names and of a unit's name.
+/// Longest server name: it is part of every tool name of the server.
 pub const MAX_SERVER_NAME_LEN: usize = 32;
 /// Longest tool name a server may use (the protocol's own limit).
 pub const MAX_TOOL_NAME_LEN: usize = 128;
@@ -172,7 +172,7 @@ impl ServerConfig {
 
 /// A server's name: lower-case letters, digits and `-`, starting with a
 /// letter, at most [`MAX_SERVER_NAME_LEN`]; it becomes part of tool names
-/// (`mcp.<server>.<tool>`) and of the server's unit name.
+/// (`mcp.<server>.<tool>`).
 pub fn check_server_name(name: &str) -> Result<(), String> {
     let mut chars = name.chars();
     let valid = name.len() <= MAX_SERVER_NAME_LEN
