@@ -12,12 +12,19 @@
 MCP_PORT=18095
 MCP_DIR=/run/clawos-test/mcp
 
+# The host's node, with the libraries it links that the image may lack
+# (Debian's node links libnode, libuv, ICU, ...; glibc's and the C++
+# runtime's own are the image's, newer and compatible).
 start_mcp_server() {
-  local node
+  local node lib
   node=$(command -v node) || { echo "no node on the host"; return 1; }
-  vm_push "$node" "$MCP_DIR/node" &&
-    tar -C "$OUT" -cf - mcp-servers/node_modules | vm_ssh "tar -xf - -C $MCP_DIR" &&
-    vm_ssh "systemd-run --unit clawos-test-mcp --property=Type=exec --setenv=PORT=$MCP_PORT \
+  vm_push "$node" "$MCP_DIR/node" || return 1
+  vm_ssh "mkdir -p $MCP_DIR/lib" || return 1
+  for lib in $(ldd "$node" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+)\.so'); do
+    vm_push "$lib" "$MCP_DIR/lib/$(basename "$lib")" || return 1
+  done
+  tar -C "$OUT" -cf - mcp-servers/node_modules | vm_ssh "tar -xf - -C $MCP_DIR" &&
+    vm_ssh "systemd-run --unit clawos-test-mcp --property=Type=exec --setenv=PORT=$MCP_PORT --setenv=LD_LIBRARY_PATH=$MCP_DIR/lib \
               $MCP_DIR/node $MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js streamableHttp >/dev/null &&
             for _ in \$(seq 150); do (exec 3<>/dev/tcp/127.0.0.1/$MCP_PORT) 2>/dev/null && exit 0; sleep 0.2; done
             journalctl -u clawos-test-mcp -o cat | tail -n 20; exit 1"
