@@ -231,7 +231,6 @@ fn document_number(path: &str) -> usize {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    minilm::threads_as_fs_engine();
     let mut rng = StdRng::seed_from_u64(8);
     let words = match cli.vectors {
         Vectors::Synthetic if !cli.model_words => Words::Syllables,

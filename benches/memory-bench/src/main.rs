@@ -119,7 +119,6 @@ fn ms(duration: Duration) -> String {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    minilm::threads_as_fs_engine();
     let model = Arc::new(
         minilm::MiniLmEmbedder::load(&cli.model_dir)
             .with_context(|| format!("loading MiniLM from {}", cli.model_dir.display()))?,

@@ -29,19 +29,6 @@ const MAX_TOKENS: usize = 256;
 /// Texts per forward pass: bounds the padded batch's memory.
 const BATCH: usize = 8;
 
-/// Sets candle's thread count as fs-engine's unit does
-/// (`Environment=RAYON_NUM_THREADS=1` in
-/// `clawos-fs-engine.service.d/20-embedder.conf`, which says why), unless the
-/// variable is set already: benchmarks call it so that they measure the model
-/// as the box runs it. It sets an environment variable, so it must run
-/// before any other thread starts.
-pub fn threads_as_fs_engine() {
-    const VARIABLE: &str = "RAYON_NUM_THREADS";
-    if std::env::var_os(VARIABLE).is_none() {
-        std::env::set_var(VARIABLE, "1");
-    }
-}
-
 /// The model files could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[error("all-MiniLM-L6-v2 in {dir}: {reason}")]
