@@ -9,7 +9,8 @@
 # refused while local servers may not start.
 # Helpers: 59-agent-turns.sh.
 
-MCP_PORT=18095
+# Ports no other check's provider or server uses (71-scenarios.sh takes up to 18100).
+MCP_PORT=18111
 MCP_DIR=/run/clawos-test/mcp
 
 # The host's node, with the libraries it links that the image may lack
@@ -38,7 +39,7 @@ check_mcp_tool() {
                   --argjson r3 "$(tool_call_reply mcp-2 mcp_everything_get-sum '{"a": 40, "b": 2}')" \
                   --argjson r4 "$(text_reply "The sum is 42." 100 4)" \
                   '{replies: [$r1, $r2, $r3, $r4]}') &&
-    start_mcp_server && scripted_agent vm-mcp 18094 "$script" || return 1
+    start_mcp_server && scripted_agent vm-mcp 18110 "$script" || return 1
   vm_ssh "printf '\n[mcp.servers.everything]\nurl = \"http://127.0.0.1:$MCP_PORT/mcp\"\n' >> /clawfs/agents/vm-mcp/config.toml" &&
   vm_ssh '
     set -e
