@@ -151,7 +151,9 @@ impl Servers {
                     slot.state = State::Connected { connection: Arc::new(connection), tools };
                 }
                 Err(why) => {
-                    tracing::warn!(agent, server, "MCP server unavailable: {why}");
+                    let why = bounded(why);
+                    // Debug: a server's words with their control characters escaped.
+                    tracing::warn!(agent, server, why = ?why, "MCP server unavailable");
                     fail(&mut slot, why);
                 }
             }
@@ -237,7 +239,7 @@ impl Servers {
                 let why = error.to_string();
                 // The connection this call used, not a newer one.
                 if matches!(&slot.state, State::Connected { connection: now, .. } if Arc::ptr_eq(now, &connection)) {
-                    fail(&mut slot, why.clone());
+                    fail(&mut slot, bounded(why.clone()));
                     self.show(agent, server, &slot);
                 }
                 Err(format!("{why}; the server is started again"))
@@ -298,6 +300,18 @@ impl Servers {
             retry_in_s,
         };
         lock(&self.shown).insert((agent.to_owned(), server.to_owned()), status);
+    }
+}
+
+/// The longest failure kept for status and the journal: a server's error
+/// body may be long.
+const MAX_ERROR_CHARS: usize = 1000;
+
+/// `why` cut at [`MAX_ERROR_CHARS`].
+fn bounded(why: String) -> String {
+    match why.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((end, _)) => format!("{}...", &why[..end]),
+        None => why,
     }
 }
 
@@ -408,6 +422,12 @@ mod tests {
         assert_eq!(shown[2].spec.name, SCHEMA_TOOL);
         assert_eq!(shown[2].runs, Runs::McpSchema);
         assert!(names_first(Vec::new(), 0).is_empty());
+    }
+
+    #[test]
+    fn a_long_failure_is_cut() {
+        assert_eq!(bounded("short".into()), "short");
+        assert_eq!(bounded("é".repeat(1500)).chars().count(), MAX_ERROR_CHARS + 3);
     }
 
     #[test]
