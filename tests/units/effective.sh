@@ -38,9 +38,10 @@ stage() {
   chmod -R a+rX "$2"
 }
 
-# The units under test: every clawos* unit file, plus a target that pulls
-# them all in (the manager dumps only the units it loaded).
-units_of() { (cd "$1/root/$UNITS" && find . -maxdepth 1 -name 'clawos*' -regex '.*\.\(service\|socket\|target\|timer\|path\|mount\)' -printf '%f\n' | sort); }
+# The units under test: every clawos* unit file (a template as an instance
+# of it, @unitcheck), plus a target that pulls them all in (the manager
+# dumps only the units it loaded).
+units_of() { (cd "$1/root/$UNITS" && find . -maxdepth 1 -name 'clawos*' -regex '.*\.\(service\|socket\|target\|timer\|path\|mount\|slice\)' -printf '%f\n' | sed 's/@\./@unitcheck./' | sort); }
 
 # awk: the words of a string, sorted (mawk has no asort).
 SORTWORDS='

@@ -86,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
     let mut starts = Vec::new();
     for _ in 0..cli.starts {
         let started = Instant::now();
-        let connection = Connection::connect("everything", &server, &Launch::Child, None).await?;
+        let connection = Connection::connect("test", "everything", &server, &Launch::Child, None).await?;
         connection.tools().await?;
         starts.push(started.elapsed());
         connection.close().await;
@@ -94,7 +94,7 @@ async fn main() -> anyhow::Result<()> {
     println!("cold start to tools listed, {} starts: {}", cli.starts, percentiles(starts));
 
     let sum = || json!({"a": 2, "b": 3}).as_object().cloned().unwrap_or_default();
-    let connection = Connection::connect("everything", &server, &Launch::Child, None).await?;
+    let connection = Connection::connect("test", "everything", &server, &Launch::Child, None).await?;
     let mut client = Vec::new();
     for n in 0..cli.calls + 20 {
         let started = Instant::now();
@@ -112,7 +112,7 @@ async fn main() -> anyhow::Result<()> {
     let command = clawos_test_require::mcp_everything_with_pid(&node, &entry, &pid_file);
     let wrapped = ServerConfig { command, ..ServerConfig::default() };
     let config = McpConfig { servers: BTreeMap::from([("everything".to_owned(), wrapped)]), ..McpConfig::default() };
-    let servers = Servers::new(Some(Launch::Child));
+    let servers = Servers::new(Launch::Child);
     let whole = servers.tools("default", &config, &NoKeys).await;
     let cancel = CancellationToken::new();
     let arguments: Value = Value::Object(Map::from_iter(sum()));

@@ -6,8 +6,11 @@
 # lowering its line there. The scores of this boot are kept in
 # out/vm/units-exposure.txt.
 check_units_exposure() {
-  vm_ssh 'for unit in $(systemctl list-unit-files --no-legend --plain "clawos-*.service" | cut -d" " -f1); do
-      printf "%s %s\n" "$unit" "$(systemd-analyze security --no-pager "$unit" | sed -n "s/^→ Overall exposure level for .*: \([0-9.]*\) .*/\1/p")"
+  # A template is scored as an instance of it (clawos-mcp-launch@.service);
+  # the MCP servers' transient units (clawos-mcp-<agent>_<server>) are the
+  # launcher's, scored by 72-mcp.sh.
+  vm_ssh 'for unit in $(systemctl list-unit-files --no-legend --plain "clawos-*.service" | awk "\$2 != \"transient\" { print \$1 }"); do
+      printf "%s %s\n" "$unit" "$(systemd-analyze security --no-pager "${unit/@./@check.}" | sed -n "s/^→ Overall exposure level for .*: \([0-9.]*\) .*/\1/p")"
     done' > "$OUT/vm/units-exposure.txt" || return 1
   python3 - "$REPO/tests/vm/units-exposure.txt" "$OUT/vm/units-exposure.txt" <<'PY'
 import sys

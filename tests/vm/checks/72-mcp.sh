@@ -77,13 +77,129 @@ check_mcp_tool() {
 }
 check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP; offered with the server's schema, answered, in the transcript; clawctl mcp shows it connected; supervised, it waits for approval and runs once" check_mcp_tool
 
-check "mcp: a local MCP server is refused on the box, and clawctl mcp status says why" vm_ssh '
-  set -e
-  d=/clawfs/agents/vm-mcp
-  printf "\n[mcp.servers.local]\ncommand = [\"/usr/bin/true\"]\n" >> $d/config.toml
-  status=$(clawctl mcp status --agent vm-mcp --json)
-  echo "$status" | jq -e "[.servers[] | select(.server == \"local\")][0] | .state == \"failed\" and .transport == \"stdio\"
-                         and (.last_error | contains(\"not started on this box yet\"))" >/dev/null || { echo "$status"; exit 1; }
-  # The remote server is still given to the agent.
-  echo "$status" | jq -e "[.servers[] | select(.server == \"everything\")][0].state == \"connected\"" >/dev/null
-  systemctl stop clawos-test-mcp clawos-test-vm-mcp'
+# Local servers: the same reference server over standard input and output,
+# started by agent-loop through the sandbox launcher (clawos-mcp-launch) as
+# a transient unit of its own. Agent vm-mcp-local (autonomy full) has two:
+# `local` with no network, `net` granted 127.0.0.1 only. Each is started by
+# probe.sh, which first records from inside the unit what it is and what it
+# can reach, then runs the server.
+LOCAL_PORT=18112
+LOCAL_UNITS='clawos-mcp-vm-mcp-local_*'
+SERVER_ENTRY=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+
+local_servers_table() { # ADDRESS: the guest's own address, probed as the box's sshd
+  local command="command = [\"$MCP_DIR/probe.sh\", \"$MCP_DIR/node\", \"$SERVER_ENTRY\", \"stdio\"]"
+  printf '[mcp.servers.local]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\n' \
+    "$command" "$MCP_DIR" "$1"
+  printf '[mcp.servers.net]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22" }\nnetwork_allow = ["127.0.0.1"]\n' \
+    "$command" "$MCP_DIR" "$1"
+}
+
+check_local_server() {
+  local script address
+  script=$(jq -cn --argjson r1 "$(tool_call_reply local-1 mcp_local_get-sum '{"a": 1, "b": 2}')" \
+                  --argjson r2 "$(text_reply "The sum is 3." 100 4)" \
+                  --argjson r3 "$(tool_call_reply local-2 mcp_local_trigger-long-running-operation '{"duration": 30, "steps": 30}')" \
+                  --argjson r4 "$(text_reply "The server was killed." 100 4)" \
+                  --argjson r5 "$(tool_call_reply local-3 mcp_local_trigger-long-running-operation '{"duration": 30, "steps": 1}')" \
+                  --argjson r6 "$(text_reply "The server hung." 100 4)" \
+                  '{replies: [$r1, $r2, $r3, $r4, $r5, $r6]}') &&
+    vm_push "$REPO/tests/mcp-servers/probe.sh" "$MCP_DIR/probe.sh" &&
+    address=$(vm_ssh "ip -4 -o addr show scope global | awk '{ print \$4 }' | cut -d/ -f1 | head -n1") && [[ -n $address ]] &&
+    scripted_agent vm-mcp-local "$LOCAL_PORT" "$script" &&
+    vm_push <(local_servers_table "$address") /run/clawos-test/mcp-local.toml || return 1
+  vm_ssh "ADDRESS=$address LOCAL_UNITS='$LOCAL_UNITS'"'
+    set -e
+    d=/clawfs/agents/vm-mcp-local
+    cat /run/clawos-test/mcp-local.toml >> $d/config.toml
+    out=$(clawctl chat --agent vm-mcp-local -m "Add 1 and 2." --json) || { echo "$out"; exit 1; }
+    echo "$out" | jq -e ".status == \"done\" and .tool_calls == 1 and .answer == \"The sum is 3.\"" >/dev/null || { echo "$out"; exit 1; }
+    sed -n 2p /run/clawos-test/clawos-test-vm-mcp-local.jsonl |
+      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"local-1\")][0].content | contains(\"is 3\")" >/dev/null
+    status=$(clawctl mcp status --agent vm-mcp-local --json)
+    echo "$status" | jq -e "[.servers[] | .state] == [\"connected\", \"connected\"]" >/dev/null || { echo "$status"; exit 1; }
+    unit=clawos-mcp-vm-mcp-local_local.service
+    # The unit: a dynamic user, the launcher'"'"'s limits and confinement,
+    # in the MCP servers'"'"' slice, bound to agent-loop.
+    systemctl show $unit -p DynamicUser -p ProtectSystem -p PrivateNetwork -p NoNewPrivileges -p MemoryMax -p TasksMax \
+      -p CPUQuotaPerSecUSec -p Slice -p BindsTo -p UID > /run/clawos-test/mcp-unit.txt
+    for want in DynamicUser=yes ProtectSystem=strict PrivateNetwork=yes NoNewPrivileges=yes MemoryMax=536870912 TasksMax=64 \
+                CPUQuotaPerSecUSec=1s Slice=clawos-mcp.slice; do
+      grep -qx "$want" /run/clawos-test/mcp-unit.txt || { echo "$unit: not $want"; cat /run/clawos-test/mcp-unit.txt; exit 1; }
+    done
+    grep -q "^BindsTo=.*clawos-agent-loop.service" /run/clawos-test/mcp-unit.txt
+    uid=$(sed -n "s/^UID=//p" /run/clawos-test/mcp-unit.txt)
+    # What the server found from inside: its own user, no /clawfs, a
+    # read-only /usr, nothing of the network; `net` reaches the one
+    # address granted, not the box'"'"'s own address.
+    probe=/var/lib/private/clawos-mcp/vm-mcp-local
+    expect() { grep -qx "$2" $probe/$1/probe || { echo "$1: not \"$2\""; cat $probe/$1/probe; exit 1; }; }
+    expect local "uid $uid"; test "$uid" -ge 61184
+    expect local "/clawfs hidden"; expect local "/usr read-only"
+    expect local "127.0.0.1:22 closed"; expect local "$ADDRESS:22 closed"; expect local "1.1.1.1:443 closed"
+    expect net "127.0.0.1:22 open"; expect net "$ADDRESS:22 closed"
+    test "$(systemctl list-units --no-legend --plain "$LOCAL_UNITS" | wc -l)" = 2'
+}
+check "mcp: a local MCP server runs as a transient unit of its own (dynamic user, limits, no /clawfs, read-only /usr, no network but what is granted); a scripted model calls its tool" check_local_server
+log "mcp: systemd-analyze security of a server's unit: $(vm_ssh 'systemd-analyze security --no-pager clawos-mcp-vm-mcp-local_local.service | tail -n1' 2>/dev/null)"
+
+# The servers running for vm-mcp-local, as "units processes": each unit
+# holds one server, and no server process runs outside a unit.
+# ([i]: the pattern does not match the command line of the shell running pgrep.)
+count_local() {
+  vm_ssh "echo \$(systemctl list-units --no-legend --plain '$LOCAL_UNITS' | wc -l) \$(pgrep -fc 'server-everything/dist/[i]ndex.js stdio')"
+}
+# until_count WANT: waits up to 20 s for count_local to say WANT.
+until_count() {
+  local now
+  for _ in $(seq 40); do now=$(count_local) && [[ $now == "$1" ]] && return 0; sleep 0.5; done
+  echo "units and server processes: $now (want $1)"; return 1
+}
+main_pid() { vm_ssh "systemctl show -P MainPID clawos-mcp-vm-mcp-local_$1.service"; }
+
+check_local_server_failures() {
+  local before
+  before=$(main_pid local) || return 1
+  # Killed mid-call: the call fails and says so; the next turn starts it again.
+  vm_ssh '(clawctl chat --agent vm-mcp-local -m "Run the long operation." --json > /run/clawos-test/mcp-killed.json 2>&1 &)
+    for _ in $(seq 100); do [ "$(wc -l < /run/clawos-test/clawos-test-vm-mcp-local.jsonl)" -ge 3 ] && break; sleep 0.2; done
+    sleep 3; systemctl kill -s KILL clawos-mcp-vm-mcp-local_local.service
+    for _ in $(seq 100); do jq -e .status /run/clawos-test/mcp-killed.json >/dev/null 2>&1 && break; sleep 0.3; done
+    jq -e ".status == \"done\" and .answer == \"The server was killed.\"" /run/clawos-test/mcp-killed.json >/dev/null || { cat /run/clawos-test/mcp-killed.json; exit 1; }
+    sed -n 4p /run/clawos-test/clawos-test-vm-mcp-local.jsonl |
+      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"local-2\")][0].content | contains(\"connection closed\") and contains(\"started again\")" >/dev/null' || return 1
+  until_count "1 1" || return 1
+  # Silent past its call_timeout_s (5 s): a hang, stopped and started again.
+  vm_ssh 'out=$(clawctl chat --agent vm-mcp-local -m "Run it again." --json) || { echo "$out"; exit 1; }
+    echo "$out" | jq -e ".status == \"done\" and .answer == \"The server hung.\"" >/dev/null || { echo "$out"; exit 1; }
+    sed -n 6p /run/clawos-test/clawos-test-vm-mcp-local.jsonl |
+      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"local-3\")][0].content | contains(\"no answer within 5 s\")" >/dev/null' || return 1
+  until_count "1 1" || return 1
+  # Both connected again once the backoff has passed.
+  vm_ssh 'for _ in $(seq 15); do
+      clawctl mcp status --agent vm-mcp-local --json | jq -e "[.servers[] | .state] == [\"connected\", \"connected\"]" >/dev/null && exit 0
+      sleep 1
+    done; clawctl mcp status --agent vm-mcp-local; exit 1' &&
+    until_count "2 2" && [[ $(main_pid local) != "$before" ]]
+}
+check "mcp: a local server killed mid-call and one silent past its time limit are reported to the model, stopped and started again" check_local_server_failures
+
+check_no_orphans() {
+  local before
+  before=$(main_pid local) || return 1
+  # A restart: the old unit is gone, one new one runs.
+  vm_ssh 'clawctl mcp restart --agent vm-mcp-local local >/dev/null && clawctl mcp status --agent vm-mcp-local >/dev/null' &&
+    until_count "2 2" && [[ $(main_pid local) != "$before" ]] || return 1
+  before=$(main_pid local)
+  # A config edit: `net` removed, `local` changed; one unit, one process.
+  vm_ssh 'd=/clawfs/agents/vm-mcp-local
+    sed -e "/^\[mcp.servers.net\]/,\$d" -e "s/^call_timeout_s = 5/call_timeout_s = 6/" $d/config.toml > /run/clawos-test/mcp-edit.toml &&
+    cat /run/clawos-test/mcp-edit.toml > $d/config.toml && clawctl mcp status --agent vm-mcp-local >/dev/null' &&
+    until_count "1 1" && [[ $(main_pid local) != "$before" ]] || return 1
+  # agent-loop crashes: its servers stop with it; it starts them again.
+  vm_ssh 'systemctl kill -s KILL clawos-agent-loop.service' && until_count "0 0" || return 1
+  vm_ssh 'for _ in $(seq 60); do systemctl is-active -q clawos-agent-loop && clawctl mcp status --agent vm-mcp-local >/dev/null 2>&1 && exit 0; sleep 1; done; exit 1' &&
+    until_count "1 1"
+}
+check "mcp: no server outlives its connection: after a restart, a config edit and a crash of agent-loop, each (agent, server) has one unit and no process runs outside it" check_no_orphans
+vm_ssh 'systemctl stop clawos-test-mcp clawos-test-vm-mcp clawos-test-vm-mcp-local' >/dev/null 2>&1 || true

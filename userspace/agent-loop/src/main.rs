@@ -348,9 +348,9 @@ fn build(runtime: &Runtime) -> Result<Daemon, String> {
         turns: Launcher::new(
             runtime.clone(),
             Arc::new(VaultKeys),
-            // Local MCP servers are refused until each can run in a sandbox
-            // unit of its own (specs/mcp/README.md, "Where local servers run").
-            Arc::new(Servers::new(None)),
+            // Each local MCP server in a unit of its own, started by the
+            // sandbox launcher (specs/mcp/README.md, "Where local servers run").
+            Arc::new(Servers::new(mcp::Launch::Sandbox { socket: mcp_launch::SOCKET.into() })),
             config.kept_turns,
         ),
     };

@@ -38,8 +38,8 @@ type Key = (String, String);
 
 /// Every agent's MCP servers.
 pub struct Servers {
-    /// How a local server is started; `None`: local servers are refused.
-    launch: Option<mcp::Launch>,
+    /// How a local server is started: on the box, in a sandbox unit.
+    launch: mcp::Launch,
     slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
     /// What each server's slot last said, for status without waiting on a
     /// slot that is connecting.
@@ -84,9 +84,8 @@ enum State {
 }
 
 impl Servers {
-    /// Servers whose local programs start as `launch` says (`None`: a
-    /// local server is refused with the reason).
-    pub fn new(launch: Option<mcp::Launch>) -> Self {
+    /// Servers whose local programs start as `launch` says.
+    pub fn new(launch: mcp::Launch) -> Self {
         Servers { launch, slots: Mutex::default(), shown: Mutex::default() }
     }
 
@@ -142,7 +141,7 @@ impl Servers {
             };
         }
         if matches!(slot.state, State::Failed { retry_at } if retry_at <= Instant::now()) {
-            match self.connect(server, table, keys).await {
+            match self.connect(agent, server, table, keys).await {
                 Ok((connection, tools)) => {
                     if !tools.refused.is_empty() {
                         tracing::warn!(agent, server, refused = ?tools.refused, "MCP tools not given to the agent");
@@ -183,25 +182,20 @@ impl Servers {
 
     async fn connect(
         &self,
+        agent: &str,
         server: &str,
         table: &ServerConfig,
         keys: &dyn KeySource,
     ) -> Result<(Connection, mcp::Tools), String> {
-        let launch = match (&self.launch, table.command.is_empty()) {
-            (Some(launch), _) => launch.clone(),
-            (None, true) => mcp::Launch::default(),
-            (None, false) => {
-                return Err("local MCP servers are not started on this box yet: each needs a sandbox of its own".into())
-            }
-        };
         let bearer = match &table.bearer_secret {
             Some(secret) => {
                 Some(Bearer::new(keys.key(secret).await.map_err(|e| format!("bearer_secret: {e}"))?.to_string()))
             }
             None => None,
         };
-        let connection =
-            Connection::connect(server, table, &launch, bearer.as_ref()).await.map_err(|e| e.to_string())?;
+        let connection = Connection::connect(agent, server, table, &self.launch, bearer.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
         let tools = connection.tools().await.map_err(|e| e.to_string())?;
         Ok((connection, tools))
     }

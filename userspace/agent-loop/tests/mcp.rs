@@ -55,7 +55,7 @@ async fn sum(servers: &Servers) -> Result<Value, String> {
 async fn an_agent_gets_its_servers_tools_and_calls_them() {
     let Some((node, entry)) = mcp_everything("an_agent_gets_its_servers_tools_and_calls_them") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let servers = Servers::new(Some(mcp::Launch::Child));
+    let servers = Servers::new(mcp::Launch::Child);
     let mut config = config(server(&node, &entry, &dir.path().join("pid")));
     let tools = servers.tools("default", &config, &NoKeys).await;
     let get_sum = tools.iter().find(|tool| tool.spec.name == "mcp.everything.get-sum").expect("get-sum given");
@@ -95,7 +95,7 @@ async fn a_crashed_or_hung_server_is_started_again_after_its_backoff() {
     };
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
-    let servers = Servers::new(Some(mcp::Launch::Child));
+    let servers = Servers::new(mcp::Launch::Child);
     let config = config(ServerConfig { call_timeout_s: 1, ..server(&node, &entry, &pid_file) });
     assert!(!servers.tools("default", &config, &NoKeys).await.is_empty());
     let first = pid(&pid_file);
@@ -134,7 +134,7 @@ async fn a_changed_table_replaces_the_server_and_a_removed_one_ends_it() {
     };
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
-    let servers = Servers::new(Some(mcp::Launch::Child));
+    let servers = Servers::new(mcp::Launch::Child);
     let mut config = config(server(&node, &entry, &pid_file));
     servers.tools("default", &config, &NoKeys).await;
     let first = pid(&pid_file);
@@ -158,12 +158,15 @@ async fn a_changed_table_replaces_the_server_and_a_removed_one_ends_it() {
 }
 
 #[tokio::test]
-async fn local_servers_are_refused_where_they_may_not_start() {
-    let servers = Servers::new(None);
+async fn without_its_sandbox_a_local_server_is_not_started() {
+    // On the box agent-loop starts local servers through the launcher only;
+    // where it is not listening, the server fails and says why.
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Servers::new(mcp::Launch::Sandbox { socket: dir.path().join("absent.sock") });
     let local = ServerConfig { command: vec!["/bin/true".into()], ..ServerConfig::default() };
     assert!(servers.tools("default", &config(local), &NoKeys).await.is_empty());
     let status = &servers.status(Some("default"))[0];
     assert_eq!(status.state, "failed");
-    assert!(status.last_error.as_deref().unwrap().contains("not started on this box yet"), "{status:?}");
+    assert!(status.last_error.as_deref().unwrap().contains("the sandbox:"), "{status:?}");
     assert!(sum(&servers).await.unwrap_err().contains("not connected"));
 }

@@ -12,10 +12,12 @@
 //! Must not own: whether a call may run (the agent's permissions, autonomy
 //! and approvals are decided where WASM tools' are), the sandbox a local
 //! server runs in (the [`Launch`] the caller gives says how its process is
-//! started), secrets (a bearer token arrives as a [`Bearer`], read from
+//! started: on the box, in a unit of its own through the `clawos-mcp-launch`
+//! helper, whose crate owns the unit's properties), secrets (a bearer token arrives as a [`Bearer`], read from
 //! the vault by the caller, and is never logged), and recording calls.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::handler::client::progress::ProgressDispatcher;
@@ -58,6 +60,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The sandbox launcher refused to start a local server, or could not
+    /// be reached (specs/mcp/README.md, "Where local servers run").
+    #[error("mcp server {server:?}: the sandbox: {reason}")]
+    Sandbox { server: String, reason: String },
     /// The connection or the protocol's handshake failed: the program
     /// exited, wrote something that is not the protocol, or the endpoint
     /// refused or does not speak it.
@@ -104,6 +110,13 @@ pub struct ServerConfig {
     /// Longest the start and the handshake may take (seconds).
     #[serde(default = "default_start_timeout")]
     pub start_timeout_s: u64,
+    /// A local server's memory limit in its sandbox (MiB; default
+    /// [`mcp_launch::DEFAULT_MEMORY_MIB`]).
+    pub memory_max_mib: Option<u32>,
+    /// The IP addresses and prefixes a local server may reach from its
+    /// sandbox; none (the default): no network at all.
+    #[serde(default)]
+    pub network_allow: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -116,6 +129,8 @@ impl Default for ServerConfig {
             bearer_secret: None,
             call_timeout_s: default_call_timeout(),
             start_timeout_s: default_start_timeout(),
+            memory_max_mib: None,
+            network_allow: Vec::new(),
         }
     }
 }
@@ -131,8 +146,15 @@ fn default_start_timeout() -> u64 {
 /// Where a server is, once its table passed [`ServerConfig::endpoint`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    /// A program to start, with exactly this environment.
-    Stdio { program: String, args: Vec<String>, env: BTreeMap<String, String> },
+    /// A program to start, with exactly this environment; in a sandbox,
+    /// with this much memory and these addresses to reach.
+    Stdio {
+        program: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        memory_max_mib: u32,
+        network_allow: Vec<String>,
+    },
     /// A Streamable HTTP endpoint.
     Http { url: String },
 }
@@ -157,11 +179,33 @@ impl ServerConfig {
                 if let Some(bad) = self.env.keys().find(|key| !is_env_name(key)) {
                     return Err(fail("env", format!("{bad:?} is not a variable name (A-Z, 0-9, _)")));
                 }
-                Ok(Endpoint::Stdio { program: program.clone(), args: args.to_vec(), env: self.env.clone() })
+                let memory_max_mib = self.memory_max_mib.unwrap_or(mcp_launch::DEFAULT_MEMORY_MIB);
+                let limits = mcp_launch::MEMORY_MIB;
+                if !limits.contains(&memory_max_mib) {
+                    return Err(fail(
+                        "memory_max_mib",
+                        format!("{memory_max_mib} is not within {}..={}", limits.start(), limits.end()),
+                    ));
+                }
+                for entry in &self.network_allow {
+                    mcp_launch::check_network_allow(entry).map_err(|reason| fail("network_allow", reason))?;
+                }
+                Ok(Endpoint::Stdio {
+                    program: program.clone(),
+                    args: args.to_vec(),
+                    env: self.env.clone(),
+                    memory_max_mib,
+                    network_allow: self.network_allow.clone(),
+                })
             }
             ([], Some(url)) => {
-                if !self.env.is_empty() {
-                    return Err(fail("env", "only a command server has an environment".into()));
+                let local_only = [
+                    ("env", !self.env.is_empty()),
+                    ("memory_max_mib", self.memory_max_mib.is_some()),
+                    ("network_allow", !self.network_allow.is_empty()),
+                ];
+                if let Some((field, _)) = local_only.into_iter().find(|(_, set)| *set) {
+                    return Err(fail(field, "only a command server has it (it runs on the box)".into()));
                 }
                 check_url(url).map_err(|reason| fail("url", reason))?;
                 Ok(Endpoint::Http { url: url.clone() })
@@ -191,6 +235,32 @@ fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
+/// Asks the sandbox launcher at `socket` to start the server of `request`;
+/// the connection, now the server's standard input and output.
+async fn sandboxed(
+    socket: &std::path::Path,
+    request: &mcp_launch::Request,
+) -> Result<(tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf), String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
+    let mut line = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    stream.write_all(&line).await.map_err(|e| format!("sending the request: {e}"))?;
+    // The reply, a byte at a time: what follows it is the server's.
+    let mut reply = Vec::new();
+    loop {
+        match stream.read_u8().await.map_err(|e| format!("reading the reply: {e}"))? {
+            b'\n' => break,
+            _ if reply.len() >= mcp_launch::MAX_REQUEST_BYTES => return Err("the reply has no end".into()),
+            byte => reply.push(byte),
+        }
+    }
+    match serde_json::from_slice(&reply).map_err(|e| format!("the reply is not one: {e}"))? {
+        mcp_launch::Reply::Started { .. } => Ok(stream.into_split()),
+        mcp_launch::Reply::Refused { reason } => Err(format!("refused: {reason}")),
+    }
+}
+
 /// `https://` anywhere, `http://` only to this box's loopback (a token or a
 /// tool's arguments must not cross a network in clear text).
 fn check_url(url: &str) -> Result<(), String> {
@@ -210,9 +280,15 @@ fn check_url(url: &str) -> Result<(), String> {
 /// How a local server's process is started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Launch {
-    /// As a child of this process, with the environment of its table only.
+    /// As a child of this process, with the environment of its table only,
+    /// unconfined: for tests and benchmarks on a development machine.
     #[default]
     Child,
+    /// By the sandbox launcher listening at `socket` (on the box,
+    /// [`mcp_launch::SOCKET`]), as a transient systemd service of its own;
+    /// the connection to the launcher becomes the server's standard input
+    /// and output.
+    Sandbox { socket: PathBuf },
 }
 
 /// A remote server's bearer token, from the vault. Wiped when dropped;
@@ -308,7 +384,8 @@ impl ClientHandler for Handler {
 }
 
 /// A connection to one server, ready for calls. Dropping it closes the
-/// connection; a local server started as a [`Launch::Child`] is killed.
+/// connection; a local server started as a [`Launch::Child`] is killed,
+/// one in a [`Launch::Sandbox`] is stopped with its unit.
 pub struct Connection {
     server: String,
     call_timeout: Duration,
@@ -322,9 +399,11 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Starts or reaches server `name` as its table says, and makes the
-    /// protocol's handshake, within the table's `start_timeout_s`.
+    /// Starts or reaches server `name` of agent `agent` as its table says
+    /// (a sandbox's unit is named after both), and makes the protocol's
+    /// handshake, within the table's `start_timeout_s`.
     pub async fn connect(
+        agent: &str,
         name: &str,
         config: &ServerConfig,
         launch: &Launch,
@@ -335,16 +414,34 @@ impl Connection {
         let handshake = |reason: String| Error::Handshake { server: name.to_owned(), reason };
         let start = async {
             match endpoint {
-                Endpoint::Stdio { program, args, env } => {
-                    let Launch::Child = launch;
-                    let mut command = tokio::process::Command::new(&program);
-                    command.args(&args).env_clear().envs(&env).kill_on_drop(true);
-                    let (transport, _stderr) = TokioChildProcess::builder(command)
-                        .stderr(std::process::Stdio::null())
-                        .spawn()
-                        .map_err(|source| Error::Spawn { server: name.to_owned(), program, source })?;
-                    handler.serve(transport).await.map_err(|e| handshake(e.to_string()))
-                }
+                Endpoint::Stdio { program, args, env, memory_max_mib, network_allow } => match launch {
+                    Launch::Child => {
+                        let mut command = tokio::process::Command::new(&program);
+                        command.args(&args).env_clear().envs(&env).kill_on_drop(true);
+                        let (transport, _stderr) = TokioChildProcess::builder(command)
+                            .stderr(std::process::Stdio::null())
+                            .spawn()
+                            .map_err(|source| Error::Spawn { server: name.to_owned(), program, source })?;
+                        handler.serve(transport).await.map_err(|e| handshake(e.to_string()))
+                    }
+                    Launch::Sandbox { socket } => {
+                        let command = std::iter::once(program).chain(args).collect();
+                        let request = mcp_launch::Request {
+                            agent: agent.to_owned(),
+                            server: name.to_owned(),
+                            command,
+                            env,
+                            memory_max_mib,
+                            network_allow,
+                        };
+                        let (read, write) = sandboxed(socket, &request)
+                            .await
+                            .map_err(|reason| Error::Sandbox { server: name.to_owned(), reason })?;
+                        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write)
+                            .with_max_line_length(MAX_MESSAGE_BYTES);
+                        handler.serve(transport).await.map_err(|e| handshake(e.to_string()))
+                    }
+                },
                 Endpoint::Http { url } => {
                     let client = http_client().map_err(handshake)?;
                     let mut transport_config =
@@ -556,7 +653,9 @@ mod tests {
             Endpoint::Stdio {
                 program: "node".into(),
                 args: vec!["server.js".into()],
-                env: BTreeMap::from([("LANG".into(), "C".into())])
+                env: BTreeMap::from([("LANG".into(), "C".into())]),
+                memory_max_mib: mcp_launch::DEFAULT_MEMORY_MIB,
+                network_allow: Vec::new(),
             }
         );
         let remote = table("url = \"https://mcp.example/mcp\"\nbearer_secret = \"mcp-token\"");
@@ -569,6 +668,9 @@ mod tests {
         assert!(refused("command = [\"a\"]\nbearer_secret = \"s\"", "x").contains("only a url server"));
         assert!(refused("command = [\"a\"]\nenv = { \"a b\" = \"1\" }", "x").contains("not a variable name"));
         assert!(refused("command = [\"a\"]\ncall_timeout_s = 0", "x").contains("call_timeout_s"));
+        assert!(refused("command = [\"a\"]\nmemory_max_mib = 8", "x").contains("memory_max_mib: 8 is not within"));
+        assert!(refused("command = [\"a\"]\nnetwork_allow = [\"example.com\"]", "x").contains("names are not resolved"));
+        assert!(refused("url = \"https://h/\"\nnetwork_allow = [\"10.0.0.1\"]", "x").contains("only a command server"));
         assert!(refused("command = [\"a\"]", "Files").contains("starting with a letter"));
         assert!(refused("command = [\"a\"]", &"a".repeat(33)).contains("at most 32"));
         table("url = \"http://127.0.0.1:3001/mcp\"").endpoint("x").unwrap();

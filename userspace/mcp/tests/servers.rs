@@ -29,7 +29,8 @@ async fn sum(connection: &Connection) -> String {
 #[tokio::test]
 async fn tools_are_named_for_the_agent_and_called_over_stdio() {
     let Some((node, entry)) = mcp_everything("tools_are_named_for_the_agent_and_called_over_stdio") else { return };
-    let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
+    let connection =
+        Connection::connect("test", "everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
     let tools = connection.tools().await.unwrap();
     assert!(tools.refused.is_empty(), "{:?}", tools.refused);
     let get_sum = tools.usable.iter().find(|tool| tool.server_name == "get-sum").expect("get-sum listed");
@@ -50,7 +51,8 @@ async fn tools_are_named_for_the_agent_and_called_over_stdio() {
 #[tokio::test]
 async fn a_bad_call_is_an_error_and_the_server_goes_on() {
     let Some((node, entry)) = mcp_everything("a_bad_call_is_an_error_and_the_server_goes_on") else { return };
-    let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
+    let connection =
+        Connection::connect("test", "everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
     // Arguments the tool's schema refuses: the tool's own error, for the model to read.
     let refused = connection.call("get-sum", arguments(json!({"a": "two"})), CallOptions::default()).await;
     match refused {
@@ -73,7 +75,7 @@ async fn progress_renews_the_time_limit_and_silence_ends_the_call() {
         return;
     };
     let config = ServerConfig { call_timeout_s: 1, ..stdio(&node, &entry) };
-    let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
+    let connection = Connection::connect("test", "everything", &config, &Launch::Child, None).await.unwrap();
     // 2.4 s in all, a step every 0.6 s: longer than the limit, never silent as long.
     let (sender, mut updates) = tokio::sync::mpsc::channel(16);
     let options = CallOptions { progress: Some(sender), ..CallOptions::default() };
@@ -102,7 +104,8 @@ async fn progress_renews_the_time_limit_and_silence_ends_the_call() {
 #[tokio::test]
 async fn a_cancelled_call_ends_at_once() {
     let Some((node, entry)) = mcp_everything("a_cancelled_call_ends_at_once") else { return };
-    let connection = Connection::connect("everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
+    let connection =
+        Connection::connect("test", "everything", &stdio(&node, &entry), &Launch::Child, None).await.unwrap();
     let options = CallOptions::default();
     let cancel = options.cancel.clone();
     tokio::spawn(async move {
@@ -124,7 +127,7 @@ async fn a_local_server_sees_only_its_tables_environment() {
     let Some((node, entry)) = mcp_everything("a_local_server_sees_only_its_tables_environment") else { return };
     let config =
         ServerConfig { env: BTreeMap::from([("CLAWOS_GRANTED".into(), "yes".into())]), ..stdio(&node, &entry) };
-    let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
+    let connection = Connection::connect("test", "everything", &config, &Launch::Child, None).await.unwrap();
     let output = connection.call("get-env", Map::new(), CallOptions::default()).await.unwrap();
     let environment: Map<String, Value> = serde_json::from_str(&output.text).unwrap();
     assert_eq!(environment.get("CLAWOS_GRANTED"), Some(&json!("yes")), "{environment:?}");
@@ -143,12 +146,12 @@ async fn a_server_that_is_not_one_is_reported() {
         ..ServerConfig::default()
     };
     let started = Instant::now();
-    let error = Connection::connect("garbage", &config, &Launch::Child, None).await.unwrap_err();
+    let error = Connection::connect("test", "garbage", &config, &Launch::Child, None).await.unwrap_err();
     assert!(matches!(error, Error::Handshake { .. } | Error::Timeout { .. }), "{error}");
     assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
     // A program that is not there.
     let config = ServerConfig { command: vec!["/nonexistent/mcp-server".into()], ..ServerConfig::default() };
-    let error = Connection::connect("missing", &config, &Launch::Child, None).await.unwrap_err();
+    let error = Connection::connect("test", "missing", &config, &Launch::Child, None).await.unwrap_err();
     assert!(matches!(&error, Error::Spawn { program, .. } if program == "/nonexistent/mcp-server"), "{error}");
 }
 
@@ -159,7 +162,7 @@ async fn a_server_that_dies_mid_call_is_reported() {
     let pid_file = dir.path().join("pid");
     let command = clawos_test_require::mcp_everything_with_pid(&node, &entry, &pid_file);
     let config = ServerConfig { command, ..ServerConfig::default() };
-    let connection = Connection::connect("everything", &config, &Launch::Child, None).await.unwrap();
+    let connection = Connection::connect("test", "everything", &config, &Launch::Child, None).await.unwrap();
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -191,7 +194,7 @@ async fn tools_are_called_over_streamable_http() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let config = ServerConfig { url: Some(format!("http://127.0.0.1:{port}/mcp")), ..ServerConfig::default() };
-    let connection = Connection::connect("remote", &config, &Launch::Child, None).await.unwrap();
+    let connection = Connection::connect("test", "remote", &config, &Launch::Child, None).await.unwrap();
     let tools = connection.tools().await.unwrap();
     assert!(tools.usable.iter().any(|tool| tool.name == "mcp.remote.get-sum"), "{tools:?}");
     assert!(sum(&connection).await.contains('5'));
@@ -205,4 +208,84 @@ async fn tools_are_called_over_streamable_http() {
     assert!(updates.recv().await.is_some(), "no progress over HTTP");
     connection.close().await;
     server.kill().await.unwrap();
+}
+
+/// A stand-in for the sandbox launcher on a development machine (the real
+/// one asks systemd, as root, and is tested in the booted image): it reads
+/// the request line, answers as the launcher does, and runs the requested
+/// command with the connection as its standard input and output, or
+/// refuses. What it received is returned.
+fn stand_in_launcher(
+    socket: &std::path::Path,
+    refuse: Option<&'static str>,
+) -> std::thread::JoinHandle<mcp_launch::Request> {
+    use std::io::{BufRead, Write};
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut line = Vec::new();
+        // The launcher reads a byte at a time; one line is all a client sends first.
+        std::io::BufReader::new(stream.try_clone().unwrap()).read_until(b'\n', &mut line).unwrap();
+        let request: mcp_launch::Request = serde_json::from_slice(&line).unwrap();
+        request.check().unwrap();
+        let reply = match refuse {
+            Some(reason) => mcp_launch::Reply::Refused { reason: reason.into() },
+            None => mcp_launch::Reply::Started { unit: request.unit() },
+        };
+        stream.write_all(format!("{}\n", serde_json::to_string(&reply).unwrap()).as_bytes()).unwrap();
+        if refuse.is_none() {
+            let io = || std::process::Stdio::from(std::os::fd::OwnedFd::from(stream.try_clone().unwrap()));
+            let mut server = std::process::Command::new(&request.command[0])
+                .args(&request.command[1..])
+                .stdin(io())
+                .stdout(io())
+                .spawn()
+                .unwrap();
+            drop(stream);
+            server.wait().unwrap();
+        }
+        request
+    })
+}
+
+#[tokio::test]
+async fn a_sandboxed_server_is_asked_for_and_spoken_to_through_the_launcher() {
+    let Some((node, entry)) = mcp_everything("a_sandboxed_server_is_asked_for_and_spoken_to_through_the_launcher")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("launch.sock");
+    let launcher = stand_in_launcher(&socket, None);
+    let config = ServerConfig {
+        env: BTreeMap::from([("LANG".into(), "C.UTF-8".into())]),
+        network_allow: vec!["192.0.2.7".into()],
+        ..stdio(&node, &entry)
+    };
+    let launch = Launch::Sandbox { socket: socket.clone() };
+    let connection = Connection::connect("main", "everything", &config, &launch, None).await.unwrap();
+    assert!(sum(&connection).await.contains('5'));
+    connection.close().await;
+    // The server ends with its connection; the launcher got exactly the table.
+    let request = launcher.join().unwrap();
+    assert_eq!((request.agent.as_str(), request.server.as_str()), ("main", "everything"));
+    assert_eq!(request.command, [node.as_str(), entry.as_str(), "stdio"]);
+    assert_eq!(request.env, config.env);
+    assert_eq!(
+        (request.memory_max_mib, request.network_allow),
+        (mcp_launch::DEFAULT_MEMORY_MIB, config.network_allow.clone())
+    );
+
+    // A refusal is the connection's error, with the launcher's reason.
+    let socket = dir.path().join("refusing.sock");
+    let launcher = stand_in_launcher(&socket, Some("command: not an executable file on this box"));
+    let error =
+        Connection::connect("main", "everything", &config, &Launch::Sandbox { socket }, None).await.unwrap_err();
+    assert!(matches!(&error, Error::Sandbox { reason, .. } if reason.contains("refused: command:")), "{error}");
+    launcher.join().unwrap();
+    // No launcher at all: the server is not started anywhere else.
+    let socket = dir.path().join("absent.sock");
+    let error =
+        Connection::connect("main", "everything", &config, &Launch::Sandbox { socket }, None).await.unwrap_err();
+    assert!(matches!(&error, Error::Sandbox { .. }), "{error}");
 }
