@@ -87,11 +87,13 @@ LOCAL_PORT=18112
 LOCAL_UNITS='clawos-mcp-vm-mcp-local_*'
 SERVER_ENTRY=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
+# Node.js starts in 10 to 30 s under emulation, two servers at once, after
+# the probe's connection attempts (up to 3 s each): a start limit of 120 s.
 local_servers_table() { # ADDRESS: the guest's own address, probed as the box's sshd
   local command="command = [\"$MCP_DIR/probe.sh\", \"$MCP_DIR/node\", \"$SERVER_ENTRY\", \"stdio\"]"
-  printf '[mcp.servers.local]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\n' \
+  printf '[mcp.servers.local]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\nstart_timeout_s = 120\n' \
     "$command" "$MCP_DIR" "$1"
-  printf '[mcp.servers.net]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22" }\nnetwork_allow = ["127.0.0.1"]\n' \
+  printf '[mcp.servers.net]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22" }\nnetwork_allow = ["127.0.0.1"]\nstart_timeout_s = 120\n' \
     "$command" "$MCP_DIR" "$1"
 }
 
@@ -144,15 +146,18 @@ check "mcp: a local MCP server runs as a transient unit of its own (dynamic user
 log "mcp: systemd-analyze security of a server's unit: $(vm_ssh 'systemd-analyze security --no-pager clawos-mcp-vm-mcp-local_local.service | tail -n1' 2>/dev/null)"
 
 # The servers running for vm-mcp-local, as "units processes": each unit
-# holds one server, and no server process runs outside a unit.
-# ([i]: the pattern does not match the command line of the shell running pgrep.)
+# holds one server, and no server process runs outside a unit. A server
+# process is node running the entry point (systemd-run's own command line,
+# in the launcher's unit, names them too, after its options; [n]: nor does
+# this pattern match the shell running pgrep).
 count_local() {
-  vm_ssh "echo \$(systemctl list-units --no-legend --plain '$LOCAL_UNITS' | wc -l) \$(pgrep -fc 'server-everything/dist/[i]ndex.js stdio')"
+  vm_ssh "echo \$(systemctl list-units --no-legend --plain '$LOCAL_UNITS' | wc -l) \$(pgrep -fc '^$MCP_DIR/[n]ode $SERVER_ENTRY stdio')"
 }
-# until_count WANT: waits up to 20 s for count_local to say WANT.
+# until_count WANT: waits up to 60 s for count_local to say WANT (a server
+# starts in 10 to 30 s under emulation).
 until_count() {
   local now
-  for _ in $(seq 40); do now=$(count_local) && [[ $now == "$1" ]] && return 0; sleep 0.5; done
+  for _ in $(seq 120); do now=$(count_local) && [[ $now == "$1" ]] && return 0; sleep 0.5; done
   echo "units and server processes: $now (want $1)"; return 1
 }
 main_pid() { vm_ssh "systemctl show -P MainPID clawos-mcp-vm-mcp-local_$1.service"; }
@@ -176,7 +181,7 @@ check_local_server_failures() {
       jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"local-3\")][0].content | contains(\"no answer within 5 s\")" >/dev/null' || return 1
   until_count "1 1" || return 1
   # Both connected again once the backoff has passed.
-  vm_ssh 'for _ in $(seq 15); do
+  vm_ssh 'for _ in $(seq 60); do
       clawctl mcp status --agent vm-mcp-local --json | jq -e "[.servers[] | .state] == [\"connected\", \"connected\"]" >/dev/null && exit 0
       sleep 1
     done; clawctl mcp status --agent vm-mcp-local; exit 1' &&

@@ -108,7 +108,7 @@ impl Launcher {
     }
 
     /// The agents' MCP servers.
-    pub fn mcp(&self) -> &Servers {
+    pub fn mcp(&self) -> &Arc<Servers> {
         &self.mcp
     }
 

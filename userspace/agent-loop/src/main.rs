@@ -272,12 +272,17 @@ impl agent_loop::Service for Daemon {
 
     async fn mcp_status(&self, _call: &Call, p: AgentName) -> Result<McpStatus, MethodError> {
         let config = AgentConfig::load(&self.agents.dir(&p.agent)?).map_err(Error::from)?;
-        let servers = self.turns.mcp();
-        // Within the method's 30 s: a server still connecting is tried
-        // again by the next turn.
-        let tried = servers.tools(&p.agent, &config.mcp, &VaultKeys);
+        let servers = self.turns.mcp().clone();
+        // The answer within the method's 30 s; a server still starting
+        // after 25 s goes on starting in its own task (a slow start, Node.js
+        // under emulation, is not cut off and begun again by the next
+        // status), and its state is the one before.
+        let (agent, mcp) = (p.agent.clone(), config.mcp.clone());
+        let tried = tokio::spawn(async move { servers.tools(&agent, &mcp, &VaultKeys).await });
         let _ = tokio::time::timeout(std::time::Duration::from_secs(25), tried).await;
-        let servers = servers
+        let servers = self
+            .turns
+            .mcp()
             .status(Some(&p.agent))
             .into_iter()
             .map(|status| McpServerStatus {
