@@ -18,7 +18,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk mcp-servers test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk mcp-servers test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-mcp-conformance test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
 all: image
 
 deps:
@@ -60,7 +60,8 @@ update-artifacts: image
 agentfs-sdk: deps
 	bash scripts/agentfs-sdk.sh
 
-# MCP servers nobody here wrote, for the MCP client's tests (npm, pinned by
+# MCP servers nobody here wrote, and the protocol's conformance suite, for the
+# MCP client's tests (npm, pinned by
 # tests/mcp-servers/package-lock.json's hashes).
 mcp-servers: deps
 	bash scripts/mcp-servers.sh
@@ -105,7 +106,7 @@ test-scripts: deps
 # every test whose need is missing (these, swtpm, FUSE, root, a tmpfs mount,
 # the kernel's BTF) fail instead of skipping (tests/require); the summary
 # counts what ran.
-test-unit: deps tools models agentfs-sdk mcp-servers
+test-unit: deps tools models agentfs-sdk mcp-servers test-mcp-conformance
 	cargo build --release --locked --workspace
 	set -o pipefail; CLAWOS_TEST_REQUIRE_ALL=1 \
 	CLAWOS_E2E_DAEMONS=$(CARGO_TARGET_DIR)/release \
@@ -115,6 +116,18 @@ test-unit: deps tools models agentfs-sdk mcp-servers
 	CLAWOS_MCP_SERVERS=$(OUT)/mcp-servers \
 	cargo test --release --locked --workspace 2>&1 | tee $(OUT)/test-unit.log
 	bash scripts/test-summary.sh $(OUT)/test-unit.log
+
+# The official MCP conformance suite's client scenarios (make mcp-servers
+# installs it, pinned) against the MCP client, played by
+# tests/mcp-conformance, whose run.sh says which run and why the others are
+# left out; test-unit runs it. The workspace's release build, as test-unit's:
+# a build of the one package would compile the client's dependencies a
+# second time, with that package's features alone (Cargo.toml). A missing
+# suite or node fails, as in test-unit (CLAWOS_TEST_REQUIRE_ALL).
+test-mcp-conformance: deps mcp-servers
+	cargo build --release --locked --workspace
+	CLAWOS_TEST_REQUIRE_ALL=1 CLAWOS_MCP_SERVERS=$(OUT)/mcp-servers \
+	bash tests/mcp-conformance/run.sh $(CARGO_TARGET_DIR)/release/clawos-mcp-conformance
 
 # migrate-pg-to-sqlite against a throwaway PostgreSQL 15 + pgvector server.
 test-pg: deps

@@ -12,7 +12,7 @@
 # leaves out (a new version of the suite is read before it is trusted).
 #
 #   run.sh [CLIENT]   CLIENT: the clawos-mcp-conformance binary (default:
-#                     $CARGO_TARGET_DIR/release/clawos-mcp-conformance)
+#                     the release build in the Makefile's CARGO_TARGET_DIR)
 #
 # A missing need (the suite in out/mcp-servers, node) fails under make test
 # (CLAWOS_TEST_REQUIRE_ALL, as tests/require decides for cargo's tests) and
@@ -25,15 +25,8 @@ HERE=$REPO/tests/mcp-conformance
 SCENARIOS=(initialize tools_call sse-retry)
 # Run, and known to fail: the suite's baseline (--expected-failures) passes
 # them while they fail and fails them once they pass, so an entry goes when
-# the client is fixed.
-#   initialize: the client asks for protocol version 2026-07-28 in its
-#   `initialize` request (rmcp 3.11's ProtocolVersion::LATEST, the default
-#   of the ClientConfig userspace/mcp gives it), a revision that has no
-#   `initialize` handshake at all; the suite accepts 2025-06-18 and
-#   2025-11-25 (rmcp's LATEST_WITH_INITIALIZE). Servers answer with the
-#   version they have, which the client takes, so calls work; the fix is
-#   userspace/mcp's to make.
-KNOWN_FAILURES=(initialize)
+# the client is fixed. None now.
+KNOWN_FAILURES=()
 # Left out (shell patterns): they need what the client does not have.
 #   elicitation-sep1034-client-defaults: elicitation, a server asking the
 #   user for input through the client during a call; the client offers no
@@ -43,7 +36,7 @@ KNOWN_FAILURES=(initialize)
 #   from the vault (specs/mcp/README.md, `bearer_secret`) and nothing else.
 LEFT_OUT=(elicitation-sep1034-client-defaults 'auth/*')
 
-client=${1:-${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-mcp-conformance}
+client=${1:-${CARGO_TARGET_DIR:-$CACHE/cargo-target}/release/clawos-mcp-conformance}
 servers=${CLAWOS_MCP_SERVERS:-$OUT/mcp-servers}
 entry=$servers/node_modules/@modelcontextprotocol/conformance/dist/index.js
 
@@ -54,7 +47,7 @@ missing() {
   exit 0
 }
 # The client is what is under test, not a need of the machine: never skipped.
-[[ -x $client ]] || die "no client at $client: cargo build --release --locked -p clawos-mcp-conformance"
+[[ -x $client ]] || die "no client at $client (make test-mcp-conformance builds it)"
 # The suite runs the command it is given split at spaces.
 [[ $client != *[[:space:]]* ]] || die "the client's path holds a space, which the suite would split: $client"
 [[ -f $entry ]] || missing "no $entry (run \`make mcp-servers\`)"

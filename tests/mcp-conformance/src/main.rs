@@ -48,11 +48,14 @@ async fn main() -> ExitCode {
 /// Connects to the scenario's server, plays `scenario`, and closes the
 /// connection whatever the outcome (the suite stops its server after us).
 async fn run(scenario: &str, url: String) -> Result<(), String> {
-    let config =
-        mcp::ServerConfig { url: Some(url), call_timeout_s: TIMEOUT_S, start_timeout_s: TIMEOUT_S, ..Default::default() };
-    let connection = mcp::Connection::connect(AGENT, SERVER, &config, &mcp::Launch::Child, None)
-        .await
-        .map_err(|e| e.to_string())?;
+    let config = mcp::ServerConfig {
+        url: Some(url),
+        call_timeout_s: TIMEOUT_S,
+        start_timeout_s: TIMEOUT_S,
+        ..Default::default()
+    };
+    let connection =
+        mcp::Connection::connect(AGENT, SERVER, &config, &mcp::Launch::Child, None).await.map_err(|e| e.to_string())?;
     let outcome = play(scenario, &connection).await;
     connection.close().await;
     outcome

@@ -192,9 +192,15 @@ check "mcp: a local server killed mid-call and one silent past its time limit ar
 check_no_orphans() {
   local before
   before=$(main_pid local) || return 1
-  # A restart: the old unit is gone, one new one runs.
-  vm_ssh 'clawctl mcp restart --agent vm-mcp-local local >/dev/null && clawctl mcp status --agent vm-mcp-local >/dev/null' &&
-    until_count "2 2" && [[ $(main_pid local) != "$before" ]] || return 1
+  # A restart: the old unit is gone, one new one runs. How long the new
+  # one takes from the restart to its tools listed, its unit's start and
+  # Node.js's included, is printed (under emulation).
+  vm_ssh 'start=$(date +%s%N); clawctl mcp restart --agent vm-mcp-local local >/dev/null
+    for _ in $(seq 120); do
+      clawctl mcp status --agent vm-mcp-local --json | jq -e "[.servers[] | select(.server == \"local\")][0].state == \"connected\"" >/dev/null &&
+        { echo $(( ($(date +%s%N) - start) / 1000000 )) > /run/clawos-test/mcp-cold-start-ms; exit 0; }
+      sleep 0.5
+    done; exit 1' && until_count "2 2" && [[ $(main_pid local) != "$before" ]] || return 1
   before=$(main_pid local)
   # A config edit: `net` removed, `local` changed; one unit, one process.
   vm_ssh 'd=/clawfs/agents/vm-mcp-local
@@ -207,4 +213,5 @@ check_no_orphans() {
     until_count "1 1"
 }
 check "mcp: no server outlives its connection: after a restart, a config edit and a crash of agent-loop, each (agent, server) has one unit and no process runs outside it" check_no_orphans
+log "mcp: a local server's cold start under its unit, from the restart to its tools listed: $(vm_ssh 'cat /run/clawos-test/mcp-cold-start-ms' 2>/dev/null) ms"
 vm_ssh 'systemctl stop clawos-test-mcp clawos-test-vm-mcp clawos-test-vm-mcp-local' >/dev/null 2>&1 || true

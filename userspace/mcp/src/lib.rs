@@ -23,7 +23,7 @@ use std::time::Duration;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     CallToolRequestParams, CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, Implementation,
-    ProgressNotificationParam, Request, ServerResult,
+    ProgressNotificationParam, ProtocolVersion, Request, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -379,7 +379,13 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
+        // The newest protocol version that has the `initialize` handshake
+        // this client makes (the SDK's default, its newest, has none); a
+        // server answers with the version it speaks, which the SDK takes.
+        // The conformance suite's `initialize` scenario checks it
+        // (tests/mcp-conformance).
         ClientConfig::new(ClientCapabilities::default(), Implementation::new("clawos", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 

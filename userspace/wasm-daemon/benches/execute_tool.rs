@@ -200,7 +200,7 @@ fn main() {
         let agent_db = root.join("clawfs/agents").join(AGENT).join("workspace.db");
         let config = AgentConfig::parse("[autonomy]\nlevel = \"full\"\nmax_actions_per_hour = 1000000\n").unwrap();
         let policy = config.policy();
-        let (mcp, cancel) = (Servers::new(None), CancellationToken::new());
+        let (mcp, cancel) = (Servers::new(Default::default()), CancellationToken::new());
         let cx = CallContext {
             peers: &peers,
             tools: &wasm,
@@ -230,6 +230,37 @@ fn main() {
             "a tool call from agent-loop (CallContext: check_policy, IPC, fresh instance, run, tool_calls record)",
             samples,
         );
+
+        // The same path for an MCP tool: the reference server's get-sum
+        // (as trivial as text-stats) over its standard input and output, a
+        // child of this bench; on the box the server runs in its sandbox
+        // unit, which adds to its start, not to a call (specs/mcp/README.md).
+        if let Some((node, entry)) = clawos_test_require::mcp_everything("execute_tool bench, the MCP leg") {
+            let table = format!("[mcp.servers.everything]\ncommand = [{node:?}, {entry:?}, \"stdio\"]\n");
+            let config = AgentConfig::parse(&table).unwrap();
+            let servers = Servers::new(Default::default());
+            let mut with_mcp = wasm.clone();
+            with_mcp.extend(servers.tools(AGENT, &config.mcp, &NoKeys).await);
+            let mcp_cx = CallContext {
+                tools: &with_mcp,
+                mcp: &servers,
+                session_id: "bench-mcp",
+                approval_session: "bench-mcp",
+                ..cx
+            };
+            let mut samples = Vec::with_capacity(SEQUENTIAL_CALLS);
+            for n in 0..SEQUENTIAL_CALLS {
+                let start = Instant::now();
+                let arguments = serde_json::json!({"a": 2, "b": 3});
+                let result = mcp_cx.call(&format!("bench-mcp/1/m{n}"), "mcp.everything.get-sum", &arguments).await;
+                samples.push(start.elapsed());
+                assert!(!result.is_error && result.content.contains('5'), "{result:?}");
+            }
+            report(
+                "an MCP tool call from agent-loop (CallContext: check_policy, the server over stdio, tool_calls record)",
+                samples,
+            );
+        }
 
         // A sub-agent per call, its model answering at once.
         let script = (0..2 * (DELEGATE_CALLS + 10)).fold(Script::new(), |script, _| {
