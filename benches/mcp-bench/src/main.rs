@@ -119,7 +119,10 @@ async fn main() -> anyhow::Result<()> {
     let mut through_loop = Vec::new();
     for n in 0..cli.calls + 20 {
         let started = Instant::now();
-        servers.call("default", "mcp.everything.get-sum", &arguments, &cancel).await.map_err(anyhow::Error::msg)?;
+        servers
+            .call("default", "mcp.everything.get-sum", &arguments, &cancel, None)
+            .await
+            .map_err(anyhow::Error::msg)?;
         if n >= 20 {
             through_loop.push(started.elapsed());
         }

@@ -165,14 +165,20 @@ main_pid() { vm_ssh "systemctl show -P MainPID clawos-mcp-vm-mcp-local_$1.servic
 check_local_server_failures() {
   local before
   before=$(main_pid local) || return 1
-  # Killed mid-call: the call fails and says so; the next turn starts it again.
-  vm_ssh '(clawctl chat --agent vm-mcp-local -m "Run the long operation." --json > /run/clawos-test/mcp-killed.json 2>&1 &)
+  # Killed mid-call: the call fails and says so; the next turn starts it
+  # again. Until then its progress notifications are the turn's events.
+  vm_ssh '(timeout 120 clawctl events --name tool.progress > /run/clawos-test/mcp-progress.jsonl 2>/dev/null < /dev/null &)
+    sleep 1
+    (clawctl chat --agent vm-mcp-local -m "Run the long operation." --json > /run/clawos-test/mcp-killed.json 2>&1 &)
     for _ in $(seq 100); do [ "$(wc -l < /run/clawos-test/clawos-test-vm-mcp-local.jsonl)" -ge 3 ] && break; sleep 0.2; done
     sleep 3; systemctl kill -s KILL clawos-mcp-vm-mcp-local_local.service
     for _ in $(seq 100); do jq -e .status /run/clawos-test/mcp-killed.json >/dev/null 2>&1 && break; sleep 0.3; done
     jq -e ".status == \"done\" and .answer == \"The server was killed.\"" /run/clawos-test/mcp-killed.json >/dev/null || { cat /run/clawos-test/mcp-killed.json; exit 1; }
     sed -n 4p /run/clawos-test/clawos-test-vm-mcp-local.jsonl |
-      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"local-2\")][0].content | contains(\"connection closed\") and contains(\"started again\")" >/dev/null' || return 1
+      jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"local-2\")][0].content | contains(\"connection closed\") and contains(\"started again\")" >/dev/null
+    jq -se "[.[] | .payload | select(.event_name == \"tool.progress\") | .event_data
+             | select(.agent == \"vm-mcp-local\" and .tool_name == \"mcp.local.trigger-long-running-operation\" and .total == 30)] | length >= 1" \
+      /run/clawos-test/mcp-progress.jsonl >/dev/null || { echo "no progress event"; cat /run/clawos-test/mcp-progress.jsonl; exit 1; }' || return 1
   until_count "1 1" || return 1
   # Silent past its call_timeout_s (5 s): a hang, stopped and started again.
   vm_ssh 'out=$(clawctl chat --agent vm-mcp-local -m "Run it again." --json) || { echo "$out"; exit 1; }
@@ -187,7 +193,7 @@ check_local_server_failures() {
     done; clawctl mcp status --agent vm-mcp-local; exit 1' &&
     until_count "2 2" && [[ $(main_pid local) != "$before" ]]
 }
-check "mcp: a local server killed mid-call and one silent past its time limit are reported to the model, stopped and started again" check_local_server_failures
+check "mcp: a local server's progress is published as the turn's events; killed mid-call and silent past its time limit, it is reported to the model, stopped and started again" check_local_server_failures
 
 check_no_orphans() {
   local before

@@ -313,6 +313,40 @@ impl Launcher {
     }
 }
 
+/// The longest progress message of an MCP server an event carries.
+const PROGRESS_MESSAGE_CHARS: usize = 200;
+/// The least time between two `tool.progress` events of a turn: a server
+/// may notify as often as it likes, the router's subscribers are not
+/// flooded.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// What a turn does with an MCP call's progress: `tool.progress` events
+/// (specs/agent/README.md, the events on the router's stream), at most one
+/// per [`PROGRESS_EVERY`].
+fn progress_events<'a>(
+    reporter: &'a dyn Reporter,
+    agent: &'a str,
+    turn_id: &'a str,
+) -> impl Fn(&str, &mcp::Progress) + Send + Sync + 'a {
+    let last = Mutex::new(None::<std::time::Instant>);
+    move |tool, update| {
+        {
+            let mut last = lock(&last);
+            if last.is_some_and(|at| at.elapsed() < PROGRESS_EVERY) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        let message =
+            update.message.as_deref().map(|text| text.chars().take(PROGRESS_MESSAGE_CHARS).collect::<String>());
+        reporter.publish(
+            "tool.progress",
+            serde_json::json!({"agent": agent, "turn_id": turn_id, "tool_name": tool,
+                               "progress": update.progress, "total": update.total, "message": message}),
+        );
+    }
+}
+
 /// Where a turn begins (`turn::Turn::run`, `turn::Turn::resume`).
 enum Begin {
     /// The operator's message.
@@ -431,6 +465,7 @@ async fn run_turn(
         tracing::warn!(agent, left_out = persona.left_out.join("; "), "brain files left out of the system prompt");
     }
     let policy = config.policy();
+    let progress = progress_events(reporter, agent, turn_id);
     let delegation = delegate::Delegation {
         config: &config,
         store: &store,
@@ -454,6 +489,7 @@ async fn run_turn(
         policy: &policy,
         mcp,
         cancel: &cancel,
+        progress: Some(&progress),
     };
     let turn = Turn {
         agent,

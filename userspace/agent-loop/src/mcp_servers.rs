@@ -200,7 +200,8 @@ impl Servers {
         Ok((connection, tools))
     }
 
-    /// Calls the MCP tool `name` (`mcp.<server>.<tool>`) of `agent`. A
+    /// Calls the MCP tool `name` (`mcp.<server>.<tool>`) of `agent`; the
+    /// server's progress notifications go to `progress` while it runs. A
     /// server that crashed or hung is closed and tried again with backoff
     /// (the call fails and says so); a tool's own error is the result.
     pub async fn call(
@@ -209,6 +210,7 @@ impl Servers {
         name: &str,
         arguments: &Value,
         cancel: &CancellationToken,
+        progress: Option<tokio::sync::mpsc::Sender<mcp::Progress>>,
     ) -> Result<Value, String> {
         let (server, tool) = split(name).ok_or_else(|| format!("`{name}` is not an MCP tool's name"))?;
         let Value::Object(arguments) = arguments.clone() else {
@@ -220,7 +222,7 @@ impl Servers {
             State::Connected { connection, .. } => connection.clone(),
             State::Failed { .. } => return Err(format!("MCP server `{server}` is not connected")),
         };
-        let options = CallOptions { cancel: cancel.child_token(), progress: None };
+        let options = CallOptions { cancel: cancel.child_token(), progress };
         match connection.call(tool, arguments, options).await {
             Ok(output) if output.is_error => Err(output.text),
             Ok(output) => Ok(match output.structured {

@@ -48,7 +48,7 @@ fn alive(pid: i32) -> bool {
 }
 
 async fn sum(servers: &Servers) -> Result<Value, String> {
-    servers.call("default", "mcp.everything.get-sum", &json!({"a": 2, "b": 3}), &CancellationToken::new()).await
+    servers.call("default", "mcp.everything.get-sum", &json!({"a": 2, "b": 3}), &CancellationToken::new(), None).await
 }
 
 #[tokio::test]
@@ -78,7 +78,7 @@ async fn an_agent_gets_its_servers_tools_and_calls_them() {
 
     // The tool's own error is the call's error, for the model to read.
     let refused = servers
-        .call("default", "mcp.everything.get-sum", &json!({"a": "two"}), &CancellationToken::new())
+        .call("default", "mcp.everything.get-sum", &json!({"a": "two"}), &CancellationToken::new(), None)
         .await
         .unwrap_err();
     assert!(!refused.is_empty());
@@ -119,12 +119,32 @@ async fn a_crashed_or_hung_server_is_started_again_after_its_backoff() {
             "mcp.everything.trigger-long-running-operation",
             &json!({"duration": 5, "steps": 1}),
             &CancellationToken::new(),
+            None,
         )
         .await
         .unwrap_err();
     assert!(hung.contains("no answer within 1 s"), "{hung}");
     let status = &servers.status(Some("default"))[0];
     assert_eq!((status.state, status.failures), ("failed", 2), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_calls_progress_reaches_the_caller_while_it_runs() {
+    let Some((node, entry)) = mcp_everything("a_calls_progress_reaches_the_caller_while_it_runs") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Servers::new(mcp::Launch::Child);
+    let config = config(server(&node, &entry, &dir.path().join("pid")));
+    servers.tools("default", &config, &NoKeys).await;
+    let (sender, mut updates) = tokio::sync::mpsc::channel(16);
+    let long = json!({"duration": 2, "steps": 4});
+    let name = "mcp.everything.trigger-long-running-operation";
+    let result = servers.call("default", name, &long, &CancellationToken::new(), Some(sender)).await;
+    assert!(result.is_ok(), "{result:?}");
+    let mut seen = Vec::new();
+    while let Ok(update) = updates.try_recv() {
+        seen.push((update.progress, update.total));
+    }
+    assert!(seen.len() >= 2 && seen.iter().all(|(_, total)| *total == Some(4.0)), "{seen:?}");
 }
 
 #[tokio::test]

@@ -214,6 +214,7 @@ fn main() {
             policy: &policy,
             mcp: &mcp,
             cancel: &cancel,
+            progress: None,
         };
         let mut samples = Vec::with_capacity(SEQUENTIAL_CALLS);
         for n in 0..SEQUENTIAL_CALLS {

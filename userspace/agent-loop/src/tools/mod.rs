@@ -289,7 +289,14 @@ pub struct CallContext<'a> {
     pub mcp: &'a crate::mcp_servers::Servers,
     /// Cancels the turn: a running MCP call is cancelled at its server.
     pub cancel: &'a tokio_util::sync::CancellationToken,
+    /// Shown each progress notification of a running MCP call, with the
+    /// tool's name (the turn publishes them as `tool.progress`).
+    pub progress: Option<&'a ShowProgress<'a>>,
 }
+
+/// What is done with an MCP call's progress notification: given the tool's
+/// name and the update.
+pub type ShowProgress<'a> = dyn Fn(&str, &mcp::Progress) + Send + Sync + 'a;
 
 impl Runner for CallContext<'_> {
     fn check<'a>(
@@ -437,7 +444,19 @@ async fn run_here(
             .call(&cx.peers.fs_engine, agent, arguments, cx.memory_workspace, action_id)
             .await
             .map_err(|e| e.to_string()),
-        (Runs::Mcp, _) => cx.mcp.call(agent, name, arguments, cx.cancel).await,
+        (Runs::Mcp, _) => {
+            let (sender, mut updates) = tokio::sync::mpsc::channel(16);
+            let call = cx.mcp.call(agent, name, arguments, cx.cancel, cx.progress.map(|_| sender));
+            // Ends when the call does (its sender is dropped with it).
+            let shown = async {
+                while let Some(update) = updates.recv().await {
+                    if let Some(show) = cx.progress {
+                        show(name, &update);
+                    }
+                }
+            };
+            tokio::join!(call, shown).0
+        }
         (Runs::McpSchema, _) => cx.mcp.schema(agent, arguments).await,
         (_, Some(delegation)) => match crate::delegate::run(cx, delegation, action_id, arguments).await {
             Ok(crate::delegate::Ended::Outcome(record)) => Ok(record),
