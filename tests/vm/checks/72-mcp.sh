@@ -84,6 +84,8 @@ check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP;
 # probe.sh, which first records from inside the unit what it is and what it
 # can reach, then runs the server.
 LOCAL_PORT=18112
+# The filesystem server's (check_filesystem_server) state directory.
+FILES_STATE=/var/lib/clawos-mcp/vm-mcp-local/files
 LOCAL_UNITS='clawos-mcp-vm-mcp-local_*'
 SERVER_ENTRY=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
@@ -105,7 +107,11 @@ check_local_server() {
                   --argjson r4 "$(text_reply "The server was killed." 100 4)" \
                   --argjson r5 "$(tool_call_reply local-3 mcp_local_trigger-long-running-operation '{"duration": 30, "steps": 1}')" \
                   --argjson r6 "$(text_reply "The server hung." 100 4)" \
-                  '{replies: [$r1, $r2, $r3, $r4, $r5, $r6]}') &&
+                  --argjson r7 "$(tool_call_reply files-1 mcp_files_write_file "{\"path\": \"$FILES_STATE/note.txt\", \"content\": \"written in the sandbox\"}")" \
+                  --argjson r8 "$(tool_call_reply files-2 mcp_files_write_file '{"path": "/usr/share/zoneinfo/clawos-note.txt", "content": "x"}')" \
+                  --argjson r9 "$(tool_call_reply files-3 mcp_files_list_allowed_directories '{}')" \
+                  --argjson r10 "$(text_reply "Files done." 100 4)" \
+                  '{replies: [$r1, $r2, $r3, $r4, $r5, $r6, $r7, $r8, $r9, $r10]}') &&
     vm_push "$REPO/tests/mcp-servers/probe.sh" "$MCP_DIR/probe.sh" &&
     address=$(vm_ssh "ip -4 -o addr show scope global | awk '{ print \$4 }' | cut -d/ -f1 | head -n1") && [[ -n $address ]] &&
     scripted_agent vm-mcp-local "$LOCAL_PORT" "$script" &&
@@ -220,4 +226,27 @@ check_no_orphans() {
 }
 check "mcp: no server outlives its connection: after a restart, a config edit and a crash of agent-loop, each (agent, server) has one unit and no process runs outside it" check_no_orphans
 log "mcp: a local server's cold start under its unit, from the restart to its tools listed: $(vm_ssh 'cat /run/clawos-test/mcp-cold-start-ms' 2>/dev/null) ms"
+# The reference filesystem server, allowed its state directory, a system
+# directory and the agent's own directory: the unit's view decides what it
+# gets of them. Writing in its state directory works; in /usr/share the
+# write fails (read-only); /clawfs is not there for it at all.
+check_filesystem_server() {
+  local fs_entry=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
+  vm_push <(printf '[mcp.servers.files]\ncommand = ["%s/node", "%s", "%s", "/usr/share/zoneinfo", "/clawfs/agents/vm-mcp-local"]\nenv = { LD_LIBRARY_PATH = "%s/lib" }\nstart_timeout_s = 120\n' \
+      "$MCP_DIR" "$fs_entry" "$FILES_STATE" "$MCP_DIR") /run/clawos-test/mcp-files.toml || return 1
+  vm_ssh "FILES_STATE=$FILES_STATE"'
+    set -e
+    cat /run/clawos-test/mcp-files.toml >> /clawfs/agents/vm-mcp-local/config.toml
+    out=$(clawctl chat --agent vm-mcp-local -m "Write a note, then try /usr/share." --json) || { echo "$out"; exit 1; }
+    echo "$out" | jq -e ".status == \"done\" and .tool_calls == 3 and .answer == \"Files done.\"" >/dev/null || { echo "$out"; exit 1; }
+    log=/run/clawos-test/clawos-test-vm-mcp-local.jsonl
+    result() { sed -n "$1p" $log | jq -r "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"$2\")][0].content"; }
+    result 8 files-1 | grep -q "Successfully wrote" || { result 8 files-1; exit 1; }
+    result 9 files-2 | grep -qi "read-only file system" || { echo "a write in /usr/share: $(result 9 files-2)"; exit 1; }
+    dirs=$(result 10 files-3)
+    echo "$dirs" | grep -q "clawos-mcp/vm-mcp-local/files" && echo "$dirs" | grep -q "/usr/share/zoneinfo" &&
+      ! echo "$dirs" | grep -q "/clawfs" || { echo "allowed: $dirs"; exit 1; }
+    test "$(cat /var/lib/private/clawos-mcp/vm-mcp-local/files/note.txt)" = "written in the sandbox"'
+}
+check "mcp: the reference filesystem server in its unit writes its state directory, not /usr/share (read-only), and does not see /clawfs" check_filesystem_server
 vm_ssh 'systemctl stop clawos-test-mcp clawos-test-vm-mcp clawos-test-vm-mcp-local' >/dev/null 2>&1 || true
