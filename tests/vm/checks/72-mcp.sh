@@ -1,12 +1,13 @@
 # shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
-# An agent's MCP server in the booted image (specs/mcp/README.md): the
-# reference server-everything (make mcp-servers, from npm), run in the
-# guest by the host's Node.js, both brought in over SSH as test tools, over
-# Streamable HTTP on the guest's loopback (a remote server, as the box
-# supports them today). A scripted model calls its tool; the call is
-# offered, run, in the transcript, and waits for approval when the agent is
-# supervised; `clawctl mcp` shows what the agent gets; a local server is
-# refused while local servers may not start.
+# Agents' MCP servers in the booted image (specs/mcp/README.md): the
+# reference servers (make mcp-servers, from npm), run in the guest by the
+# host's Node.js, both brought in over SSH as test tools. Remote: over
+# Streamable HTTP on the guest's loopback, a scripted model calls its tool;
+# the call is offered, run, in the transcript, and waits for approval when
+# the agent is supervised; `clawctl mcp` shows what the agent gets. Local:
+# each server in its sandbox unit, started by clawos-mcp-launch: what it
+# can see and reach, a crash and a hang, no process outliving its
+# connection, the filesystem server against the unit's read-only view.
 # Helpers: 59-agent-turns.sh.
 
 # Ports no other check's provider or server uses (71-scenarios.sh takes up to 18100).

@@ -244,15 +244,21 @@ impl Request {
 /// An agent's or a server's name: `a-z`, `0-9` and `-`, starting with a
 /// letter (both names' rules allow no more; the unit's name is made of them).
 fn check_name(what: &str, name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    let valid = name.len() <= MAX_NAME_LEN
-        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if valid {
+    if is_name(name, MAX_NAME_LEN) {
         Ok(())
     } else {
         Err(format!("{what}: {name:?} is not a-z, 0-9 and -, starting with a letter, at most {MAX_NAME_LEN}"))
     }
+}
+
+/// Whether `name` is `a-z`, `0-9` and `-`, starts with a letter and has at
+/// most `max` bytes: the shape of a server's name (the `mcp` crate's rule)
+/// and of an agent's, as far as a unit's name needs.
+pub fn is_name(name: &str, max: usize) -> bool {
+    let mut chars = name.chars();
+    name.len() <= max
+        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// An entry of `network_allow`: an address or a prefix, as systemd's

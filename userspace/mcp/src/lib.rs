@@ -13,8 +13,9 @@
 //! and approvals are decided where WASM tools' are), the sandbox a local
 //! server runs in (the [`Launch`] the caller gives says how its process is
 //! started: on the box, in a unit of its own through the `clawos-mcp-launch`
-//! helper, whose crate owns the unit's properties), secrets (a bearer token arrives as a [`Bearer`], read from
-//! the vault by the caller, and is never logged), and recording calls.
+//! helper, whose crate owns the unit's properties), secrets (a bearer token
+//! arrives as a [`Bearer`], read from the vault by the caller, and is never
+//! logged), and recording calls.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -218,11 +219,7 @@ impl ServerConfig {
 /// letter, at most [`MAX_SERVER_NAME_LEN`]; it becomes part of tool names
 /// (`mcp.<server>.<tool>`).
 pub fn check_server_name(name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    let valid = name.len() <= MAX_SERVER_NAME_LEN
-        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if valid {
+    if mcp_launch::is_name(name, MAX_SERVER_NAME_LEN) {
         Ok(())
     } else {
         Err(format!("{name:?}: a-z, 0-9 and -, starting with a letter, at most {MAX_SERVER_NAME_LEN}"))
