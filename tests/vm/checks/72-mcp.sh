@@ -90,8 +90,9 @@ FILES_STATE=/var/lib/clawos-mcp/vm-mcp-local/files
 LOCAL_UNITS='clawos-mcp-vm-mcp-local_*'
 SERVER_ENTRY=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-# Node.js starts in 10 to 30 s under emulation, two servers at once, after
-# the probe's connection attempts (up to 3 s each): a start limit of 120 s.
+# Under emulation one server alone started in about 6 s (the cold start
+# this file prints), but two at once, after the probe's connection attempts
+# (up to 3 s each), passed the default 30 s once: a start limit of 120 s.
 local_servers_table() { # ADDRESS: the guest's own address, probed as the box's sshd
   local command="command = [\"$MCP_DIR/probe.sh\", \"$MCP_DIR/node\", \"$SERVER_ENTRY\", \"stdio\"]"
   printf '[mcp.servers.local]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\nstart_timeout_s = 120\n' \

@@ -100,26 +100,10 @@ impl Request {
         if let Some(bad) = self.command.iter().find(|word| word.contains('\0')) {
             return Err(format!("command: {bad:?} holds a NUL"));
         }
-        for (key, value) in &self.env {
-            let mut chars = key.chars();
-            let name = chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-                && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-            if !name || value.contains('\0') {
-                return Err(format!("env: {key:?} is not a variable name (A-Z, 0-9, _) or its value holds a NUL"));
-            }
+        if let Some((key, _)) = self.env.iter().find(|(key, value)| !is_env_name(key) || value.contains('\0')) {
+            return Err(format!("env: {key:?} is not a variable name (A-Z, 0-9, _) or its value holds a NUL"));
         }
-        if !MEMORY_MIB.contains(&self.memory_max_mib) {
-            return Err(format!(
-                "memory_max_mib: {} is not within {}..={}",
-                self.memory_max_mib,
-                MEMORY_MIB.start(),
-                MEMORY_MIB.end()
-            ));
-        }
-        if self.network_allow.len() > MAX_NETWORK_ALLOW {
-            return Err(format!("network_allow: more than {MAX_NETWORK_ALLOW} entries"));
-        }
-        self.network_allow.iter().try_for_each(|entry| check_network_allow(entry))
+        check_limits(self.memory_max_mib, &self.network_allow).map_err(|(field, reason)| format!("{field}: {reason}"))
     }
 
     /// The unit, one per (agent, server): `clawos-mcp-<agent>_<server>.service`
@@ -261,15 +245,38 @@ pub fn is_name(name: &str, max: usize) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// A server's memory limit and granted addresses (the `memory_max_mib`
+/// and `network_allow` of its table); the field and why, when one breaks
+/// its rule. The `mcp` crate checks a table with it as the launcher checks
+/// a request.
+pub fn check_limits(memory_max_mib: u32, network_allow: &[String]) -> Result<(), (&'static str, String)> {
+    if !MEMORY_MIB.contains(&memory_max_mib) {
+        let reason = format!("{memory_max_mib} is not within {}..={}", MEMORY_MIB.start(), MEMORY_MIB.end());
+        return Err(("memory_max_mib", reason));
+    }
+    if network_allow.len() > MAX_NETWORK_ALLOW {
+        return Err(("network_allow", format!("more than {MAX_NETWORK_ALLOW} entries")));
+    }
+    network_allow.iter().try_for_each(|entry| check_network_allow(entry)).map_err(|reason| ("network_allow", reason))
+}
+
+/// An environment variable's name: `A-Z`, `0-9` and `_`, not starting
+/// with a digit.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
 /// An entry of `network_allow`: an address or a prefix, as systemd's
 /// `IPAddressAllow=` reads it. Names are refused: the filter is by
 /// address, and a name's address changes.
-pub fn check_network_allow(entry: &str) -> Result<(), String> {
+fn check_network_allow(entry: &str) -> Result<(), String> {
     let (address, length) = match entry.split_once('/') {
         Some((address, length)) => (address, Some(length)),
         None => (entry, None),
     };
-    let bad = || format!("network_allow: {entry:?} is not an IP address or prefix (names are not resolved)");
+    let bad = || format!("{entry:?} is not an IP address or prefix (names are not resolved)");
     let address: IpAddr = address.parse().map_err(|_| bad())?;
     let most = if address.is_ipv4() { 32 } else { 128 };
     match length.map(str::parse::<u8>) {

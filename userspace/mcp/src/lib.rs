@@ -177,20 +177,12 @@ impl ServerConfig {
                 if self.bearer_secret.is_some() {
                     return Err(fail("bearer_secret", "only a url server is sent a bearer token".into()));
                 }
-                if let Some(bad) = self.env.keys().find(|key| !is_env_name(key)) {
+                if let Some(bad) = self.env.keys().find(|key| !mcp_launch::is_env_name(key)) {
                     return Err(fail("env", format!("{bad:?} is not a variable name (A-Z, 0-9, _)")));
                 }
                 let memory_max_mib = self.memory_max_mib.unwrap_or(mcp_launch::DEFAULT_MEMORY_MIB);
-                let limits = mcp_launch::MEMORY_MIB;
-                if !limits.contains(&memory_max_mib) {
-                    return Err(fail(
-                        "memory_max_mib",
-                        format!("{memory_max_mib} is not within {}..={}", limits.start(), limits.end()),
-                    ));
-                }
-                for entry in &self.network_allow {
-                    mcp_launch::check_network_allow(entry).map_err(|reason| fail("network_allow", reason))?;
-                }
+                mcp_launch::check_limits(memory_max_mib, &self.network_allow)
+                    .map_err(|(field, reason)| fail(field, reason))?;
                 Ok(Endpoint::Stdio {
                     program: program.clone(),
                     args: args.to_vec(),
@@ -224,12 +216,6 @@ pub fn check_server_name(name: &str) -> Result<(), String> {
     } else {
         Err(format!("{name:?}: a-z, 0-9 and -, starting with a letter, at most {MAX_SERVER_NAME_LEN}"))
     }
-}
-
-fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// Asks the sandbox launcher at `socket` to start the server of `request`;

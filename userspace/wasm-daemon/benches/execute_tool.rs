@@ -235,7 +235,8 @@ fn main() {
         // The same path for an MCP tool: the reference server's get-sum
         // (as trivial as text-stats) over its standard input and output, a
         // child of this bench; on the box the server runs in its sandbox
-        // unit, which adds to its start, not to a call (specs/mcp/README.md).
+        // unit, its standard input and output a Unix socket instead of
+        // pipes (specs/mcp/README.md, "Where local servers run").
         if let Some((node, entry)) = clawos_test_require::mcp_everything("execute_tool bench, the MCP leg") {
             let table = format!("[mcp.servers.everything]\ncommand = [{node:?}, {entry:?}, \"stdio\"]\n");
             let config = AgentConfig::parse(&table).unwrap();
