@@ -18,7 +18,7 @@ OUT := $(CURDIR)/out
 # and the boot tests time a VM that must not share the CPUs with a build.
 .NOTPARALLEL:
 
-.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk mcp-servers test-python userspace image update-artifacts usb qemu run test lint test-scripts test-unit test-mcp-conformance test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
+.PHONY: all deps buildroot kernel ebpf tools models agentfs-sdk mcp-servers test-python userspace image extensions update-artifacts usb qemu run test lint test-scripts test-unit test-mcp-conformance test-pg test-ebpf-vm test-vm bench-ebpf bench-first-boot fuzz soak clean
 all: image
 
 deps:
@@ -55,6 +55,11 @@ image: kernel ebpf tools models userspace buildroot
 # built image as version UPDATE_VERSION, in out/update/<version>.
 update-artifacts: image
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash scripts/update-artifacts.sh
+
+# The system extensions an operator may install (Node.js, Python for MCP
+# servers; specs/extensions/README.md), signed, in out/extensions.
+extensions: image
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash scripts/extensions.sh
 
 # The reference AgentFS SDK (PyPI, hash-pinned) for the interoperability test.
 agentfs-sdk: deps
@@ -162,7 +167,7 @@ bench-ebpf: kernel ebpf
 # Boot tests: boots the image under QEMU (OVMF, swtpm), checks it over SSH
 # (kernel, eBPF, root, TPM, units, components, vault, tools, eBPF policy),
 # reboots it, and boots a tampered copy that dm-verity must refuse.
-test-vm: image test-python
+test-vm: image test-python mcp-servers
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) PYTHONPATH=$(OUT)/test-python bash tests/vm/run.sh
 
 clean:

@@ -6,8 +6,9 @@ set -euo pipefail
 PKGS=(
   # build root and image assembly
   mmdebstrap debian-archive-keyring uidmap fdisk dosfstools mtools e2fsprogs erofs-utils cryptsetup-bin
-  # signing updates (scripts/update-artifacts.sh); the image's block map for `make usb`
-  gnupg bmap-tools
+  # signing updates (scripts/update-artifacts.sh) and system extensions (lib.sh,
+  # extension_key_dir); the image's block map for `make usb`
+  gnupg openssl bmap-tools
   # kernel
   linux-source-6.12 bc flex bison libelf-dev libssl-dev dwarves cpio xz-utils zstd build-essential kmod
   # QEMU boot tests

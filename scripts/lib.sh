@@ -67,6 +67,28 @@ release_key() {
   echo "$fingerprints"
 }
 
+# extension_key_dir: the directory holding key.pem and cert.pem, the X.509
+# key that signs system extensions (image/extension/build.sh) and whose
+# certificate the image trusts (stage-rootfs.sh, /usr/lib/verity.d):
+# CLAWOS_EXTENSION_KEY, or a throwaway key made once in out/extension-key
+# that only test builds may carry, refused for a release build as the
+# throwaway release key is (release_gnupghome). RSA: the PKCS#7 signature
+# systemd-repart makes and systemd-sysext checks.
+extension_key_dir() {
+  local dir=${CLAWOS_EXTENSION_KEY:-$OUT/extension-key}
+  if [[ -z ${CLAWOS_EXTENSION_KEY:-} ]]; then
+    [[ ${CLAWOS_RELEASE:-0} == 1 ]] && die "a release build (CLAWOS_RELEASE=1) needs CLAWOS_EXTENSION_KEY: a directory with the key.pem and cert.pem that sign its system extensions"
+    if [[ ! -f $dir/key.pem || ! -f $dir/cert.pem ]]; then
+      mkdir -p "$dir"; chmod 0700 "$dir"
+      openssl req -x509 -newkey rsa:3072 -nodes -days 36500 -subj "/CN=ClawOS test extensions" \
+        -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
+    fi
+    warn "CLAWOS_EXTENSION_KEY not set: system extensions are signed with the throwaway test key in $dir"
+  fi
+  [[ -f $dir/key.pem && -f $dir/cert.pem ]] || die "the extension key's directory $dir has no key.pem and cert.pem"
+  echo "$dir"
+}
+
 log()  { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }
 warn() { printf '\033[1;33m!!! %s\033[0m\n' "$*" >&2; }
 die()  { printf '\033[1;31mxxx %s\033[0m\n' "$*" >&2; exit 1; }

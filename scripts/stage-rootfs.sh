@@ -79,6 +79,11 @@ gpg --homedir "$home" --export "$key" > "$X/etc/systemd/import-pubring.gpg"
 keys=$(gpg --homedir "$home" --batch --with-colons --show-keys "$X/etc/systemd/import-pubring.gpg" 2>/dev/null | grep -c '^pub:' || true)
 [[ $keys == 1 ]] || die "the image's update keyring holds $keys keys, not the release key alone"
 
+# The extension key's certificate: systemd-sysext merges a system extension
+# only with a root hash signed by it (specs/extensions/README.md).
+mkdir -p "$X/usr/lib/verity.d"
+install -m 0644 "$(extension_key_dir)/cert.pem" "$X/usr/lib/verity.d/clawos-extensions.crt"
+
 version=$(clawos_version)
 commit=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)
 cat > "$X/usr/lib/os-release" <<OSREL

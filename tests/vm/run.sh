@@ -18,8 +18,9 @@
 # The main line is boot 1, boot 2, boots 3-4 (on a copy of the disk after
 # boot 2) and the update boots, one after the other. Parts that share
 # nothing with it and check nothing bound by time run as a lane beside it
-# (lane, tests/vm/lib.sh): `make usb`, the tampered image and building the
-# updates, beside boot 1 once its kernel has started systemd.
+# (lane, tests/vm/lib.sh): `make usb`, the tampered image, building the
+# updates and the system extensions (tests/vm/extensions.sh), beside boot 1
+# once its kernel has started systemd.
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$REPO/tests/vm/lib.sh"
 source "$REPO/tests/vm/clawfs-tamper.sh"
@@ -31,6 +32,7 @@ source "$OUT/image/sealed.env"
 # shellcheck disable=SC2154  # the variables sealed.env sets, which shellcheck cannot see
 : "${version:?}" "${roothash:?}" "${cmdline:?}" "${esp_offset:?}" "${esp_bytes:?}" "${root_offset:?}"
 source "$REPO/tests/vm/update.sh"
+source "$REPO/tests/vm/extensions.sh"
 trap 'vm_kill; lanes_kill' EXIT
 # Each check's and phase's time, for the report at the end: make test's
 # (scripts/test.sh, CLAWOS_TEST_TIMES), or this suite's own when run alone.
@@ -38,8 +40,8 @@ VM_TIMES=${CLAWOS_TEST_TIMES:-$VMS/times.tsv}
 mkdir -p "$VMS"
 [[ -n ${CLAWOS_TEST_TIMES:-} ]] || : > "$VM_TIMES"
 
-# The tampered image, `make usb` and building the updates need no VM of the
-# main line: a lane, beside boot 1's first boot.
+# The tampered image, `make usb`, building the updates and the system
+# extensions need no VM of the main line: a lane, beside boot 1's first boot.
 tampered_usb_and_updates() {
   # Not before boot 1's kernel has started systemd: the one boot that
   # stalled in its kernel in CI (vm_wait_ready) was boot 1 with this lane
@@ -50,6 +52,7 @@ tampered_usb_and_updates() {
   done
   source "$REPO/tests/vm/usb.sh"
   check "update: make update-artifacts builds $UPDATE_V2 and $UPDATE_V3 (a broken router), signed" update_build
+  check "extensions: make extensions builds nodejs and python, signed for the image's level; the test's own four are built" extensions_build
   log "boot 5: tampered root filesystem (one flipped byte)"
   cp --sparse=always "$IMAGE" "$VMS/tampered.raw"
   # A byte of the erofs superblock's UUID field: erofs itself would never notice
@@ -74,7 +77,7 @@ phase "boot 1"
 log "boot 1: fresh VM"
 # The main VM's disk; boots 3 and 4 copy it and must keep its size.
 VM_DISK_SIZE=4G
-rm -f "$VMS/main/serial.log"
+rm -f "$VMS/main/serial.log"; rm -rf "$EXTENSIONS_DIR"
 lane tampered-usb-updates tampered_usb_and_updates
 vm_boot "$IMAGE" "$VMS/main" --fresh --disk-size "$VM_DISK_SIZE" || die "the image did not boot"
 READY_FIRST=$VM_READY_S

@@ -310,6 +310,8 @@ update_boots() {
       update_runs "$UPDATE_V2"
     check "update: once $UPDATE_V2 is blessed, $version's TPM branch and keyslot are gone: the vault and /clawfs unseal under this boot alone" \
       settled_to_this_boot
+    check "update: the system extensions installed under $version (nodejs, python) are merged on $UPDATE_V2, its packages and so its extension level the same" vm_ssh '
+      clawctl extension list --json | jq -e "[.extensions[] | select(.merged) | .name] == [\"nodejs\", \"python\"]" >/dev/null && node --version >/dev/null'
     check "update: a source whose signed listing goes back from $UPDATE_V3 to $UPDATE_V2 is refused by check and apply, nothing changes" \
       update_source_went_backwards
     check "update: $UPDATE_V3 (a broken router) applies" update_applied v3 "$UPDATE_V3"

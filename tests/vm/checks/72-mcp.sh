@@ -1,8 +1,11 @@
 # shellcheck shell=bash disable=SC2016  # the guest's commands are single-quoted: their $ expands in the guest
 # Agents' MCP servers in the booted image (specs/mcp/README.md): the
-# reference servers (make mcp-servers, from npm), run in the guest by the
-# host's Node.js, both brought in over SSH as test tools. Remote: over
-# Streamable HTTP on the guest's loopback, a scripted model calls its tool;
+# reference servers (make mcp-servers, from npm) and a Python server
+# (mcp-server-time, from PyPI), run in the guest by the Node.js and Python
+# of the system extensions 72-extensions.sh installed, the servers
+# themselves from the test's extension (mcp-test-servers, $TEST_MCP).
+# Remote: over Streamable HTTP on the guest's loopback, a scripted model
+# calls its tool and the Python server's (over stdio);
 # the call is offered, run, in the transcript, and waits for approval when
 # the agent is supervised; `clawctl mcp` shows what the agent gets. Local:
 # each server in its sandbox unit, started by clawos-mcp-launch: what it
@@ -12,22 +15,12 @@
 
 # Ports no other check's provider or server uses (71-scenarios.sh takes up to 18100).
 MCP_PORT=18111
+# The probe (below), pushed in: gone after the reboot.
 MCP_DIR=/run/clawos-test/mcp
+EVERYTHING=$TEST_MCP/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
-# The host's node, with the libraries it links that the image may lack
-# (Debian's node links libnode, libuv, ICU, ...; glibc's and the C++
-# runtime's own are the image's, newer and compatible).
 start_mcp_server() {
-  local node lib
-  node=$(command -v node) || { echo "no node on the host"; return 1; }
-  vm_push "$node" "$MCP_DIR/node" || return 1
-  vm_ssh "mkdir -p $MCP_DIR/lib" || return 1
-  for lib in $(ldd "$node" | awk '/=> \// { print $3 }' | grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+)\.so'); do
-    vm_push "$lib" "$MCP_DIR/lib/$(basename "$lib")" || return 1
-  done
-  tar -C "$OUT" -cf - mcp-servers/node_modules | vm_ssh "tar -xf - -C $MCP_DIR" &&
-    vm_ssh "systemd-run --unit clawos-test-mcp --property=Type=exec --setenv=PORT=$MCP_PORT --setenv=LD_LIBRARY_PATH=$MCP_DIR/lib \
-              $MCP_DIR/node $MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js streamableHttp >/dev/null &&
+  vm_ssh "systemd-run --unit clawos-test-mcp --property=Type=exec --setenv=PORT=$MCP_PORT /usr/bin/node $EVERYTHING streamableHttp >/dev/null &&
             for _ in \$(seq 150); do (exec 3<>/dev/tcp/127.0.0.1/$MCP_PORT) 2>/dev/null && exit 0; sleep 0.2; done
             journalctl -u clawos-test-mcp -o cat | tail -n 20; exit 1"
 }
@@ -37,11 +30,14 @@ check_mcp_tool() {
   # The model calls the tool by its wire name (the APIs refuse dots).
   script=$(jq -cn --argjson r1 "$(tool_call_reply mcp-1 mcp_everything_get-sum '{"a": 2, "b": 3}')" \
                   --argjson r2 "$(text_reply "The sum is 5." 100 4)" \
+                  --argjson t1 "$(tool_call_reply time-1 mcp_time_get_current_time '{"timezone": "Europe/Paris"}')" \
+                  --argjson t2 "$(text_reply "It is time." 100 4)" \
                   --argjson r3 "$(tool_call_reply mcp-2 mcp_everything_get-sum '{"a": 40, "b": 2}')" \
                   --argjson r4 "$(text_reply "The sum is 42." 100 4)" \
-                  '{replies: [$r1, $r2, $r3, $r4]}') &&
+                  '{replies: [$r1, $r2, $t1, $t2, $r3, $r4]}') &&
     start_mcp_server && scripted_agent vm-mcp 18110 "$script" || return 1
-  vm_ssh "printf '\n[mcp.servers.everything]\nurl = \"http://127.0.0.1:$MCP_PORT/mcp\"\n' >> /clawfs/agents/vm-mcp/config.toml" &&
+  # The Python server over stdio, in its sandbox unit like 72's local ones.
+  vm_ssh "printf '\n[mcp.servers.everything]\nurl = \"http://127.0.0.1:$MCP_PORT/mcp\"\n[mcp.servers.time]\ncommand = [\"/usr/bin/python3\", \"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\nenv = { PYTHONPATH = \"$TEST_MCP/python\" }\nstart_timeout_s = 120\n' >> /clawfs/agents/vm-mcp/config.toml" &&
   vm_ssh '
     set -e
     d=/clawfs/agents/vm-mcp
@@ -56,10 +52,17 @@ check_mcp_tool() {
       { echo "the model did not get the result"; sed -n 2p $log | head -c 2000; exit 1; }
     session=$(echo "$out" | jq -r .session_id)
     clawctl session show vm-mcp "$session" --json | jq -e "any(.entries[]; .role == \"tool\" and (.content | contains(\"is 5\")))" >/dev/null
+    # The Python server: its tool offered and answered.
+    out=$(clawctl chat --agent vm-mcp -m "What time is it in Paris?" --json) || { echo "$out"; exit 1; }
+    echo "$out" | jq -e ".status == \"done\" and .tool_calls == 1 and .answer == \"It is time.\"" >/dev/null || { echo "$out"; exit 1; }
+    sed -n 3p $log | jq -e "any(.body.tools[]; .function.name == \"mcp_time_get_current_time\")" >/dev/null
+    sed -n 4p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"time-1\")][0].content | contains(\"Europe/Paris\") and contains(\"datetime\")" >/dev/null ||
+      { echo "the model did not get the time"; sed -n 4p $log | head -c 2000; exit 1; }
     # What the agent sees, as the operator sees it.
     status=$(clawctl mcp status --agent vm-mcp --json)
-    echo "$status" | jq -e ".servers | length == 1 and .[0].server == \"everything\" and .[0].transport == \"http\" and .[0].state == \"connected\"
-                           and (.[0].tools | index(\"mcp.everything.get-sum\")) and .[0].refused == []" >/dev/null || { echo "$status"; exit 1; }
+    echo "$status" | jq -e "[.servers[] | [.server, .transport, .state]] == [[\"everything\", \"http\", \"connected\"], [\"time\", \"stdio\", \"connected\"]]
+                           and (.servers[0].tools | index(\"mcp.everything.get-sum\")) and .servers[0].refused == []" >/dev/null || { echo "$status"; exit 1; }
+    systemctl is-active -q clawos-mcp-vm-mcp_time.service
     clawctl mcp tools --agent vm-mcp | grep -qx "mcp.everything.get-sum"
     clawctl mcp restart --agent vm-mcp everything >/dev/null
     if clawctl mcp restart --agent vm-mcp nowhere 2>/dev/null; then echo "a server that is not there was restarted"; exit 1; fi
@@ -74,9 +77,9 @@ check_mcp_tool() {
     id=$(jq -r "[.approvals[] | select(.agent == \"vm-mcp\")][0].id" /run/clawos-test/mcp-approvals.json)
     out=$(clawctl approvals approve $id --json)
     echo "$out" | jq -e ".status == \"done\" and .answer == \"The sum is 42.\" and .tool_calls == 1" >/dev/null || { echo "$out"; exit 1; }
-    sed -n 4p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"mcp-2\")][0].content | contains(\"is 42\")" >/dev/null'
+    sed -n 6p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"mcp-2\")][0].content | contains(\"is 42\")" >/dev/null'
 }
-check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP; offered with the server's schema, answered, in the transcript; clawctl mcp shows it connected; supervised, it waits for approval and runs once" check_mcp_tool
+check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP and one of a Python server over stdio; offered with the server's schema, answered, in the transcript; clawctl mcp shows both connected; supervised, a call waits for approval and runs once" check_mcp_tool
 
 # Local servers: the same reference server over standard input and output,
 # started by agent-loop through the sandbox launcher (clawos-mcp-launch) as
@@ -88,17 +91,16 @@ LOCAL_PORT=18112
 # The filesystem server's (check_filesystem_server) state directory.
 FILES_STATE=/var/lib/clawos-mcp/vm-mcp-local/files
 LOCAL_UNITS='clawos-mcp-vm-mcp-local_*'
-SERVER_ENTRY=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
 # Under emulation one server alone started in about 6 s (the cold start
 # this file prints), but two at once, after the probe's connection attempts
 # (up to 3 s each), passed the default 30 s once: a start limit of 120 s.
 local_servers_table() { # ADDRESS: the guest's own address, probed as the box's sshd
-  local command="command = [\"$MCP_DIR/probe.sh\", \"$MCP_DIR/node\", \"$SERVER_ENTRY\", \"stdio\"]"
-  printf '[mcp.servers.local]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\nstart_timeout_s = 120\n' \
-    "$command" "$MCP_DIR" "$1"
-  printf '[mcp.servers.net]\n%s\nenv = { LD_LIBRARY_PATH = "%s/lib", PROBE = "127.0.0.1:22 %s:22" }\nnetwork_allow = ["127.0.0.1"]\nstart_timeout_s = 120\n' \
-    "$command" "$MCP_DIR" "$1"
+  local command="command = [\"$MCP_DIR/probe.sh\", \"/usr/bin/node\", \"$EVERYTHING\", \"stdio\"]"
+  printf '[mcp.servers.local]\n%s\nenv = { PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\nstart_timeout_s = 120\n' \
+    "$command" "$1"
+  printf '[mcp.servers.net]\n%s\nenv = { PROBE = "127.0.0.1:22 %s:22" }\nnetwork_allow = ["127.0.0.1"]\nstart_timeout_s = 120\n' \
+    "$command" "$1"
 }
 
 check_local_server() {
@@ -159,7 +161,7 @@ log "mcp: systemd-analyze security of a server's unit: $(vm_ssh 'systemd-analyze
 # in the launcher's unit, names them too, after its options; [n]: nor does
 # this pattern match the shell running pgrep).
 count_local() {
-  vm_ssh "echo \$(systemctl list-units --no-legend --plain '$LOCAL_UNITS' | wc -l) \$(pgrep -fc '^$MCP_DIR/[n]ode $SERVER_ENTRY stdio')"
+  vm_ssh "echo \$(systemctl list-units --no-legend --plain '$LOCAL_UNITS' | wc -l) \$(pgrep -fc '^/usr/bin/[n]ode $EVERYTHING stdio')"
 }
 # until_count WANT: waits up to 60 s for count_local to say WANT (a server
 # starts in 10 to 30 s under emulation).
@@ -233,9 +235,9 @@ log "mcp: a local server's cold start under its unit, from the restart to its to
 # gets of them. Writing in its state directory works; in /usr/share the
 # write fails (read-only); /clawfs is not there for it at all.
 check_filesystem_server() {
-  local fs_entry=$MCP_DIR/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
-  vm_push <(printf '[mcp.servers.files]\ncommand = ["%s/node", "%s", "%s", "/usr/share/zoneinfo", "/clawfs/agents/vm-mcp-local"]\nenv = { LD_LIBRARY_PATH = "%s/lib" }\nstart_timeout_s = 120\n' \
-      "$MCP_DIR" "$fs_entry" "$FILES_STATE" "$MCP_DIR") /run/clawos-test/mcp-files.toml || return 1
+  local fs_entry=$TEST_MCP/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
+  vm_push <(printf '[mcp.servers.files]\ncommand = ["/usr/bin/node", "%s", "%s", "/usr/share/zoneinfo", "/clawfs/agents/vm-mcp-local"]\nstart_timeout_s = 120\n' \
+      "$fs_entry" "$FILES_STATE") /run/clawos-test/mcp-files.toml || return 1
   vm_ssh "FILES_STATE=$FILES_STATE"'
     set -e
     cat /run/clawos-test/mcp-files.toml >> /clawfs/agents/vm-mcp-local/config.toml

@@ -8,6 +8,7 @@
 mod agent;
 mod approvals;
 mod events;
+mod extension;
 mod fs;
 mod goal;
 mod identity;
@@ -97,6 +98,9 @@ enum Command {
     /// An agent's MCP servers as its turns get them: list, status, tools, restart.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// System extensions merged over /usr (Node.js, Python): install, list, remove.
+    #[command(subcommand)]
+    Extension(extension::ExtensionCommand),
 }
 
 fn main() -> ExitCode {
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             Command::Notifications(args) => schedule::notifications(args).await,
             Command::Goal(command) => goal::run(command).await,
             Command::Mcp(command) => mcp::run(command).await,
+            Command::Extension(command) => extension::run(command).await,
         }
     });
     match outcome {
