@@ -61,7 +61,9 @@ SOURCES
        -o Dir::Cache="$work/apt" -o Dir::Cache::archives=/cache/extension-apt/archives
        -o Dir::Etc::SourceList="$work/apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
        -o Dir::Etc::Preferences=/nonexistent -o Dir::Etc::PreferencesParts=/nonexistent
-       -o APT::Install-Recommends=false -o APT::Get::Assume-Yes=true)
+       -o APT::Install-Recommends=false -o APT::Get::Assume-Yes=true
+       # Not Debian's essential set: the image has what it needs of it.
+       -o pkgCacheGen::Essential=none)
   "${apt[@]}" update >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; die "apt-get update failed"; }
   "${apt[@]}" -s install "$@" > "$work/plan" 2>&1 || { cat "$work/plan"; die "apt cannot install $*"; }
   # An upgrade or a removal would change a package of the verified root.
@@ -93,8 +95,13 @@ version=${version:-1}
 for d in "$root"/*; do
   [[ $d == "$root/usr" ]] || { echo "extension $name: left out /${d#"$root"/} ($(find "$d" ! -type d | wc -l) files)" >&2; rm -rf "$d"; }
 done
-# As the image: no documentation, manual pages or translations.
-rm -rf "$root"/usr/share/{doc,doc-base,man,info,locale,lintian,bug}
+# As the image: no documentation, manual pages or translations, but each
+# package's copyright file.
+rm -rf "$root"/usr/share/{doc-base,man,info,locale,lintian,bug}
+if [[ -d $root/usr/share/doc ]]; then
+  find "$root/usr/share/doc" ! -type d ! -name copyright -delete
+  find "$root/usr/share/doc" -depth -type d -empty -delete
+fi
 
 # Nothing may shadow a file of the root: the overlay would hide the
 # verified file behind the extension's.

@@ -14,6 +14,7 @@
 # extensions_wait blocks a check until they are there.
 EXTENSIONS_DIR="$VMS/extensions"
 # Where the test's servers are in the guest once mcp-test-servers is merged.
+# shellcheck disable=SC2034  # read by the check files
 TEST_MCP=/usr/lib/clawos-test-mcp
 
 extension_build() { # OPTION... NAME
@@ -49,7 +50,9 @@ extensions_make() {
 extensions_wait() {
   local waited=0
   until [[ -s $EXTENSIONS_DIR/built.s ]]; do
-    (( waited < 600 )) && [[ ! -e $EXTENSIONS_DIR/failed ]] || { echo "the extensions were not built (lane log: $VMS/lane-tampered-usb-updates.log)"; return 1; }
+    if (( waited >= 600 )) || [[ -e $EXTENSIONS_DIR/failed ]]; then
+      echo "the extensions were not built (lane log: $VMS/lane-tampered-usb-updates.log)"; return 1
+    fi
     sleep 2; waited=$((waited + 2))
   done
 }
