@@ -70,8 +70,10 @@ SOURCES
   if grep -E '^(Inst [^ ]+ \[|Remv )' "$work/plan"; then
     die "$* would change packages of the image (above); build the image with them instead"
   fi
-  # Inst NAME (VERSION SUITES [ARCH])
-  sed -nE 's/^Inst ([^ ]+) \(([^ ]+) .*\[([a-z0-9]+)\]\)$/\1 \2 \3/p' "$work/plan" | sort > "$work/packages"
+  # Inst NAME (VERSION SUITES [ARCH]), and " []" after a package of a
+  # dependency loop.
+  sed -nE 's/^Inst ([^ ]+) \(([^ ]+) .*\[([a-z0-9]+)\]\)( \[\])?$/\1 \2 \3/p' "$work/plan" | sort > "$work/packages"
+  [[ $(wc -l < "$work/packages") == $(grep -c '^Inst ' "$work/plan") ]] || die "cannot read apt's plan $work/plan"
   [[ -s $work/packages ]] || die "the image has $* already"
   "${apt[@]}" install --download-only "$@" >>"$work/apt.log" 2>&1 || { cat "$work/apt.log"; die "cannot download $*"; }
   while read -r pkg ver arch; do
@@ -137,7 +139,8 @@ seed=$(printf '%s\n' "$name" "$version" "$level" | sha256sum | cut -c1-32)
 seed="${seed:0:8}-${seed:8:4}-${seed:12:4}-${seed:16:4}-${seed:20:12}"
 rm -f "$work/image.raw"
 systemd-repart --offline=yes --empty=create --size=auto --dry-run=no --json=short --seed="$seed" \
-  --definitions="$defs" --copy-source="$root" "${signing[@]}" "$work/image.raw" > "$work/layout.json"
+  --definitions="$defs" --copy-source="$root" "${signing[@]}" "$work/image.raw" > "$work/layout.json" 2> "$work/repart.log" ||
+  { cat "$work/repart.log" >&2; die "systemd-repart could not make the image"; }
 mv "$work/image.raw" "/out/extensions/$name.raw"
 echo "extension $name $version (level $level): $(( $(stat -c %s "/out/extensions/$name.raw") / 1048576 )) MiB, $(wc -l < "$work/files") files" >&2
 rm -rf "$root"

@@ -38,10 +38,10 @@ extensions_make() {
   echo "a file of a test extension" > "$tiny/share/clawos-test/file"
   openssl req -x509 -newkey rsa:3072 -nodes -days 1 -subj "/CN=not the ClawOS extension key" \
     -keyout "$other/key.pem" -out "$other/cert.pem" 2>/dev/null || return 1
-  extension_build --tree "/out/vm/${servers##*/}" mcp-test-servers &&
-    extension_build --unsigned --tree "/out/vm/${tiny##*/}" test-unsigned &&
-    extension_build --key "/out/vm/${other##*/}" --tree "/out/vm/${tiny##*/}" test-other-key &&
-    extension_build --level 0000000000000000 --tree "/out/vm/${tiny##*/}" test-other-level || return 1
+  extension_build --tree "/out/${servers#"$OUT"/}" mcp-test-servers &&
+    extension_build --unsigned --tree "/out/${tiny#"$OUT"/}" test-unsigned &&
+    extension_build --key "/out/${other#"$OUT"/}" --tree "/out/${tiny#"$OUT"/}" test-other-key &&
+    extension_build --level 0000000000000000 --tree "/out/${tiny#"$OUT"/}" test-other-level || return 1
   rm -rf "$servers" "$tiny" "$other" "$OUT/extensions/work"
   echo "$((SECONDS - t0))" > "$EXTENSIONS_DIR/built.s"
 }

@@ -192,12 +192,18 @@ fn remove(name: &str) -> anyhow::Result<()> {
 /// systemd-sysext would: the same policy, the host's os-release to match.
 /// Returns the image's release file.
 fn trial_merge(image: &Path, name: &str) -> anyhow::Result<String> {
-    let root = PathBuf::from(format!("/run/clawctl-extension-trial-{}", std::process::id()));
-    fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
-    // The read-only root alone (no submounts), a fresh /run on it with the
-    // image as the one extension; everything goes with the namespace.
+    // In a mount namespace of its own, gone with it: the read-only root
+    // alone (no submounts) on a fresh tmpfs, with a fresh /run holding the
+    // image as the one extension. Its mounts are shared among themselves
+    // (made private from the host's first), because systemd-sysext merges
+    // in a child namespace whose mounts must come back to this one; and the
+    // root is not under /run, which that child keeps to itself.
     let script = r#"
-        root=$1 image=$2 name=$3 policy=$4
+        image=$1 name=$2 policy=$3
+        mount --make-rshared /
+        mount -t tmpfs -o mode=0700 tmpfs /tmp
+        root=/tmp/root
+        mkdir "$root"
         mount --bind / "$root"
         mount -t tmpfs -o mode=0755 tmpfs "$root/run"
         mkdir "$root/run/extensions"
@@ -208,22 +214,32 @@ fn trial_merge(image: &Path, name: &str) -> anyhow::Result<String> {
     "#;
     let output = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "--", "sh", "-euc", script, "sh"])
-        .arg(&root)
         .arg(image)
         .args([name, POLICY])
+        // Why an image is refused (a signature, a level) is said at debug level.
+        .env("SYSTEMD_LOG_LEVEL", "debug")
         .output()
-        .context("cannot run unshare for the trial merge");
-    let _ = fs::remove_dir(&root);
-    let output = output?;
-    let said = String::from_utf8_lossy(&output.stderr);
+        .context("cannot run unshare for the trial merge")?;
     if !output.status.success() {
-        bail!("systemd-sysext refused it: {}", said.trim());
+        bail!("systemd-sysext refused it: {}", refusal(&String::from_utf8_lossy(&output.stderr)));
     }
     let release = String::from_utf8_lossy(&output.stdout).into_owned();
     if release_field(&release, "ID").as_deref() != Some("clawos") {
-        bail!("its release file names no ID=clawos: {}", said.trim());
+        bail!("its release file names no ID=clawos");
     }
     Ok(release)
+}
+
+/// What of systemd-sysext's debug output says why it refused an image: its
+/// lines about the policy, the signature and the level (systemd 257's
+/// wording); else its last lines.
+fn refusal(said: &str) -> String {
+    const WHY: [&str; 5] =
+        ["does not match image policy", "PKCS#7 validation failed", "worked neither", "API level", "not compatible"];
+    let lines: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let why: Vec<&str> = lines.iter().copied().filter(|line| WHY.iter().any(|w| line.contains(w))).collect();
+    let shown = if why.is_empty() { lines[lines.len().saturating_sub(3)..].to_vec() } else { why };
+    shown.join("; ")
 }
 
 /// The extensions merged into /usr now.
@@ -300,6 +316,21 @@ mod tests {
         assert_eq!(image_name(Path::new("/tmp/nodejs.raw")).unwrap(), "nodejs");
         assert!(image_name(Path::new("/tmp/nodejs.img")).is_err());
         assert!(image_name(Path::new("/tmp/.raw")).is_err());
+    }
+
+    #[test]
+    fn a_refusal_names_what_systemd_sysext_said() {
+        let said = "Opened image.\nFailed to read /etc/os-release file of image, ignoring\n\
+                    Userspace PKCS#7 validation failed: error:10800080:PKCS7 routines::signer certificate not found\n\
+                    Failed to merge hierarchies\n";
+        assert_eq!(
+            refusal(said),
+            "Userspace PKCS#7 validation failed: error:10800080:PKCS7 routines::signer certificate not found"
+        );
+        let said = "Userspace PKCS#7 validation succeeded.\n\
+                    Extension 'x' is for API level '0000', but running on API level '0587'\nNo suitable extensions found\n";
+        assert!(refusal(said).starts_with("Extension 'x' is for API level '0000'"));
+        assert_eq!(refusal("a\nb\nc\nd\n"), "b; c; d");
     }
 
     #[test]
