@@ -81,6 +81,26 @@ check_mcp_tool() {
 }
 check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP and one of a Python server over stdio; offered with the server's schema, answered, in the transcript; clawctl mcp shows both connected; supervised, a call waits for approval and runs once" check_mcp_tool
 
+# The audit trail: each MCP call has its tool-call record in vm-mcp's
+# database, under its MCP name, with its arguments, result and session,
+# as a WASM tool's call has (59-agent-turns.sh).
+check_mcp_tool_call_records() {
+  local db; db=$(mktemp -d)
+  vm_copy_agent_db vm-mcp "$db" || { rm -rf "$db"; return 1; }
+  python3 - "$db/workspace.db" <<'PY'
+import json, sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT c.name, c.parameters, c.result, c.error, m.session_id FROM tool_calls c"
+    " LEFT JOIN clawos_tool_call_meta m ON m.call_id = c.id ORDER BY c.id").fetchall()
+assert [r[0] for r in rows] == ["mcp.everything.get-sum", "mcp.time.get_current_time", "mcp.everything.get-sum"], rows
+assert [json.loads(r[1]) for r in rows] == [{"a": 2, "b": 3}, {"timezone": "Europe/Paris"}, {"a": 40, "b": 2}], rows
+assert "is 5" in rows[0][2] and "Europe/Paris" in rows[1][2] and "is 42" in rows[2][2], rows
+assert all(r[3] is None and r[4] for r in rows), rows
+PY
+  local status=$?; rm -rf "$db"; return $status
+}
+check "mcp: each MCP call has its tool-call record in the agent's database: its MCP name, arguments, result and session" check_mcp_tool_call_records
+
 # Local servers: the same reference server over standard input and output,
 # started by agent-loop through the sandbox launcher (clawos-mcp-launch) as
 # a transient unit of its own. Agent vm-mcp-local (autonomy full) has two:
