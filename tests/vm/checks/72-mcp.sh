@@ -19,9 +19,12 @@ MCP_PORT=18111
 MCP_DIR=/run/clawos-test/mcp
 EVERYTHING=$TEST_MCP/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
+# Up to 120 s for it to listen: Node.js's first start reads its modules
+# through dm-verity and erofs's decompression, both emulated here (57 s
+# once, in a hand run beside a cargo build).
 start_mcp_server() {
   vm_ssh "systemd-run --unit clawos-test-mcp --property=Type=exec --setenv=PORT=$MCP_PORT /usr/bin/node $EVERYTHING streamableHttp >/dev/null &&
-            for _ in \$(seq 150); do (exec 3<>/dev/tcp/127.0.0.1/$MCP_PORT) 2>/dev/null && exit 0; sleep 0.2; done
+            for _ in \$(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/$MCP_PORT) 2>/dev/null && exit 0; sleep 0.2; done
             journalctl -u clawos-test-mcp -o cat | tail -n 20; exit 1"
 }
 
