@@ -5,7 +5,7 @@
 # /usr, which 72-mcp.sh's servers then run from; images that are unsigned,
 # signed with another key or built for another level refused by the
 # install's trial merge, and by the boot's own merge. After the reboot
-# (after-reboot/72-extensions.sh) and the update (tests/vm/update.sh, U3)
+# (after-reboot/73-extensions.sh) and the update (tests/vm/update.sh, U3)
 # they are merged again.
 EXT_PUSHED=/run/clawos-test/extensions
 
