@@ -120,7 +120,8 @@ SYSEXT_VERSION_ID=$version
 SYSEXT_SCOPE=system
 ARCHITECTURE=x86-64
 RELEASE
-# What went in, for `clawctl extension list` and the operator.
+# What went in, for the operator: /usr/share/clawos/extensions/NAME.packages
+# on the box once merged.
 if [[ -s $work/packages ]]; then cp "$work/packages" "$root/usr/share/clawos/extensions/$name.packages"; fi
 find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 

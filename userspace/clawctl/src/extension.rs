@@ -46,7 +46,7 @@ pub enum ExtensionCommand {
         /// The image, named NAME.raw as it was built (make extensions).
         image: PathBuf,
     },
-    /// The installed extensions: version, level, merged or not.
+    /// The installed extensions: version (while merged), merged or not, size.
     List {
         /// Print them as JSON.
         #[arg(long)]
