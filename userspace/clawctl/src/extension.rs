@@ -60,13 +60,13 @@ pub enum ExtensionCommand {
 }
 
 /// An installed extension as `list` shows it.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
-pub struct Installed {
-    pub name: String,
+#[derive(Debug, Serialize)]
+struct Installed {
+    name: String,
     /// SYSEXT_VERSION_ID of its release file; absent while not merged.
-    pub version: Option<String>,
-    pub merged: bool,
-    pub bytes: u64,
+    version: Option<String>,
+    merged: bool,
+    bytes: u64,
 }
 
 pub async fn run(command: ExtensionCommand) -> anyhow::Result<ExitCode> {
