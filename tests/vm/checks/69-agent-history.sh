@@ -67,8 +67,7 @@ check "goals: a goal the agent starts and completes moves from goals/active to g
   jq -se "[.[] | .payload.event_data | select(.agent == \"vm-hist\") | [.from, .to]] == [[null, \"active\"], [\"active\", \"completed\"]]" \
     /run/clawos-test/goal-events.jsonl >/dev/null || { cat /run/clawos-test/goal-events.jsonl; exit 1; }
   # fs-engine is re-indexing the goal files just moved (seconds of MiniLM
-  # under TCG): the removal waits for the re-index of one file at most (one lock
-  # per agent, taken per file); under the single lock of before it waited
-  # for all of them, past the 30 s a request may wait (stop 46).
+  # under TCG, past 30 s on a loaded machine): the removal does not wait for
+  # it (fs-engine/src/memories.rs).
   systemctl stop clawos-test-vm-hist
   clawctl agent rm vm-hist >/dev/null'

@@ -26,6 +26,9 @@ use crate::names::validate_agent_name;
 
 /// The agents' directories, `agents/<agent>/`.
 pub const AGENTS_DIR: &str = "agents";
+/// Removed agents' directories waiting to be deleted, `agents/.removed/`
+/// (its name is no agent's: a dot is not allowed in one).
+pub const REMOVED_DIR: &str = ".removed";
 /// The user workspaces, `workspaces/<workspace>/`.
 pub const WORKSPACES_DIR: &str = "workspaces";
 /// The tool registry (the wasm-daemon's).

@@ -12,7 +12,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fsutil::now_rfc3339;
 use serde_json::{json, Value};
@@ -22,8 +22,8 @@ use crate::error::{io, Error, Result};
 use crate::fsio::write_json_atomic;
 use crate::index::open_agentfs;
 use crate::layout::{
-    agents_dir, AGENTS_DIR, AGENT_SUBDIRS, BRAIN_FILES, DATABASE_FILE, IDENTITY_FILE, IDENTITY_MD, MEMORY_MD, SOUL_MD,
-    SPECS_DIR, STATE_FILE, SYSTEM_DIR, TOOLS_DIR, USER_MD, VAULT_DIR, WORKSPACES_DIR,
+    agents_dir, AGENTS_DIR, AGENT_SUBDIRS, BRAIN_FILES, DATABASE_FILE, IDENTITY_FILE, IDENTITY_MD, MEMORY_MD,
+    REMOVED_DIR, SOUL_MD, SPECS_DIR, STATE_FILE, SYSTEM_DIR, TOOLS_DIR, USER_MD, VAULT_DIR, WORKSPACES_DIR,
 };
 use crate::names::FIRST_AGENT;
 
@@ -187,11 +187,48 @@ pub fn create_agent(root: &Path, agent: &str, owners: Owners, report: &mut Names
     Ok(())
 }
 
-/// Removes agent `agent`'s directory and everything in it.
-pub fn remove_agent(root: &Path, agent: &str) -> Result<()> {
+/// Takes agent `agent`'s directory out of the namespace at once: renamed,
+/// in one step, into `agents/.removed/`, from where [`delete_removed`]
+/// deletes it. The agent is gone when this returns (a new agent may take
+/// its name), however large its directory is and whatever still works in
+/// it (a re-index writing its index ends in the renamed copy). Returns the
+/// renamed directory.
+pub fn remove_agent(root: &Path, agent: &str) -> Result<PathBuf> {
     let dir = agent_dir(root, agent)?;
-    fs::remove_dir_all(&dir).map_err(io("remove directory", &dir))?;
-    fsutil::sync_dir(dir.parent().expect("an agent directory has a parent")).map_err(io("sync directory", root))
+    let agents = agents_dir(root);
+    let removed = agents.join(REMOVED_DIR);
+    match fs::DirBuilder::new().mode(0o700).create(&removed) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io("create directory", &removed)(e)),
+        _ => {}
+    }
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let renamed = removed.join(format!("{agent}.{nanos}"));
+    fs::rename(&dir, &renamed).map_err(io("rename", &dir))?;
+    fsutil::sync_dir(&agents).map_err(io("sync directory", &agents))?;
+    fsutil::sync_dir(&removed).map_err(io("sync directory", &removed))?;
+    Ok(renamed)
+}
+
+/// Deletes `dir`, a directory [`remove_agent`] renamed, or with `None`
+/// every one left in `agents/.removed/` (by a stop between the rename and
+/// the deletion).
+pub fn delete_removed(root: &Path, dir: Option<&Path>) -> Result<()> {
+    let removed = agents_dir(root).join(REMOVED_DIR);
+    let dirs = match dir {
+        Some(dir) => vec![dir.to_owned()],
+        None => match fs::read_dir(&removed) {
+            Ok(entries) => entries
+                .map(|e| e.map(|e| e.path()))
+                .collect::<std::io::Result<_>>()
+                .map_err(io("read directory", &removed))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io("read directory", &removed)(e)),
+        },
+    };
+    for dir in dirs.iter().filter(|dir| dir.parent() == Some(removed.as_path())) {
+        fs::remove_dir_all(dir).map_err(io("remove directory", dir))?;
+    }
+    fsutil::sync_dir(&removed).map_err(io("sync directory", &removed))
 }
 
 /// The agents under `root`, sorted by name: every directory of `agents/`
@@ -354,8 +391,17 @@ mod tests {
         std::os::unix::fs::symlink(root.join("agents/helper"), root.join("agents/alias")).unwrap();
         assert_eq!(list_agents(&root).unwrap(), ["default", "helper"]);
         assert!(agent_exists(&root, "helper") && !agent_exists(&root, "alias") && !agent_exists(&root, "nobody"));
-        remove_agent(&root, "helper").unwrap();
-        assert!(!agent_exists(&root, "helper"));
+        let renamed = remove_agent(&root, "helper").unwrap();
+        assert!(!agent_exists(&root, "helper") && renamed.join(DATABASE_FILE).is_file());
         assert_eq!(list_agents(&root).unwrap(), ["default"]);
+        // A new agent may take the name at once; a second removal leaves two
+        // to delete, which a start's clean-up (`None`) finds.
+        create_agent(&root, "helper", Owners::Keep, &mut report).unwrap();
+        remove_agent(&root, "helper").unwrap();
+        delete_removed(&root, Some(&renamed)).unwrap();
+        assert!(!renamed.exists());
+        assert!(delete_removed(&root, Some(&root.join("agents/default"))).is_ok() && agent_exists(&root, "default"));
+        delete_removed(&root, None).unwrap();
+        assert_eq!(fs::read_dir(root.join("agents").join(REMOVED_DIR)).unwrap().count(), 0);
     }
 }

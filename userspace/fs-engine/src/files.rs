@@ -63,6 +63,11 @@ impl FileService {
         FileService { root, audit }
     }
 
+    /// The ClawFS root it serves.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
     /// The audit log, or why it could not be opened.
     pub fn audit(&self) -> &Result<AuditLog, String> {
         &self.audit
@@ -298,8 +303,10 @@ impl FileService {
         Ok(Goals { goals: all.into_iter().filter(|g| p.state.is_none_or(|s| g.state == s)).collect() })
     }
 
-    /// `agent_dir_remove` for `caller`.
-    pub fn remove_agent(&self, caller: Principal, p: AgentRef) -> Result<(), MethodError> {
+    /// `agent_dir_remove` for `caller`: the directory is renamed out of
+    /// the namespace (`namespace::remove_agent`); returns where to, for
+    /// `namespace::delete_removed`.
+    pub fn remove_agent(&self, caller: Principal, p: AgentRef) -> Result<std::path::PathBuf, MethodError> {
         let display = format!("/clawfs/agents/{}", p.agent);
         if !namespace::agent_exists(&self.root, &p.agent) {
             return Err(MethodError::new(ErrorCode::Enoent, format!("no agent `{}`", p.agent)));

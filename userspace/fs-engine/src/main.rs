@@ -243,6 +243,10 @@ impl Daemon {
             if let Err(error) = state.ensure_namespace() {
                 tracing::error!("{}", error.message);
             }
+            // What a stop between an agent's removal and its deletion left.
+            if let Err(error) = clawfs::namespace::delete_removed(&config.clawfs_root, None) {
+                tracing::error!("removed agents' directories are left in agents/.removed: {error}");
+            }
         } else {
             // On the appliance /clawfs is always mounted (RequiresMountsFor);
             // without it there is nothing to serve yet, which is not a fault.
@@ -530,10 +534,20 @@ impl fs_engine::Service for Daemon {
     async fn agent_dir_remove(&self, call: &Call, params: AgentRef) -> Result<Done, MethodError> {
         let caller = call.peer();
         let (files, memories) = (self.files.clone(), self.memories.clone());
-        // Its memory index closed while the directory goes (`memories`).
+        // The directory is renamed away at once; its memory index is closed
+        // and the directory deleted once the work on it ends (`memories`).
+        let root = files.root().to_owned();
         off_runtime(move || {
             let agent = params.agent.clone();
-            memories.close_while(&agent, || files.remove_agent(caller, params))
+            memories.remove(
+                &agent,
+                || files.remove_agent(caller, params),
+                move |dir| {
+                    if let Err(error) = clawfs::namespace::delete_removed(&root, Some(&dir)) {
+                        tracing::error!("a removed agent's directory is left in agents/.removed: {error}");
+                    }
+                },
+            )
         })
         .await?;
         Ok(Done {})
