@@ -39,12 +39,14 @@ const RELEASES: &str = "/usr/lib/extension-release.d";
 
 #[derive(Subcommand)]
 pub enum ExtensionCommand {
-    /// Install an extension image (NAME.raw): tried under the box's policy
-    /// (signed by the extension key, built for this image's extension
-    /// level), then merged; an image of the same name is replaced.
+    /// Install extension images (NAME.raw): each tried alone under the
+    /// box's policy (signed by the extension key, built for this image's
+    /// extension level), then all merged at once; one refused and none is
+    /// installed. An image of the same name is replaced.
     Install {
-        /// The image, named NAME.raw as it was built (make extensions).
-        image: PathBuf,
+        /// The images, each named NAME.raw as it was built (make extensions).
+        #[arg(required = true)]
+        images: Vec<PathBuf>,
     },
     /// The installed extensions: version (while merged), merged or not, size.
     List {
@@ -71,7 +73,7 @@ struct Installed {
 
 pub async fn run(command: ExtensionCommand) -> anyhow::Result<ExitCode> {
     match command {
-        ExtensionCommand::Install { image } => install(&image)?,
+        ExtensionCommand::Install { images } => install(&images)?,
         ExtensionCommand::List { json } => {
             let installed = list()?;
             if json {
@@ -120,30 +122,55 @@ fn release_field(release: &str, key: &str) -> Option<String> {
     })
 }
 
-fn install(image: &Path) -> anyhow::Result<()> {
-    let name = image_name(image)?;
+fn install(images: &[PathBuf]) -> anyhow::Result<()> {
+    let mut names = Vec::new();
+    for image in images {
+        let name = image_name(image)?;
+        if names.contains(&name) {
+            bail!("{name} is named twice");
+        }
+        names.push(name);
+    }
     fs::create_dir_all(STAGING).with_context(|| format!("cannot create {STAGING}"))?;
-    let staged = Path::new(STAGING).join(format!("{name}.raw"));
-    copy_synced(image, &staged)?;
-    let trial = trial_merge(&staged, &name);
-    let release = match trial {
-        Ok(release) => release,
+    let mut staged = Vec::new();
+    let mut tried = || -> anyhow::Result<Vec<String>> {
+        let mut releases = Vec::new();
+        for (image, name) in images.iter().zip(&names) {
+            let path = Path::new(STAGING).join(format!("{name}.raw"));
+            staged.push(path.clone());
+            copy_synced(image, &path)?;
+            releases.push(trial_merge(&path, name).with_context(|| format!("{name} is not installed"))?);
+        }
+        Ok(releases)
+    };
+    let releases = match tried() {
+        Ok(releases) => releases,
         Err(error) => {
-            let _ = fs::remove_file(&staged);
-            return Err(error.context(format!("{name} is not installed")));
+            for path in &staged {
+                let _ = fs::remove_file(path);
+            }
+            return Err(if names.len() > 1 { error.context("no extension was installed") } else { error });
         }
     };
     fs::create_dir_all(INSTALLED).with_context(|| format!("cannot create {INSTALLED}"))?;
-    let target = Path::new(INSTALLED).join(format!("{name}.raw"));
-    fs::rename(&staged, &target)
-        .with_context(|| format!("cannot move {} to {}", staged.display(), target.display()))?;
-    sync_dir(Path::new(INSTALLED))?;
-    refresh()?;
-    if !merged()?.contains(&name) {
-        bail!("{name} is installed in {INSTALLED} but systemd-sysext did not merge it: journalctl -u systemd-sysext");
+    for (path, name) in staged.iter().zip(&names) {
+        let target = Path::new(INSTALLED).join(format!("{name}.raw"));
+        fs::rename(path, &target).with_context(|| format!("cannot move {} to {}", path.display(), target.display()))?;
     }
-    let version = release_field(&release, "SYSEXT_VERSION_ID").unwrap_or_else(|| "-".into());
-    println!("extension {name} {} installed and merged into /usr", Line(&version));
+    sync_dir(Path::new(INSTALLED))?;
+    // One refresh for them all: systemd-sysext unmerges and merges every
+    // installed image each time, which is what an install costs.
+    refresh()?;
+    let merged = merged()?;
+    for (name, release) in names.iter().zip(&releases) {
+        if !merged.contains(name) {
+            bail!(
+                "{name} is installed in {INSTALLED} but systemd-sysext did not merge it: journalctl -u systemd-sysext"
+            );
+        }
+        let version = release_field(release, "SYSEXT_VERSION_ID").unwrap_or_else(|| "-".into());
+        println!("extension {name} {} installed and merged into /usr", Line(&version));
+    }
     Ok(())
 }
 
