@@ -12,9 +12,8 @@
 //! file; the watcher re-indexes a changed file) is embedded before the
 //! lock is taken, into the embedder's cache, so the sync under the lock
 //! finds its vectors there: a request waits for a sync's writes, not for
-//! its seconds of MiniLM, and does not wait for another thread's first
-//! sync at all (a 30 s request timeout passed while a scenario agent's
-//! index opened on a loaded machine).
+//! its seconds of MiniLM (a 30 s request timeout passed while a scenario
+//! agent's index opened on a loaded machine).
 //!
 //! Removing an agent does not wait for that lock either: its directory is
 //! renamed away at once, the agent's slot is marked removed and replaced by
@@ -30,7 +29,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use clawfs::memory::AgentMemory;
 use clawfs::{Clawfs, Embedder, IndexReport, MemoryIndex};
@@ -49,9 +48,6 @@ struct Open {
 #[derive(Default)]
 struct Slot {
     index: Mutex<Option<Open>>,
-    /// Held by the one thread bringing the index in step (embedding
-    /// ahead, then syncing); others do not wait for it.
-    syncing: Mutex<()>,
     /// Set, before its directory is renamed, on the slot of an agent being
     /// removed: whoever takes its lock after that refuses to work, so no
     /// index is opened beside the one a new agent of the same name opens.
@@ -92,27 +88,19 @@ impl AgentMemories {
     /// Runs `work` on agent `agent`'s memory and its open index, holding
     /// that agent's lock only. The first open brings the index in step with
     /// the files, which may have changed while fs-engine was not running
-    /// (`AgentMemory::sync_all`); while another thread does that, `work`
-    /// runs on the index as it is (the sync adds what it lacks) instead of
-    /// waiting. Refused (EPERM, `AgentMemory::new`) for an agent that does
-    /// not exist, and (ENOENT) when it was removed while this waited.
+    /// (`AgentMemory::sync_all`). Refused (EPERM, `AgentMemory::new`) for
+    /// an agent that does not exist, and (ENOENT) when it was removed while
+    /// this waited.
     pub(crate) fn with<T>(
         &self,
         agent: &str,
         work: impl FnOnce(AgentMemory<'_>, &mut MemoryIndex) -> Result<T, MethodError>,
     ) -> Result<T, MethodError> {
         let slot = self.slot(agent);
-        let syncing = match slot.syncing.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        };
-        if syncing.is_some() {
-            self.embed_ahead(agent, &slot, Ahead::Opening)?;
-        }
+        self.embed_ahead(agent, &slot, Ahead::Opening)?;
         let mut guard = lock(&slot.index);
         let (memory, open) = self.open(agent, &slot, &mut guard)?;
-        if !open.synced && syncing.is_some() {
+        if !open.synced {
             let report = memory.sync_all(&mut open.index).map_err(method_error)?;
             tracing::info!(
                 agent,
@@ -273,22 +261,13 @@ mod tests {
         }
     }
 
-    impl Gated {
-        fn release(&self) {
-            *lock(&self.open) = true;
-            self.opened.notify_all();
-        }
-    }
-
-    /// Agent `writer` whose memory.md holds the gated note, on memories
-    /// whose embedder is `Gated`; the receiver hears when it is entered.
-    fn gated_memories() -> (tempfile::TempDir, Arc<AgentMemories>, Arc<Gated>, mpsc::Receiver<()>) {
+    #[test]
+    fn a_file_is_embedded_outside_the_agents_lock_and_once() {
         let dir = tempfile::tempdir().unwrap();
         let clawfs = Clawfs::new(clawfs::Config { vector_dimension: 128, ..clawfs::Config::new(dir.path()) }).unwrap();
         clawfs.init(clawfs::Owners::Keep).unwrap();
         let mut report = clawfs::namespace::NamespaceReport::default();
         clawfs::namespace::create_agent(dir.path(), "writer", clawfs::Owners::Keep, &mut report).unwrap();
-        std::fs::write(dir.path().join("agents/writer/memory.md"), format!("# Memory\n\n{GATED}\n")).unwrap();
         let (entered, on_enter) = mpsc::channel();
         let gated = Arc::new(Gated {
             inner: clawfs::HashingEmbedder::new(128),
@@ -298,50 +277,25 @@ mod tests {
             embedded: Default::default(),
         });
         let cached = clawfs::CachedEmbedder::new(gated.clone(), std::num::NonZeroUsize::new(64).unwrap());
-        (dir, Arc::new(AgentMemories::new(clawfs, Some(Arc::new(cached)))), gated, on_enter)
-    }
-
-    /// Runs `with` on `writer` on a thread; fails the test unless it ends
-    /// within 10 s.
-    fn count_promptly(memories: &Arc<AgentMemories>) {
-        let (done, finished) = mpsc::channel();
-        let memories = memories.clone();
-        std::thread::spawn(move || done.send(memories.with("writer", |memory, _| Ok(memory.count(None)))).unwrap());
-        finished.recv_timeout(Duration::from_secs(10)).expect("held up by the embedding").unwrap().unwrap();
-    }
-
-    #[test]
-    fn a_file_is_embedded_outside_the_agents_lock_and_once() {
-        let (dir, memories, gated, on_enter) = gated_memories();
-        gated.release();
+        let memories = Arc::new(AgentMemories::new(clawfs, Some(Arc::new(cached))));
         memories.with("writer", |_, _| Ok(())).unwrap();
-        *lock(&gated.open) = false;
-        std::fs::write(dir.path().join("agents/writer/memory.md"), format!("# Memory\n\n{GATED} Changed.\n")).unwrap();
+        std::fs::write(dir.path().join("agents/writer/memory.md"), format!("# Memory\n\n{GATED}\n")).unwrap();
         let sync = {
             let memories = memories.clone();
             std::thread::spawn(move || memories.sync_file("writer", "memory.md"))
         };
         on_enter.recv_timeout(Duration::from_secs(10)).expect("the sync embeds the note");
-        count_promptly(&memories);
-        gated.release();
-        assert_eq!(sync.join().unwrap().unwrap().added, 1);
-        assert_eq!(gated.embedded.load(Ordering::SeqCst), 2, "the sync under the lock embedded the note again");
-    }
-
-    #[test]
-    fn a_request_does_not_wait_for_another_threads_first_sync() {
-        let (_dir, memories, gated, on_enter) = gated_memories();
-        let opening = {
+        // The embedding is under way: a request on the agent is not held up.
+        let (done, finished) = mpsc::channel();
+        {
             let memories = memories.clone();
-            std::thread::spawn(move || memories.with("writer", |_, _| Ok(())))
-        };
-        on_enter.recv_timeout(Duration::from_secs(10)).expect("the first open embeds the note");
-        count_promptly(&memories);
-        gated.release();
-        opening.join().unwrap().unwrap();
-        let report = memories.sync_files("writer").unwrap();
-        assert!(report.added == 0 && report.unchanged >= 1, "{report:?}");
-        assert_eq!(gated.embedded.load(Ordering::SeqCst), 1);
+            std::thread::spawn(move || done.send(memories.with("writer", |memory, _| Ok(memory.count(None)))).unwrap());
+        }
+        finished.recv_timeout(Duration::from_secs(10)).expect("held up by the embedding").unwrap().unwrap();
+        *lock(&gated.open) = true;
+        gated.opened.notify_all();
+        assert_eq!(sync.join().unwrap().unwrap().added, 1);
+        assert_eq!(gated.embedded.load(Ordering::SeqCst), 1, "the sync under the lock embedded the note again");
     }
 
     /// Removes `agent` as `agent_dir_remove` does; the receiver gets the
