@@ -442,23 +442,6 @@ impl<'a> AgentMemory<'a> {
         }
     }
 
-    /// What [`sync`](Self::sync) of `path`, or with `None`
-    /// [`sync_all`](Self::sync_all), would embed now
-    /// ([`MemoryIndex::unembedded`]).
-    pub fn unembedded(&self, index: &MemoryIndex, path: Option<&str>) -> Result<Vec<String>> {
-        let paths = match path {
-            Some(path) => vec![path.to_owned()],
-            None => self.files()?,
-        };
-        let mut texts = Vec::new();
-        for path in paths.iter().filter(|path| is_indexed(path)) {
-            if let Some(text) = self.read(path)? {
-                texts.extend(index.unembedded(path, &text)?);
-            }
-        }
-        Ok(texts)
-    }
-
     /// Brings the index in step with every file: each memory file is
     /// indexed (only changed chunks are embedded), and documents whose file
     /// is gone are removed. What fs-engine runs at start for changes made

@@ -8,23 +8,18 @@
 //! take. Here a request waits only for work on the same agent's index,
 //! and the watcher takes that lock one file at a time.
 //!
-//! What a sync embeds (an index's first open brings it in step with every
-//! file; the watcher re-indexes a changed file) is embedded before the
-//! lock is taken, into the embedder's cache, so the sync under the lock
-//! finds its vectors there: a request waits for a sync's writes, not for
-//! its seconds of MiniLM (a 30 s request timeout passed while a scenario
-//! agent's index opened on a loaded machine).
-//!
-//! Removing an agent does not wait for that lock either: its directory is
-//! renamed away at once, the agent's slot is marked removed and replaced by
-//! a new one, and the old index is closed and its directory deleted on a
-//! thread once the work holding the lock ends.
+//! Removing an agent does not wait for that lock: its directory is renamed
+//! away at once, the agent's slot is marked removed and replaced by a new
+//! one, and the old index is closed and its directory deleted on a thread
+//! once the work holding the lock ends. Waiting for it instead (as before)
+//! put a re-index, 30 s and more of MiniLM on a loaded CI machine, in front
+//! of `clawctl agent rm`.
 //!
 //! Owns: opening an agent's index (once, bringing it in step with the
-//! files), embedding ahead, the lock per agent, and closing an index whose
-//! agent was removed. Must not own: what a memory operation does
-//! (`clawfs::memory`), when files are re-indexed (`watch`), or how a
-//! directory is removed (`clawfs::namespace`).
+//! files), the lock per agent, and closing an index whose agent was
+//! removed. Must not own: what a memory operation does (`clawfs::memory`),
+//! when files are re-indexed (`watch`), or how a directory is removed
+//! (`clawfs::namespace`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -32,36 +27,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use clawfs::memory::AgentMemory;
-use clawfs::{Clawfs, Embedder, IndexReport, MemoryIndex};
+use clawfs::{Clawfs, Embedder, MemoryIndex};
 use clawos_ipc::server::MethodError;
 use clawos_ipc::ErrorCode;
 
 use crate::method_error;
 
-/// An agent's open index, and whether it was brought in step with the files.
-struct Open {
-    index: MemoryIndex,
-    synced: bool,
-}
-
 /// One agent's index, open or not yet, and whether the agent was removed.
 #[derive(Default)]
 struct Slot {
-    index: Mutex<Option<Open>>,
+    index: Mutex<Option<MemoryIndex>>,
     /// Set, before its directory is renamed, on the slot of an agent being
     /// removed: whoever takes its lock after that refuses to work, so no
     /// index is opened beside the one a new agent of the same name opens.
     removed: AtomicBool,
-}
-
-/// What to embed ahead of a sync.
-enum Ahead<'a> {
-    /// Every file's new chunks, if the index is not in step yet.
-    Opening,
-    /// Every file's new chunks (a rescan).
-    Files,
-    /// One file's.
-    File(&'a str),
 }
 
 pub(crate) struct AgentMemories {
@@ -97,11 +76,14 @@ impl AgentMemories {
         work: impl FnOnce(AgentMemory<'_>, &mut MemoryIndex) -> Result<T, MethodError>,
     ) -> Result<T, MethodError> {
         let slot = self.slot(agent);
-        self.embed_ahead(agent, &slot, Ahead::Opening)?;
-        let mut guard = lock(&slot.index);
-        let (memory, open) = self.open(agent, &slot, &mut guard)?;
-        if !open.synced {
-            let report = memory.sync_all(&mut open.index).map_err(method_error)?;
+        let mut index = lock(&slot.index);
+        if slot.removed.load(Ordering::SeqCst) {
+            return Err(MethodError::new(ErrorCode::Enoent, format!("agent `{agent}` was removed")));
+        }
+        let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
+        if index.is_none() {
+            let mut opened = self.clawfs.open_agent_memory(agent, self.embedder.clone()).map_err(method_error)?;
+            let report = memory.sync_all(&mut opened).map_err(method_error)?;
             tracing::info!(
                 agent,
                 added = report.added,
@@ -109,64 +91,9 @@ impl AgentMemories {
                 unchanged = report.unchanged,
                 "agent memory index opened"
             );
-            open.synced = true;
+            *index = Some(opened);
         }
-        work(memory, &mut open.index)
-    }
-
-    /// Re-indexes agent `agent`'s memory file `file` (the watcher's).
-    pub(crate) fn sync_file(&self, agent: &str, file: &str) -> Result<IndexReport, MethodError> {
-        self.embed_ahead(agent, &self.slot(agent), Ahead::File(file))?;
-        self.with(agent, |memory, index| memory.sync(index, file).map_err(method_error))
-    }
-
-    /// Brings agent `agent`'s index in step with all its files (the
-    /// watcher's rescan).
-    pub(crate) fn sync_files(&self, agent: &str) -> Result<IndexReport, MethodError> {
-        self.embed_ahead(agent, &self.slot(agent), Ahead::Files)?;
-        self.with(agent, |memory, index| memory.sync_all(index).map_err(method_error))
-    }
-
-    /// Embeds what a sync would embed, holding the agent's lock only to
-    /// find it (the index opened, if it was not). The vectors land in the
-    /// embedder's cache, where the sync finds them; an embedder that fails
-    /// here fails again in the sync, which reports it.
-    fn embed_ahead(&self, agent: &str, slot: &Slot, ahead: Ahead<'_>) -> Result<(), MethodError> {
-        let Some(embedder) = &self.embedder else { return Ok(()) };
-        let texts = {
-            let mut guard = lock(&slot.index);
-            let (memory, open) = self.open(agent, slot, &mut guard)?;
-            match ahead {
-                Ahead::Opening if open.synced => return Ok(()),
-                Ahead::Opening | Ahead::Files => memory.unembedded(&open.index, None),
-                Ahead::File(file) => memory.unembedded(&open.index, Some(file)),
-            }
-            .map_err(method_error)?
-        };
-        if !texts.is_empty() {
-            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let _ = embedder.embed(&texts);
-        }
-        Ok(())
-    }
-
-    /// Agent `agent`'s memory and its index, opened (not yet in step) if
-    /// it was not; `guard` is the agent's lock.
-    fn open<'g>(
-        &'g self,
-        agent: &'g str,
-        slot: &Slot,
-        guard: &'g mut MutexGuard<'_, Option<Open>>,
-    ) -> Result<(AgentMemory<'g>, &'g mut Open), MethodError> {
-        if slot.removed.load(Ordering::SeqCst) {
-            return Err(MethodError::new(ErrorCode::Enoent, format!("agent `{agent}` was removed")));
-        }
-        let memory = AgentMemory::new(&self.clawfs.config().root, agent).map_err(method_error)?;
-        if guard.is_none() {
-            let index = self.clawfs.open_agent_memory(agent, self.embedder.clone()).map_err(method_error)?;
-            **guard = Some(Open { index, synced: false });
-        }
-        Ok((memory, guard.as_mut().expect("opened above")))
+        work(memory, index.as_mut().expect("opened above"))
     }
 
     /// Removes agent `agent` without waiting for work on its index:
@@ -225,77 +152,6 @@ mod tests {
             clawfs::namespace::create_agent(dir.path(), agent, clawfs::Owners::Keep, &mut report).unwrap();
         }
         (dir, AgentMemories::new(clawfs, None))
-    }
-
-    /// A hashing embedder that holds every call embedding `GATED` until
-    /// the test lets it go, and counts the times it embedded it.
-    struct Gated {
-        inner: clawfs::HashingEmbedder,
-        open: Mutex<bool>,
-        opened: std::sync::Condvar,
-        entered: Mutex<Option<mpsc::Sender<()>>>,
-        embedded: std::sync::atomic::AtomicUsize,
-    }
-
-    const GATED: &str = "The gated note.";
-
-    impl Embedder for Gated {
-        fn dimension(&self) -> usize {
-            self.inner.dimension()
-        }
-        fn model_id(&self) -> &str {
-            self.inner.model_id()
-        }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, clawfs::EmbedError> {
-            if texts.iter().any(|text| text.contains(GATED)) {
-                self.embedded.fetch_add(1, Ordering::SeqCst);
-                if let Some(entered) = lock(&self.entered).take() {
-                    entered.send(()).unwrap();
-                }
-                let mut open = lock(&self.open);
-                while !*open {
-                    open = self.opened.wait(open).unwrap();
-                }
-            }
-            self.inner.embed(texts)
-        }
-    }
-
-    #[test]
-    fn a_file_is_embedded_outside_the_agents_lock_and_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let clawfs = Clawfs::new(clawfs::Config { vector_dimension: 128, ..clawfs::Config::new(dir.path()) }).unwrap();
-        clawfs.init(clawfs::Owners::Keep).unwrap();
-        let mut report = clawfs::namespace::NamespaceReport::default();
-        clawfs::namespace::create_agent(dir.path(), "writer", clawfs::Owners::Keep, &mut report).unwrap();
-        let (entered, on_enter) = mpsc::channel();
-        let gated = Arc::new(Gated {
-            inner: clawfs::HashingEmbedder::new(128),
-            open: Mutex::new(false),
-            opened: std::sync::Condvar::new(),
-            entered: Mutex::new(Some(entered)),
-            embedded: Default::default(),
-        });
-        let cached = clawfs::CachedEmbedder::new(gated.clone(), std::num::NonZeroUsize::new(64).unwrap());
-        let memories = Arc::new(AgentMemories::new(clawfs, Some(Arc::new(cached))));
-        memories.with("writer", |_, _| Ok(())).unwrap();
-        std::fs::write(dir.path().join("agents/writer/memory.md"), format!("# Memory\n\n{GATED}\n")).unwrap();
-        let sync = {
-            let memories = memories.clone();
-            std::thread::spawn(move || memories.sync_file("writer", "memory.md"))
-        };
-        on_enter.recv_timeout(Duration::from_secs(10)).expect("the sync embeds the note");
-        // The embedding is under way: a request on the agent is not held up.
-        let (done, finished) = mpsc::channel();
-        {
-            let memories = memories.clone();
-            std::thread::spawn(move || done.send(memories.with("writer", |memory, _| Ok(memory.count(None)))).unwrap());
-        }
-        finished.recv_timeout(Duration::from_secs(10)).expect("held up by the embedding").unwrap().unwrap();
-        *lock(&gated.open) = true;
-        gated.opened.notify_all();
-        assert_eq!(sync.join().unwrap().unwrap().added, 1);
-        assert_eq!(gated.embedded.load(Ordering::SeqCst), 1, "the sync under the lock embedded the note again");
     }
 
     /// Removes `agent` as `agent_dir_remove` does; the receiver gets the

@@ -142,7 +142,7 @@ fn memory_file(agents: &Path, path: &Path) -> Option<(String, String)> {
 fn reindex(memories: &AgentMemories, root: &Path, pending: Pending) {
     let exists = |agent: &str| clawfs::namespace::agent_exists(root, agent);
     for agent in pending.agents.iter().filter(|agent| exists(agent)) {
-        if let Err(error) = memories.sync_files(agent) {
+        if let Err(error) = memories.with(agent, |memory, index| memory.sync_all(index).map_err(crate::method_error)) {
             tracing::warn!(agent, "memory rescan failed: {}", error.message);
         }
     }
@@ -151,7 +151,7 @@ fn reindex(memories: &AgentMemories, root: &Path, pending: Pending) {
             continue;
         }
         let began = Instant::now();
-        match memories.sync_file(agent, file) {
+        match memories.with(agent, |memory, index| memory.sync(index, file).map_err(crate::method_error)) {
             Ok(report) if report.added + report.removed > 0 => {
                 // took_ms: when the re-index began (the boot check's measure).
                 let took_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -43,22 +43,6 @@ pub struct IndexReport {
 }
 
 impl MemoryIndex {
-    /// The texts indexing `text` as document `path` would embed now: its
-    /// chunks not stored yet (none when the index embeds nothing). Embedded
-    /// ahead by the same cached embedder, they cost the index's own call
-    /// nothing (fs-engine does so without holding the agent's lock).
-    pub fn unembedded(&self, path: &str, text: &str) -> Result<Vec<String>> {
-        if self.embedder.is_none() || self.vector_unavailable.is_some() {
-            return Ok(Vec::new());
-        }
-        let existing = self.chunk_ids_of(path)?;
-        Ok(chunk_markdown(path, text)
-            .into_iter()
-            .filter(|c| !existing.contains_key(&c.id))
-            .map(|c| c.content)
-            .collect())
-    }
-
     /// Indexes (or re-indexes) one Markdown document.
     pub fn index_document(&mut self, path: &str, text: &str) -> Result<IndexReport> {
         self.index_documents(&[(path, text)])
