@@ -154,6 +154,26 @@ mod tests {
         (dir, AgentMemories::new(clawfs, None))
     }
 
+    /// Holds agent `agent`'s lock on a thread, as seconds of embedding
+    /// would, until the returned sender is sent to; returns once it holds it.
+    fn hold(
+        memories: &Arc<AgentMemories>,
+        agent: &'static str,
+    ) -> (mpsc::Sender<()>, std::thread::JoinHandle<Result<(), MethodError>>) {
+        let (holding, held) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let memories = memories.clone();
+        let holder = std::thread::spawn(move || {
+            memories.with(agent, |_, _| {
+                holding.send(()).unwrap();
+                released.recv().unwrap();
+                Ok(())
+            })
+        });
+        held.recv().unwrap();
+        (release, holder)
+    }
+
     /// Removes `agent` as `agent_dir_remove` does; the receiver gets the
     /// renamed directory once it is deleted.
     fn remove(memories: &AgentMemories, root: &std::path::Path, agent: &str) -> mpsc::Receiver<PathBuf> {
@@ -177,19 +197,7 @@ mod tests {
     fn a_removal_waits_for_no_work_on_the_agents_index_and_a_new_agent_of_the_name_is_served_at_once() {
         let (dir, memories) = memories_of(&["busy"]);
         let memories = Arc::new(memories);
-        let (holding, held) = mpsc::channel();
-        let (release, released) = mpsc::channel::<()>();
-        let reindex = {
-            let memories = memories.clone();
-            std::thread::spawn(move || {
-                memories.with("busy", |_, _| {
-                    holding.send(()).unwrap();
-                    released.recv().unwrap();
-                    Ok(())
-                })
-            })
-        };
-        held.recv().unwrap();
+        let (release, reindex) = hold(&memories, "busy");
         let old = memories.slot("busy");
         let (returned, on_return) = mpsc::channel();
         {
@@ -214,20 +222,7 @@ mod tests {
     fn work_on_one_agents_memory_holds_up_no_other_agent_and_a_removed_agent_is_refused() {
         let (dir, memories) = memories_of(&["slow", "quick"]);
         let memories = Arc::new(memories);
-        let (holding, held) = mpsc::channel();
-        let (release, released) = mpsc::channel::<()>();
-        let slow = {
-            let memories = memories.clone();
-            std::thread::spawn(move || {
-                // Stands in for seconds of embedding under the agent's lock.
-                memories.with("slow", |_, _| {
-                    holding.send(()).unwrap();
-                    released.recv().unwrap();
-                    Ok(())
-                })
-            })
-        };
-        held.recv().unwrap();
+        let (release, slow) = hold(&memories, "slow");
         let (done, finished) = mpsc::channel();
         let quick = {
             let memories = memories.clone();
