@@ -3,8 +3,9 @@
 //! OpenAI-compatible HTTP client ([`OpenAiEmbedder`]) and the LRU cache that
 //! wraps either ([`CachedEmbedder`]).
 
+use std::collections::HashSet;
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use lru::LruCache;
@@ -239,16 +240,50 @@ impl Embedder for OpenAiEmbedder {
 }
 
 /// Wraps an embedder so that a text already embedded (by this model) is
-/// answered from memory, least recently used evicted first.
+/// answered from memory, least recently used evicted first, and a text
+/// being embedded for one caller is waited for by another instead of
+/// embedded again: under emulation MiniLM takes seconds a chunk, and
+/// fs-engine's watcher and a memory request often want the same new chunks
+/// at once (two agents' first indexes share their brain files' templates).
 pub struct CachedEmbedder<E> {
     inner: E,
-    cache: Mutex<LruCache<[u8; 32], Vec<f32>>>,
+    state: Mutex<CacheState>,
+    /// Signalled whenever texts leave `CacheState::in_flight`.
+    landed: Condvar,
+}
+
+struct CacheState {
+    vectors: LruCache<[u8; 32], Vec<f32>>,
+    /// Texts some caller is embedding now.
+    in_flight: HashSet<[u8; 32]>,
+}
+
+/// Takes `keys` out of the in-flight set, and wakes whoever waits on them,
+/// however the embedding that claimed them ends (error or panic included).
+struct Claim<'a> {
+    state: &'a Mutex<CacheState>,
+    landed: &'a Condvar,
+    keys: Vec<[u8; 32]>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for key in &self.keys {
+            state.in_flight.remove(key);
+        }
+        self.landed.notify_all();
+    }
 }
 
 impl<E: Embedder> CachedEmbedder<E> {
     /// Caches up to `capacity` vectors of `inner`.
     pub fn new(inner: E, capacity: NonZeroUsize) -> Self {
-        CachedEmbedder { inner, cache: Mutex::new(LruCache::new(capacity)) }
+        CachedEmbedder {
+            inner,
+            state: Mutex::new(CacheState { vectors: LruCache::new(capacity), in_flight: HashSet::new() }),
+            landed: Condvar::new(),
+        }
     }
 
     fn key(&self, text: &str) -> [u8; 32] {
@@ -271,40 +306,59 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let keys: Vec<[u8; 32]> = texts.iter().map(|text| self.key(text)).collect();
-        let mut vectors: Vec<Option<Vec<f32>>> = {
-            let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            keys.iter().map(|key| cache.get(key).cloned()).collect()
-        };
-        // Each distinct missing text goes to the model once, even if repeated.
-        let mut missing: Vec<usize> = Vec::new();
-        for (position, vector) in vectors.iter().enumerate() {
-            if vector.is_none() && !missing.iter().any(|&earlier| keys[earlier] == keys[position]) {
-                missing.push(position);
-            }
-        }
-        if !missing.is_empty() {
-            let inputs: Vec<&str> = missing.iter().map(|&position| texts[position]).collect();
-            let fresh = self.inner.embed(&inputs)?;
-            let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            for (&position, vector) in missing.iter().zip(fresh) {
-                cache.put(keys[position], vector);
-            }
-            for (position, slot) in vectors.iter_mut().enumerate() {
-                if slot.is_none() {
-                    *slot = cache.get(&keys[position]).cloned();
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        loop {
+            // Under the lock: take what is cached, claim what nobody is
+            // embedding (each distinct text once), wait for the rest.
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut claimed: Vec<usize> = Vec::new();
+            let mut waiting = false;
+            for (position, key) in keys.iter().enumerate() {
+                if vectors[position].is_some() {
+                    continue;
+                }
+                if let Some(vector) = state.vectors.get(key) {
+                    vectors[position] = Some(vector.clone());
+                } else if state.in_flight.insert(*key) {
+                    claimed.push(position);
+                } else if !claimed.iter().any(|&mine| keys[mine] == *key) {
+                    waiting = true;
                 }
             }
+            if claimed.is_empty() {
+                if !waiting {
+                    break;
+                }
+                // Another caller's embedding lands (or fails: then the
+                // next round claims the text) and wakes this one.
+                drop(self.landed.wait(state).unwrap_or_else(PoisonError::into_inner));
+                continue;
+            }
+            drop(state);
+            let claim = Claim {
+                state: &self.state,
+                landed: &self.landed,
+                keys: claimed.iter().map(|&position| keys[position]).collect(),
+            };
+            let inputs: Vec<&str> = claimed.iter().map(|&position| texts[position]).collect();
+            let fresh = self.inner.embed(&inputs)?;
+            if fresh.len() != inputs.len() {
+                return Err(EmbedError::Model {
+                    model: self.model_id().to_owned(),
+                    reason: format!("{} vectors for {} texts", fresh.len(), inputs.len()),
+                });
+            }
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            for (&position, vector) in claimed.iter().zip(fresh) {
+                state.vectors.put(keys[position], vector.clone());
+                vectors[position] = Some(vector);
+            }
+            drop(state);
+            drop(claim);
         }
-        // A vector can be evicted between put and get only if a single call
-        // holds more distinct texts than the cache does; embed those directly.
-        vectors
-            .into_iter()
-            .zip(texts)
-            .map(|(vector, text)| match vector {
-                Some(vector) => Ok(vector),
-                None => Ok(self.inner.embed(&[text])?.remove(0)),
-            })
-            .collect()
+        // A round ends with nothing claimed or awaited only when every
+        // text has its vector (a repeat of a claimed text finds it cached).
+        Ok(vectors.into_iter().map(|vector| vector.expect("every text has its vector")).collect())
     }
 }
 
@@ -361,6 +415,74 @@ mod tests {
         assert_eq!(second[1], first[0]);
         assert_eq!(cached.inner.texts.load(Ordering::SeqCst), 2, "alpha and beta, once each");
         assert_eq!(cached.inner.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// Embeds after `delay`; fails its first call when `fail_first` is set.
+    struct Slow {
+        inner: HashingEmbedder,
+        delay: Duration,
+        fail_first: bool,
+        calls: AtomicUsize,
+        texts: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Slow {
+        fn new(delay_ms: u64, fail_first: bool) -> Self {
+            Slow {
+                inner: HashingEmbedder::new(64),
+                delay: Duration::from_millis(delay_ms),
+                fail_first,
+                calls: AtomicUsize::new(0),
+                texts: std::sync::Mutex::default(),
+            }
+        }
+    }
+
+    impl Embedder for Slow {
+        fn dimension(&self) -> usize {
+            self.inner.dimension()
+        }
+        fn model_id(&self) -> &str {
+            self.inner.model_id()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            std::thread::sleep(self.delay);
+            self.texts.lock().unwrap().extend(texts.iter().map(|text| (*text).to_owned()));
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 && self.fail_first {
+                return Err(EmbedError::Model { model: "slow".into(), reason: "first call fails".into() });
+            }
+            self.inner.embed(texts)
+        }
+    }
+
+    #[test]
+    fn a_text_another_caller_is_embedding_is_waited_for_not_embedded_again() {
+        let cached = std::sync::Arc::new(CachedEmbedder::new(Slow::new(300, false), NonZeroUsize::new(16).unwrap()));
+        let first = {
+            let cached = cached.clone();
+            std::thread::spawn(move || cached.embed(&["shared", "first only"]).unwrap())
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let second = cached.embed(&["second only", "shared"]).unwrap();
+        let first = first.join().unwrap();
+        assert_eq!(first[0], second[1]);
+        let mut texts = cached.inner.texts.lock().unwrap().clone();
+        texts.sort();
+        assert_eq!(texts, ["first only", "second only", "shared"], "each text embedded once");
+    }
+
+    #[test]
+    fn when_the_embedding_a_caller_waits_for_fails_the_caller_embeds_the_text_itself() {
+        let cached = std::sync::Arc::new(CachedEmbedder::new(Slow::new(300, true), NonZeroUsize::new(16).unwrap()));
+        let first = {
+            let cached = cached.clone();
+            std::thread::spawn(move || cached.embed(&["shared"]))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let second = cached.embed(&["shared"]).unwrap();
+        assert!(first.join().unwrap().is_err());
+        assert_eq!(second[0], HashingEmbedder::new(64).embed(&["shared"]).unwrap()[0]);
+        assert_eq!(cached.inner.calls.load(Ordering::SeqCst), 2);
     }
 
     /// Serves one `/v1/embeddings` request the way OpenAI does and hands

@@ -42,6 +42,11 @@ pub struct MiniLmEmbedder {
     model: BertModel,
     tokenizer: Tokenizer,
     device: Device,
+    /// One forward pass at a time: each already uses every core (candle's
+    /// matrix products run on a thread per core), so two at once only
+    /// share them and both end late, where in turn the first asked ends
+    /// first.
+    forward: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for MiniLmEmbedder {
@@ -71,7 +76,7 @@ impl MiniLmEmbedder {
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..TruncationParams::default() }))
             .map_err(|e| fail(format!("tokenizer.json: {e}")))?;
-        Ok(MiniLmEmbedder { model, tokenizer, device })
+        Ok(MiniLmEmbedder { model, tokenizer, device, forward: std::sync::Mutex::default() })
     }
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
@@ -86,6 +91,7 @@ impl MiniLmEmbedder {
         let ids = tensor(flat(tokenizers::Encoding::get_ids))?;
         let type_ids = tensor(flat(tokenizers::Encoding::get_type_ids))?;
         let mask = tensor(flat(tokenizers::Encoding::get_attention_mask))?;
+        let _turn = self.forward.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let pooled = (|| {
             let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
             // Mean over the real tokens only: padding must not dilute short texts.
