@@ -1,0 +1,195 @@
+//! The console over a real Unix socket, spoken to in HTTP/1.1 as a browser
+//! behind the SSH tunnel would (specs/console/README.md).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use clawos_console::{app, auth::Tokens, Console, MAX_BODY};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+}
+
+struct Server {
+    socket: std::path::PathBuf,
+    console: Arc<Console>,
+    _dir: tempfile::TempDir,
+}
+
+async fn serve() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("console.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let console =
+        Arc::new(Console { tokens: Tokens::default(), box_name: "clawos-test".into(), version: "0.1.7".into() });
+    let router = app(console.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Server { socket, console, _dir: dir }
+}
+
+impl Server {
+    /// Sends `method path` with `headers` (and `body`), as one request on
+    /// its own connection.
+    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        let mut stream = UnixStream::connect(&self.socket).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        // A refused request may be answered before its body is read.
+        let _ = stream.write_all(body).await;
+        // Read up to the end, or to a reset after an early answer.
+        let mut raw = Vec::new();
+        let mut chunk = [0u8; 8192];
+        while let Ok(read @ 1..) = stream.read(&mut chunk).await {
+            raw.extend_from_slice(&chunk[..read]);
+        }
+        let raw = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        Answer { status, head: head.to_owned(), body: body.to_owned() }
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        self.send("GET", path, headers, b"").await
+    }
+
+    /// A live session's cookie pair, by the login link.
+    async fn log_in(&self) -> String {
+        let token = self.console.tokens.issue_login(Instant::now());
+        let answer = self.get(&format!("/login?token={token}"), &[("Host", "localhost:8080")]).await;
+        let cookie = answer.header("set-cookie").unwrap();
+        cookie.split(';').next().unwrap().to_owned()
+    }
+}
+
+const HOST: (&str, &str) = ("Host", "localhost:8080");
+const ORIGIN: (&str, &str) = ("Origin", "http://localhost:8080");
+
+#[tokio::test]
+async fn a_login_link_opens_a_session_once() {
+    let server = serve().await;
+    let token = server.console.tokens.issue_login(Instant::now());
+    let login = server.get(&format!("/login?token={token}"), &[HOST, ("Sec-Fetch-Site", "none")]).await;
+    assert_eq!(login.status, 303, "{}", login.head);
+    assert_eq!(login.header("location"), Some("/"));
+    let cookie = login.header("set-cookie").unwrap();
+    assert!(
+        cookie.starts_with("clawos_console=") && cookie.contains("; HttpOnly") && cookie.contains("; SameSite=Strict")
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let home = server.get("/", &[HOST, ("Cookie", pair)]).await;
+    assert_eq!(home.status, 200, "{}", home.body);
+    assert!(home.body.contains("clawos-test") && home.body.contains("0.1.7"));
+    let again = server.get(&format!("/login?token={token}"), &[HOST]).await;
+    assert_eq!(again.status, 403);
+    assert!(again.body.contains("clawctl console"), "says how to get a new link");
+    assert_eq!(server.get("/login?token=guessed", &[HOST]).await.status, 403);
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    for answer in [
+        server.get("/", &[HOST, ("Cookie", &cookie)]).await,
+        server.get("/", &[HOST]).await,
+        server.get("/", &[("Host", "evil.example")]).await,
+        server.send("POST", "/logout", &[HOST], b"").await,
+    ] {
+        let csp = answer.header("content-security-policy").unwrap_or_default();
+        assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{}", answer.head);
+        assert!(csp.contains("frame-ancestors 'none'"));
+        assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(answer.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(answer.header("cache-control"), Some("no-store"));
+    }
+}
+
+#[tokio::test]
+async fn a_request_for_another_host_is_refused_even_with_a_session() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    for host in ["evil.example", "evil.example:8080", "localhost.evil.example:8080", "10.0.2.15:8080"] {
+        let answer = server.get("/", &[("Host", host), ("Cookie", &cookie)]).await;
+        assert_eq!(answer.status, 421, "{host}");
+    }
+    for host in ["localhost:8080", "127.0.0.1:9999", "[::1]:8080", "localhost"] {
+        assert_eq!(server.get("/", &[("Host", host), ("Cookie", &cookie)]).await.status, 200, "{host}");
+    }
+}
+
+#[tokio::test]
+async fn a_change_without_the_consoles_origin_is_refused() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    let no_origin = server.send("POST", "/logout", &[HOST, ("Cookie", &cookie)], b"").await;
+    assert_eq!(no_origin.status, 403);
+    let other =
+        server.send("POST", "/logout", &[HOST, ("Cookie", &cookie), ("Origin", "http://evil.example")], b"").await;
+    assert_eq!(other.status, 403);
+    let other_port =
+        server.send("POST", "/logout", &[HOST, ("Cookie", &cookie), ("Origin", "http://localhost:9090")], b"").await;
+    assert_eq!(other_port.status, 403);
+    let cross_site = server.get("/", &[HOST, ("Cookie", &cookie), ("Sec-Fetch-Site", "cross-site")]).await;
+    assert_eq!(cross_site.status, 403);
+    assert_eq!(server.get("/", &[HOST, ("Cookie", &cookie)]).await.status, 200, "still logged in");
+
+    let logout = server
+        .send("POST", "/logout", &[HOST, ORIGIN, ("Cookie", &cookie), ("Sec-Fetch-Site", "same-origin")], b"")
+        .await;
+    assert_eq!(logout.status, 200);
+    assert!(logout.header("set-cookie").unwrap().contains("Max-Age=0"));
+    assert_eq!(server.get("/", &[HOST, ("Cookie", &cookie)]).await.status, 401, "the session ended");
+}
+
+#[tokio::test]
+async fn without_a_session_a_page_says_how_to_log_in_and_htmx_gets_a_bare_401() {
+    let server = serve().await;
+    let page = server.get("/", &[HOST]).await;
+    assert_eq!(page.status, 401);
+    assert!(page.body.contains("clawctl console") && page.body.contains("ssh -L"));
+    let made_up = server.get("/", &[HOST, ("Cookie", "clawos_console=made-up")]).await;
+    assert_eq!(made_up.status, 401);
+    let partial = server.get("/", &[HOST, ("HX-Request", "true")]).await;
+    assert_eq!(partial.status, 401);
+    assert!(!partial.body.contains("<html"));
+}
+
+#[tokio::test]
+async fn the_static_files_are_served_without_a_session_and_nothing_else_is() {
+    let server = serve().await;
+    let htmx = server.get("/static/htmx.min.js", &[HOST]).await;
+    assert_eq!(htmx.status, 200);
+    assert_eq!(htmx.header("content-type"), Some("text/javascript; charset=utf-8"));
+    assert!(htmx.body.contains("htmx"));
+    assert_eq!(server.get("/static/console.css", &[HOST]).await.status, 200);
+    assert_eq!(server.get("/static/../Cargo.toml", &[HOST]).await.status, 404);
+    assert_eq!(server.get("/static/nothing.js", &[HOST]).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    let body = vec![b'a'; MAX_BODY + 1];
+    let answer = server.send("POST", "/logout", &[HOST, ORIGIN, ("Cookie", &cookie)], &body).await;
+    assert_eq!(answer.status, 413);
+    assert!(answer.header("content-security-policy").is_some());
+}
