@@ -285,7 +285,11 @@ update_boots() {
       clawctl secret set update-canary <<<'written under $version' >/dev/null &&
       clawctl agent create vm-update >/dev/null &&
       clawctl memory store --agent vm-update --json 'Written under $version: the boat is at the north pier.' | jq -er .id > /clawfs/update-test-memory-id"
-    check "update: clawctl update check lists $UPDATE_V2 as available from the signed source" vm_ssh "
+    # The extensions installed by the boot checks stay merged over /usr
+    # (checks/72-extensions.sh, after-reboot/73-extensions.sh): the disk is
+    # found all the same (specs/update/README.md).
+    check "update: with nodejs and python merged over /usr, clawctl update check lists $UPDATE_V2 as available from the signed source" vm_ssh "
+      [ \"\$(findmnt -no FSTYPE /usr)\" = overlay ] || { echo '/usr is not an extensions overlay'; exit 1; }
       clawctl update check $UPDATE_URL/v2 | tee /dev/stderr | grep -q '$UPDATE_V2'"
     check "update: $UPDATE_V2 applies into slot B (labelled, its partition UUID) and its UKI onto the ESP with 3 tries" \
       update_applied v2 "$UPDATE_V2"

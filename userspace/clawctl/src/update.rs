@@ -358,12 +358,13 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
 /// must match its line in SHA256SUMS.
 fn sysupdate(source: &str, verb: &[&str]) -> anyhow::Result<String> {
     let url = source_url(source)?;
+    let disk = boot_disk(Path::new("/sys/class/block"), &booted_version()?)?;
     let dir = Path::new(DEFINITIONS);
     if dir.exists() {
         fs::remove_dir_all(dir).with_context(|| format!("cannot clear {DEFINITIONS}"))?;
     }
     fs::create_dir_all(dir).with_context(|| format!("cannot create {DEFINITIONS}"))?;
-    for (name, text) in transfers(&url) {
+    for (name, text) in transfers(&url, &disk) {
         fs::write(dir.join(name), text).with_context(|| format!("cannot write {DEFINITIONS}/{name}"))?;
     }
     // Not on PATH in systemd 257 (a libexec binary there).
@@ -486,15 +487,41 @@ fn source_url(source: &str) -> anyhow::Result<String> {
     Ok(format!("file://{}/", path.display()))
 }
 
-/// The transfer definitions (sysupdate.d(5)). The file names the update
-/// carries (scripts/update-artifacts.sh) hold the version (@v) and the
-/// partition UUIDs (@u) the UKI's dm-mod.create= table names, which
-/// sysupdate gives the partitions it writes.
-fn transfers(url: &str) -> [(&'static str, String); 3] {
+/// The disk (`/dev/<name>`) holding the partition of the booted root slot,
+/// labelled `clawos_<booted>`, as `sys_class_block` (/sys/class/block)
+/// shows it. The transfers name it rather than let sysupdate find it
+/// (`Path=auto`): sysupdate looks for the disk behind /usr, and with a
+/// system extension merged /usr is an overlay with no disk behind it
+/// ("Failed to find whole disk device for partition backing file
+/// system"), so a box with Node.js installed could not be updated.
+fn boot_disk(sys_class_block: &Path, booted: &str) -> anyhow::Result<String> {
+    let label = format!("clawos_{booted}");
+    let entries =
+        fs::read_dir(sys_class_block).with_context(|| format!("cannot list {}", sys_class_block.display()))?;
+    for entry in entries {
+        let entry = entry?;
+        let Ok(uevent) = fs::read_to_string(entry.path().join("uevent")) else { continue };
+        if !uevent.lines().any(|line| line.strip_prefix("PARTNAME=") == Some(label.as_str())) {
+            continue;
+        }
+        // A partition's directory is its disk's child: .../block/sda/sda3.
+        let device =
+            fs::canonicalize(entry.path()).with_context(|| format!("cannot resolve {}", entry.path().display()))?;
+        let disk = device.parent().and_then(Path::file_name).context("a partition outside a disk")?;
+        return Ok(format!("/dev/{}", disk.to_string_lossy()));
+    }
+    bail!("no partition is labelled {label}: the disk of the booted root slot is not found")
+}
+
+/// The transfer definitions (sysupdate.d(5)) writing to `disk`. The file
+/// names the update carries (scripts/update-artifacts.sh) hold the version
+/// (@v) and the partition UUIDs (@u) the UKI's dm-mod.create= table names,
+/// which sysupdate gives the partitions it writes.
+fn transfers(url: &str, disk: &str) -> [(&'static str, String); 3] {
     let partition = |name: &str, label: &str, kind: &str| {
         format!(
             "[Transfer]\nVerify=yes\nProtectVersion=%A\n\n[Source]\nType=url-file\nPath={url}\nMatchPattern=clawos_@v_@u.{name}.raw.gz\n\n\
-             [Target]\nType=partition\nPath=auto\nMatchPattern={label}\nMatchPartitionType={kind}\nReadOnly=yes\n",
+             [Target]\nType=partition\nPath={disk}\nMatchPattern={label}\nMatchPartitionType={kind}\nReadOnly=yes\n",
         )
     };
     [
@@ -877,9 +904,31 @@ mod tests {
 
     #[test]
     fn transfers_carry_the_source_and_verify_it() {
-        for (name, text) in transfers("http://example.invalid/u/") {
+        for (name, text) in transfers("http://example.invalid/u/", "/dev/sdb") {
             assert!(text.contains("Path=http://example.invalid/u/\n"), "{name}");
             assert!(text.contains("Verify=yes\n"), "{name}");
+            assert_eq!(text.contains("Path=/dev/sdb\n"), text.contains("Type=partition"), "{name}");
         }
+    }
+
+    #[test]
+    fn the_boot_disk_is_the_one_holding_the_booted_slot() {
+        // /sys/class/block as the kernel lays it out: links to partitions
+        // under their disks, each with its uevent.
+        let sys = tempfile::tempdir().unwrap();
+        let class = sys.path().join("class/block");
+        fs::create_dir_all(&class).unwrap();
+        for (disk, partition, label) in
+            [("sda", "sda3", "clawos_0.1.7"), ("sdb", "sdb2", "clawos_0.1.8"), ("sdb", "sdb3", "clawos_0.1.8_verity")]
+        {
+            let dir = sys.path().join("devices/block").join(disk).join(partition);
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("uevent"), format!("DEVNAME={partition}\nPARTNAME={label}\n")).unwrap();
+            std::os::unix::fs::symlink(&dir, class.join(partition)).unwrap();
+        }
+        assert_eq!(boot_disk(&class, "0.1.8").unwrap(), "/dev/sdb");
+        assert_eq!(boot_disk(&class, "0.1.7").unwrap(), "/dev/sda");
+        let missing = boot_disk(&class, "0.1.9").unwrap_err().to_string();
+        assert!(missing.contains("no partition is labelled clawos_0.1.9"), "{missing}");
     }
 }
