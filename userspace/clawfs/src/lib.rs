@@ -67,7 +67,7 @@ pub use identity::{
     Heuristic, History, Identity, IdentityBackup, LearnedPattern, Memory, Performance, State, IDENTITY_BACKUPS_KEPT,
     IDENTITY_VERSION,
 };
-pub use index::{digest_chunk, IndexReport, MemoryIndex};
+pub use index::{digest_chunk, Embedding, IndexReport, MemoryIndex, Pending};
 pub use layout::{DATABASE_FILE, HNSW_FILE, HNSW_SIDECAR_FILE, SEARCH_FILE};
 pub use metadata::{HnswParams, WorkspaceMetadata};
 pub use namespace::{

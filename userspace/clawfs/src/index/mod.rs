@@ -50,7 +50,7 @@ use schema::{open_connection, read_state, sqlite, VectorState, FTS_DOCSIZE_TABLE
 
 pub use query::digest_chunk;
 pub(crate) use schema::open_agentfs;
-pub use write::IndexReport;
+pub use write::{Embedding, IndexReport, Pending};
 
 /// An open workspace memory index.
 pub struct MemoryIndex {
@@ -62,6 +62,8 @@ pub struct MemoryIndex {
     /// Why the vector leg cannot run, if it cannot.
     vector_unavailable: Option<String>,
     state: VectorState,
+    /// When new chunks are embedded ([`MemoryIndex::set_embedding`]).
+    embedding: write::Embedding,
     /// Chunk lengths for the keyword leg's BM25 (see [`bm25`]).
     lengths: Arc<RwLock<ChunkLengths>>,
 }
@@ -116,6 +118,7 @@ impl MemoryIndex {
             embedder,
             vector_unavailable,
             state,
+            embedding: write::Embedding::default(),
             lengths,
         };
         match index.persisted_index_problem() {

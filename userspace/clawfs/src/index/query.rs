@@ -287,6 +287,42 @@ mod tests {
         assert_keyword_scores_are_fts5_bm25(&index, "sealed agents");
     }
 
+    /// A document indexed with its embedding left for later is found by
+    /// keyword at once and by vector once its pending chunks get theirs; a
+    /// vector for a chunk replaced meanwhile is left out; the index reopens
+    /// consistent.
+    #[test]
+    fn chunks_indexed_keyword_only_get_their_vectors_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let clawfs = Clawfs::new(Config { vector_dimension: 128, ..Config::new(dir.path()) }).unwrap();
+        clawfs.create_workspace("notes", "user").unwrap();
+        let embedder = std::sync::Arc::new(crate::HashingEmbedder::new(128));
+        let mut index = clawfs.open_memory("notes", Some(embedder.clone())).unwrap();
+        let text = "## oil\nThe generator needs new oil every spring.\n## barn\nThe drill is in the barn.\n";
+        index.set_embedding(crate::Embedding::Later);
+        let report = index.index_document("memory.md", text).unwrap();
+        assert_eq!(report.added, 2);
+        let pending = index.pending_embeddings(10).unwrap();
+        assert_eq!(pending.len(), 2);
+        let query = crate::Embedder::embed(&*embedder, &["generator oil"]).unwrap().remove(0);
+        assert!(index.search_by_vector(&query, 1).unwrap().is_empty(), "no vector yet");
+        // The barn section changes before its vector comes: that vector is stale.
+        let changed = "## oil\nThe generator needs new oil every spring.\n## barn\nThe drill went to the shed.\n";
+        index.index_document("memory.md", changed).unwrap();
+        let texts: Vec<&str> = pending.iter().map(|p| p.content.as_str()).collect();
+        let vectors = crate::Embedder::embed(&*embedder, &texts).unwrap();
+        let added = index.add_vectors(pending.into_iter().zip(vectors).collect()).unwrap();
+        assert_eq!(added, 1, "the replaced chunk's vector is left out");
+        assert_eq!(index.search_by_vector(&query, 1).unwrap()[0].heading, "oil");
+        let still = index.pending_embeddings(10).unwrap();
+        assert_eq!(still.len(), 1);
+        assert!(still[0].content.contains("shed"));
+        drop(index);
+        let reopened = clawfs.open_memory("notes", Some(embedder.clone())).unwrap();
+        assert_eq!(reopened.pending_embeddings(10).unwrap().len(), 1, "pending after a restart too");
+        assert_eq!(reopened.search_by_vector(&query, 1).unwrap()[0].heading, "oil");
+    }
+
     /// Thousands of copies of a few texts and one unlike them: a walk of
     /// the graph ends among the copies, the scan below `EXACT_BELOW` finds
     /// the lone one.

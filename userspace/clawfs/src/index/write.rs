@@ -42,6 +42,28 @@ pub struct IndexReport {
     pub unchanged: usize,
 }
 
+/// When [`MemoryIndex::index_documents`] embeds new chunks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Embedding {
+    #[default]
+    /// Before the commit: the caller waits for the embedder.
+    Now,
+    /// Later: the chunks are committed keyword-only and stay pending until
+    /// [`MemoryIndex::add_vectors`] brings their vectors.
+    Later,
+}
+
+/// A chunk waiting for its vector ([`MemoryIndex::pending_embeddings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// Its key in the index.
+    pub key: u64,
+    /// Its chunk ID (which changes with its content).
+    pub chunk_id: String,
+    /// The text to embed.
+    pub content: String,
+}
+
 impl MemoryIndex {
     /// Indexes (or re-indexes) one Markdown document.
     pub fn index_document(&mut self, path: &str, text: &str) -> Result<IndexReport> {
@@ -50,6 +72,8 @@ impl MemoryIndex {
 
     /// Indexes several documents in one transaction. Only chunks whose ID
     /// changed are deleted, inserted and embedded.
+    /// New chunks are embedded before the commit or left for later, as
+    /// [`MemoryIndex::set_embedding`] said ([`Embedding::Now`] by default).
     pub fn index_documents(&mut self, documents: &[(&str, &str)]) -> Result<IndexReport> {
         let mut report = IndexReport::default();
         let mut new_chunks: Vec<Chunk> = Vec::new();
@@ -78,7 +102,7 @@ impl MemoryIndex {
         }
         // Embed before the transaction: a failing embedder changes nothing.
         let (embeddings, model) = match (&self.embedder, &self.vector_unavailable) {
-            (Some(embedder), None) => {
+            (Some(embedder), None) if self.embedding == Embedding::Now => {
                 let texts: Vec<&str> = new_chunks.iter().map(|c| c.content.as_str()).collect();
                 (
                     embedder.embed(&texts)?.into_iter().map(Some).collect(),
@@ -125,6 +149,93 @@ impl MemoryIndex {
     /// Writes the HNSW index and its sidecar (after [`MemoryIndex::insert_embedded`]).
     pub fn save(&self) -> Result<()> {
         self.save_hnsw()
+    }
+
+    /// Whether documents indexed from now on are embedded before their
+    /// commit ([`Embedding::Now`], the default) or committed keyword-only,
+    /// their chunks pending until [`MemoryIndex::add_vectors`] brings their
+    /// vectors ([`Embedding::Later`]: a caller that must not wait for the
+    /// model, which embeds them on a thread of its own).
+    pub fn set_embedding(&mut self, embedding: Embedding) {
+        self.embedding = embedding;
+    }
+
+    /// Up to `limit` chunks that have no vector while this index has an
+    /// embedder that works: left by [`Embedding::Later`] (or by a restart
+    /// before their vectors came), oldest first. None without an embedder.
+    pub fn pending_embeddings(&self, limit: usize) -> Result<Vec<Pending>> {
+        if self.embedder.is_none() || self.vector_unavailable.is_some() {
+            return Ok(Vec::new());
+        }
+        let db_path = self.dir.join(SEARCH_FILE);
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT c.key, c.chunk_id, c.content FROM clawfs_chunks c \
+                 LEFT JOIN clawfs_vectors v ON v.key = c.key WHERE v.key IS NULL ORDER BY c.key LIMIT ?1",
+            )
+            .map_err(sqlite(&db_path))?;
+        let rows = statement
+            .query_map([limit as i64], |row| {
+                Ok(Pending { key: row.get(0)?, chunk_id: row.get(1)?, content: row.get(2)? })
+            })
+            .map_err(sqlite(&db_path))?;
+        rows.collect::<rusqlite::Result<_>>().map_err(sqlite(&db_path))
+    }
+
+    /// Adds vectors made outside the index (by this index's embedder, from
+    /// [`MemoryIndex::pending_embeddings`]) in one transaction. A vector
+    /// whose chunk is gone, was replaced (another chunk ID under its key:
+    /// SQLite may reuse a deleted row's key) or has one already is left
+    /// out; returns how many were added.
+    pub fn add_vectors(&mut self, vectors: Vec<(Pending, Vec<f32>)>) -> Result<usize> {
+        let db_path = self.dir.join(SEARCH_FILE);
+        let Some(embedder) = self.embedder.clone().filter(|_| self.vector_unavailable.is_none()) else {
+            return Err(Error::Config(format!("{}: no embedder to add vectors for", db_path.display())));
+        };
+        let mut state = self.state.clone();
+        let mut added: Vec<(u64, Vec<f32>)> = Vec::new();
+        let transaction =
+            self.connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
+        for (pending, vector) in vectors {
+            if vector.len() != embedder.dimension() {
+                return Err(Error::Config(format!(
+                    "{}: a {}-dimension vector, the embedder makes {}",
+                    db_path.display(),
+                    vector.len(),
+                    embedder.dimension()
+                )));
+            }
+            let current: Option<(String, Option<i64>)> = transaction
+                .query_row(
+                    "SELECT c.chunk_id, v.key FROM clawfs_chunks c LEFT JOIN clawfs_vectors v ON v.key = c.key \
+                     WHERE c.key = ?1",
+                    [pending.key],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(sqlite(&db_path))?;
+            if !matches!(current, Some((chunk_id, None)) if chunk_id == pending.chunk_id) {
+                continue;
+            }
+            let bytes = vector_bytes(&vector);
+            transaction
+                .execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![pending.key, bytes])
+                .map_err(sqlite(&db_path))?;
+            state.count += 1;
+            state.checksum ^= vector_hash(pending.key, &bytes);
+            added.push((pending.key, vector));
+        }
+        if !added.is_empty() {
+            state.dimension = Some(embedder.dimension());
+            state.model_id = Some(embedder.model_id().to_owned());
+        }
+        write_state(&transaction, &state, &db_path)?;
+        transaction.commit().map_err(sqlite(&db_path))?;
+        self.state = state;
+        self.apply_to_hnsw(&[], &added)?;
+        self.save_hnsw()?;
+        Ok(added.len())
     }
 
     /// Deletes `stale_keys` and inserts `new_chunks` (with their vectors,
