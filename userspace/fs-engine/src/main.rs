@@ -236,6 +236,7 @@ impl Daemon {
         }
         let root_exists = config.clawfs_root.is_dir();
         let memories = Arc::new(memories::AgentMemories::new(clawfs.clone(), embedder.clone().ok()));
+        memories.embed_in_background().map_err(|error| format!("no thread to embed memories: {error}"))?;
         let mut state = State { clawfs, embedder, indexes: HashMap::new(), namespace: Namespace::NotTried };
         if root_exists {
             // A failure here makes the component degraded, not dead: the
