@@ -137,8 +137,9 @@ impl AgentMemories {
     /// embeds them one at a time, outside the agent's lock, then adds the
     /// vectors under it. One forward pass at a time means a request's own
     /// query waits for one chunk at most, not a whole file's re-index.
-    /// Under emulation an agent's first index open took 74 s of MiniLM,
-    /// past the 30 s every IPC request is capped at.
+    /// Under emulation a store sent while the agent's first index open
+    /// embedded its files waited 74 s for it, past the 30 s every IPC
+    /// request is capped at.
     pub(crate) fn embed_in_background(self: &Arc<Self>) -> std::io::Result<()> {
         let Some(embedder) = self.embedder.clone() else { return Ok(()) };
         let (send, receive) = std::sync::mpsc::channel::<String>();
