@@ -77,14 +77,9 @@ pub fn build(config: &EmbedderConfig, dimension: usize, secrets: SecretSource) -
 
 fn preload_at_idle_priority(model: Arc<minilm::LazyMiniLm>) {
     let spawned = std::thread::Builder::new().name("minilm-preload".into()).spawn(move || {
-        // SCHED_IDLE: runs only on a CPU nothing else wants. It must not
-        // leak into other work, so this thread only loads the weights and
-        // ends (searches embed on their own threads).
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: sets the calling thread's policy; `param` outlives the call.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
-            tracing::warn!("embedding model preload at normal priority: {}", std::io::Error::last_os_error());
-        }
+        // It must not leak into other work, so this thread only loads the
+        // weights and ends (searches embed on their own threads).
+        at_idle_priority("embedding model preload");
         match model.preload() {
             Ok(()) => tracing::info!("embedding model loaded"),
             Err(reason) => tracing::error!("embedding model: {reason}"),
@@ -92,6 +87,16 @@ fn preload_at_idle_priority(model: Arc<minilm::LazyMiniLm>) {
     });
     if let Err(error) = spawned {
         tracing::warn!("no preload thread ({error}): the first embedding loads the model");
+    }
+}
+
+/// Puts the calling thread under SCHED_IDLE: it runs only on a CPU nothing
+/// else wants. `what` names its work in the warning when the kernel refuses.
+pub(crate) fn at_idle_priority(what: &str) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets the calling thread's policy; `param` outlives the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        tracing::warn!("{what} at normal priority: {}", std::io::Error::last_os_error());
     }
 }
 

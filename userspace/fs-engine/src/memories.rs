@@ -135,17 +135,23 @@ impl AgentMemories {
     /// From now on a memory request waits for no embedding: indexes commit
     /// new chunks keyword-only (found by keyword at once) and a thread
     /// embeds them one at a time, outside the agent's lock, then adds the
-    /// vectors under it. One forward pass at a time means a request's own
-    /// query waits for one chunk at most, not a whole file's re-index.
-    /// Under emulation a store sent while the agent's first index open
-    /// embedded its files waited 74 s for it, past the 30 s every IPC
-    /// request is capped at.
+    /// vectors under it. Under emulation a store sent while the agent's
+    /// first index open embedded its files waited 74 s for it, past the
+    /// 30 s every IPC request is capped at, and one chunk of 180 words
+    /// takes MiniLM about 30 s there.
+    ///
+    /// The thread runs at idle priority: embedding the backlog takes no CPU
+    /// from requests, turns or a query's own (short) embedding. That holds
+    /// because the unit runs candle's matrix products on the calling thread
+    /// (`RAYON_NUM_THREADS=1` in clawos-fs-engine.service), not on a pool
+    /// at normal priority.
     pub(crate) fn embed_in_background(self: &Arc<Self>) -> std::io::Result<()> {
         let Some(embedder) = self.embedder.clone() else { return Ok(()) };
         let (send, receive) = std::sync::mpsc::channel::<String>();
         *lock(&self.queue) = Some(EmbeddingQueue { send, queued: Default::default() });
         let memories = Arc::downgrade(self);
         std::thread::Builder::new().name("memory-embedding".into()).spawn(move || {
+            crate::embedder::at_idle_priority("memory embedding");
             for agent in receive {
                 let Some(memories) = memories.upgrade() else { return };
                 if let Some(queue) = lock(&memories.queue).as_mut() {

@@ -37,16 +37,14 @@ pub struct LoadError {
     reason: String,
 }
 
-/// all-MiniLM-L6-v2, loaded once, shared by every caller.
+/// all-MiniLM-L6-v2, loaded once, shared by every caller. A forward pass
+/// runs its matrix products on candle's threads, one per core unless
+/// `RAYON_NUM_THREADS` says otherwise (fs-engine's unit sets 1, so a pass
+/// runs on, and at the priority of, the thread that asked).
 pub struct MiniLmEmbedder {
     model: BertModel,
     tokenizer: Tokenizer,
     device: Device,
-    /// One forward pass at a time: each already uses every core (candle's
-    /// matrix products run on a thread per core), so two at once only
-    /// share them and both end late, where in turn the first asked ends
-    /// first.
-    forward: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for MiniLmEmbedder {
@@ -76,7 +74,7 @@ impl MiniLmEmbedder {
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..TruncationParams::default() }))
             .map_err(|e| fail(format!("tokenizer.json: {e}")))?;
-        Ok(MiniLmEmbedder { model, tokenizer, device, forward: std::sync::Mutex::default() })
+        Ok(MiniLmEmbedder { model, tokenizer, device })
     }
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
@@ -91,7 +89,6 @@ impl MiniLmEmbedder {
         let ids = tensor(flat(tokenizers::Encoding::get_ids))?;
         let type_ids = tensor(flat(tokenizers::Encoding::get_type_ids))?;
         let mask = tensor(flat(tokenizers::Encoding::get_attention_mask))?;
-        let _turn = self.forward.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let pooled = (|| {
             let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
             // Mean over the real tokens only: padding must not dilute short texts.
