@@ -1,12 +1,14 @@
 //! The agents' open memory indexes, each behind a lock of its own
-//! (specs/agent/README.md, "Memory").
+//! (specs/agent/README.md, "Memory"), and the thread that embeds their new
+//! chunks.
 //!
-//! Re-indexing a changed memory file embeds its new chunks: seconds under
-//! emulation with MiniLM. With one lock over every index (as before), the
-//! watcher re-indexing one agent's file held up every agent's memory
-//! requests and the removal of any agent, past the 30 s an IPC call may
-//! take. Here a request waits only for work on the same agent's index,
-//! and the watcher takes that lock one file at a time.
+//! Embedding a chunk with MiniLM takes seconds under emulation. With one
+//! lock over every index (as before), the watcher re-indexing one agent's
+//! file held up every agent's memory requests and the removal of any
+//! agent, past the 30 s an IPC call may take. Here a request waits only for
+//! work on the same agent's index, the watcher takes that lock one file at
+//! a time, and no one waits for embeddings under it
+//! ([`AgentMemories::embed_in_background`]).
 //!
 //! Removing an agent does not wait for that lock: its directory is renamed
 //! away at once, the agent's slot is marked removed and replaced by a new
@@ -16,8 +18,8 @@
 //! of `clawctl agent rm`.
 //!
 //! Owns: opening an agent's index (once, bringing it in step with the
-//! files), the lock per agent, and closing an index whose agent was
-//! removed. Must not own: what a memory operation does (`clawfs::memory`),
+//! files), the lock per agent, embedding pending chunks, and closing an
+//! index whose agent was removed. Must not own: what a memory operation does (`clawfs::memory`),
 //! when files are re-indexed (`watch`), or how a directory is removed
 //! (`clawfs::namespace`).
 
