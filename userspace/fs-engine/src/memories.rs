@@ -138,9 +138,9 @@ impl AgentMemories {
     /// new chunks keyword-only (found by keyword at once) and a thread
     /// embeds them one at a time, outside the agent's lock, then adds the
     /// vectors under it. Under emulation a store sent while the agent's
-    /// first index open embedded its files waited 74 s for it, past the
-    /// 30 s every IPC request is capped at, and one chunk of 180 words
-    /// takes MiniLM about 30 s there.
+    /// first index open embedded its files waited for it past the 30 s
+    /// every IPC request is capped at (scenario 3 of the boot suite,
+    /// `tests/vm/checks/71-scenarios.sh`, failed on it).
     ///
     /// The thread runs at idle priority: embedding the backlog takes no CPU
     /// from requests, turns or a query's own (short) embedding. That holds
