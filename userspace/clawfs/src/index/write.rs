@@ -5,7 +5,8 @@
 //!
 //! Owns: the diff of a document's chunks against the stored ones (only
 //! chunks whose ID changed are deleted, inserted and embedded), embedding
-//! before the transaction, the one transaction that writes the chunks, the
+//! before the transaction or leaving new chunks pending for vectors added
+//! later, the one transaction that writes the chunks, the
 //! vectors and the vector state together, and keeping the in-memory BM25
 //! lengths and the HNSW graph in step with each commit.
 //! Must not own: cutting Markdown into chunks ([`crate::chunk`]), the
@@ -218,12 +219,7 @@ impl MemoryIndex {
             if !matches!(current, Some((chunk_id, None)) if chunk_id == pending.chunk_id) {
                 continue;
             }
-            let bytes = vector_bytes(&vector);
-            transaction
-                .execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![pending.key, bytes])
-                .map_err(sqlite(&db_path))?;
-            state.count += 1;
-            state.checksum ^= vector_hash(pending.key, &bytes);
+            insert_vector(&transaction, &mut state, pending.key, &vector, &db_path)?;
             added.push((pending.key, vector));
         }
         if !added.is_empty() {
@@ -274,9 +270,6 @@ impl MemoryIndex {
                     "INSERT INTO clawfs_chunks(chunk_id, path, heading, ordinal, content) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )
                 .map_err(sqlite(&db_path))?;
-            let mut insert_vector = transaction
-                .prepare_cached("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)")
-                .map_err(sqlite(&db_path))?;
             for (chunk, vector) in new_chunks.iter().zip(vectors) {
                 insert_chunk
                     .execute(params![chunk.id, chunk.path, chunk.heading, chunk.ordinal, chunk.content])
@@ -287,10 +280,7 @@ impl MemoryIndex {
                     ChunkLengths::read_one(&transaction, FTS_DOCSIZE_TABLE, key).map_err(sqlite(&db_path))?,
                 ));
                 if let Some(vector) = vector {
-                    let bytes = vector_bytes(&vector);
-                    insert_vector.execute(params![key, bytes]).map_err(sqlite(&db_path))?;
-                    state.count += 1;
-                    state.checksum ^= vector_hash(key, &bytes);
+                    insert_vector(&transaction, &mut state, key, &vector, &db_path)?;
                     added_vectors.push((key, vector));
                 }
             }
@@ -355,12 +345,7 @@ impl MemoryIndex {
             connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite(&db_path))?;
         transaction.execute("DELETE FROM clawfs_vectors", []).map_err(sqlite(&db_path))?;
         for (key, vector) in &vectors {
-            let bytes = vector_bytes(vector);
-            transaction
-                .execute("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)", params![key, bytes])
-                .map_err(sqlite(&db_path))?;
-            state.count += 1;
-            state.checksum ^= vector_hash(*key, &bytes);
+            insert_vector(&transaction, &mut state, *key, vector, &db_path)?;
         }
         write_state(&transaction, &state, &db_path)?;
         transaction.commit().map_err(sqlite(&db_path))?;
@@ -371,4 +356,23 @@ impl MemoryIndex {
         MemoryIndex::open(dir, &reindexed, Some(embedder))?;
         Ok(vectors.len())
     }
+}
+
+/// Stores `vector` as chunk `key`'s, in step with the vector state's count
+/// and checksum (which every writer of `clawfs_vectors` keeps).
+fn insert_vector(
+    transaction: &rusqlite::Transaction<'_>,
+    state: &mut VectorState,
+    key: u64,
+    vector: &[f32],
+    db_path: &Path,
+) -> Result<()> {
+    let bytes = vector_bytes(vector);
+    transaction
+        .prepare_cached("INSERT INTO clawfs_vectors(key, embedding) VALUES (?1, ?2)")
+        .and_then(|mut insert| insert.execute(params![key, bytes]))
+        .map_err(sqlite(db_path))?;
+    state.count += 1;
+    state.checksum ^= vector_hash(key, &bytes);
+    Ok(())
 }
