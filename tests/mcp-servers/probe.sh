@@ -6,6 +6,7 @@
 #   /clawfs hidden|visible       whether /clawfs can be listed
 #   /usr read-only|writable      whether a file can be made in /usr
 #   HOST:PORT open|closed        a TCP connection to each of $PROBE
+#   secret SHA256|none           a digest of $PROBE_SECRET, never its value
 {
   echo "uid $(id -u)"
   if ls /clawfs >/dev/null 2>&1; then echo "/clawfs visible"; else echo "/clawfs hidden"; fi
@@ -17,5 +18,6 @@
       echo "$target closed"
     fi
   done
+  if [[ -n ${PROBE_SECRET:-} ]]; then echo "secret $(printf %s "$PROBE_SECRET" | sha256sum | cut -d' ' -f1)"; else echo "secret none"; fi
 } > "$STATE_DIRECTORY/probe"
 exec "$@"

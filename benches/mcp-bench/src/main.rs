@@ -86,7 +86,8 @@ async fn main() -> anyhow::Result<()> {
     let mut starts = Vec::new();
     for _ in 0..cli.starts {
         let started = Instant::now();
-        let connection = Connection::connect("test", "everything", &server, &Launch::Child, None).await?;
+        let connection =
+            Connection::connect("test", "everything", &server, &Launch::Child, &mcp::Secrets::default()).await?;
         connection.tools().await?;
         starts.push(started.elapsed());
         connection.close().await;
@@ -94,7 +95,8 @@ async fn main() -> anyhow::Result<()> {
     println!("cold start to tools listed, {} starts: {}", cli.starts, percentiles(starts));
 
     let sum = || json!({"a": 2, "b": 3}).as_object().cloned().unwrap_or_default();
-    let connection = Connection::connect("test", "everything", &server, &Launch::Child, None).await?;
+    let connection =
+        Connection::connect("test", "everything", &server, &Launch::Child, &mcp::Secrets::default()).await?;
     let mut client = Vec::new();
     for n in 0..cli.calls + 20 {
         let started = Instant::now();

@@ -54,8 +54,9 @@ async fn run(scenario: &str, url: String) -> Result<(), String> {
         start_timeout_s: TIMEOUT_S,
         ..Default::default()
     };
-    let connection =
-        mcp::Connection::connect(AGENT, SERVER, &config, &mcp::Launch::Child, None).await.map_err(|e| e.to_string())?;
+    let connection = mcp::Connection::connect(AGENT, SERVER, &config, &mcp::Launch::Child, &mcp::Secrets::default())
+        .await
+        .map_err(|e| e.to_string())?;
     let outcome = play(scenario, &connection).await;
     connection.close().await;
     outcome

@@ -107,9 +107,10 @@ check "mcp: each MCP call has its tool-call record in the agent's database: its 
 # Local servers: the same reference server over standard input and output,
 # started by agent-loop through the sandbox launcher (clawos-mcp-launch) as
 # a transient unit of its own. Agent vm-mcp-local (autonomy full) has two:
-# `local` with no network, `net` granted 127.0.0.1 only. Each is started by
-# probe.sh, which first records from inside the unit what it is and what it
-# can reach, then runs the server.
+# `local` with no network and a secret variable from the vault, `net`
+# granted 127.0.0.1 only. Each is started by probe.sh, which first records
+# from inside the unit what it is, what it can reach and a digest of its
+# secret, then runs the server.
 LOCAL_PORT=18112
 # The filesystem server's (check_filesystem_server) state directory.
 FILES_STATE=/var/lib/clawos-mcp/vm-mcp-local/files
@@ -120,7 +121,7 @@ LOCAL_UNITS='clawos-mcp-vm-mcp-local_*'
 # (up to 3 s each), passed the default 30 s once: a start limit of 120 s.
 local_servers_table() { # ADDRESS: the guest's own address, probed as the box's sshd
   local command="command = [\"$MCP_DIR/probe.sh\", \"/usr/bin/node\", \"$EVERYTHING\", \"stdio\"]"
-  printf '[mcp.servers.local]\n%s\nenv = { PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\ncall_timeout_s = 5\nstart_timeout_s = 120\n' \
+  printf '[mcp.servers.local]\n%s\nenv = { PROBE = "127.0.0.1:22 %s:22 1.1.1.1:443" }\nsecret_env = { PROBE_SECRET = "mcp-test-probe" }\ncall_timeout_s = 5\nstart_timeout_s = 120\n' \
     "$command" "$1"
   printf '[mcp.servers.net]\n%s\nenv = { PROBE = "127.0.0.1:22 %s:22" }\nnetwork_allow = ["127.0.0.1"]\nstart_timeout_s = 120\n' \
     "$command" "$1"
@@ -146,6 +147,8 @@ check_local_server() {
   vm_ssh "ADDRESS=$address LOCAL_UNITS='$LOCAL_UNITS'"'
     set -e
     d=/clawfs/agents/vm-mcp-local
+    canary=mcp-probe-canary-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d " \n")
+    echo "$canary" | clawctl secret set mcp-test-probe >/dev/null
     cat /run/clawos-test/mcp-local.toml >> $d/config.toml
     out=$(clawctl chat --agent vm-mcp-local -m "Add 1 and 2." --json) || { echo "$out"; exit 1; }
     echo "$out" | jq -e ".status == \"done\" and .tool_calls == 1 and .answer == \"The sum is 3.\"" >/dev/null || { echo "$out"; exit 1; }
@@ -173,9 +176,18 @@ check_local_server() {
     expect local "/clawfs hidden"; expect local "/usr read-only"
     expect local "127.0.0.1:22 closed"; expect local "$ADDRESS:22 closed"; expect local "1.1.1.1:443 closed"
     expect net "127.0.0.1:22 open"; expect net "$ADDRESS:22 closed"
+    # The secret variable reached the server, and its value is nowhere
+    # else: not in the agent'"'"'s config, the unit, a command line or the
+    # journal (of the launcher, agent-loop, the server'"'"'s unit).
+    expect local "secret $(printf %s "$canary" | sha256sum | cut -d" " -f1)"
+    expect net "secret none"
+    # (From a file: grep'"'"'s own arguments are in what ps lists.)
+    printf %s "$canary" > /run/clawos-test/mcp-canary
+    if { cat $d/config.toml; systemctl show $unit; cat /run/systemd/transient/$unit; ps -eo args; journalctl -b -o cat; } 2>/dev/null |
+      grep -F -f /run/clawos-test/mcp-canary; then echo "the secret variable was seen outside the server"; exit 1; fi
     test "$(systemctl list-units --no-legend --plain "$LOCAL_UNITS" | wc -l)" = 2'
 }
-check "mcp: a local MCP server runs as a transient unit of its own (dynamic user, limits, no /clawfs, read-only /usr, no network but what is granted); a scripted model calls its tool" check_local_server
+check "mcp: a local MCP server runs as a transient unit of its own (dynamic user, limits, no /clawfs, read-only /usr, no network but what is granted, its secret variable from the vault and seen nowhere else); a scripted model calls its tool" check_local_server
 log "mcp: systemd-analyze security of a server's unit: $(vm_ssh 'systemd-analyze security --no-pager clawos-mcp-vm-mcp-local_local.service | tail -n1' 2>/dev/null)"
 
 # The servers running for vm-mcp-local, as "units processes": each unit

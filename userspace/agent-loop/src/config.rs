@@ -30,8 +30,8 @@ pub const LOCAL_MODEL_SOCKET: &str = "/run/clawos-model/api.sock";
 /// The vault lets agent-loop read only secrets whose names start so
 /// (security-agent's policy, `specs/vault/`): a provider's API key.
 pub const PROVIDER_SECRET_PREFIX: &str = "provider-";
-/// The vault secrets a remote MCP server's bearer token may be read from
-/// (security-agent's default grants).
+/// The vault secrets an MCP server's bearer token or secret variables may
+/// be read from (security-agent's default grants).
 pub const MCP_SECRET_PREFIX: &str = "mcp-";
 /// The in-box model's name on its server.
 pub const LOCAL_MODEL: &str = "smollm2-135m-instruct";
@@ -533,9 +533,14 @@ impl AgentConfig {
         }
         for (name, server) in &self.mcp.servers {
             server.endpoint(name).map_err(|e| Error::Mcp(e.to_string()))?;
-            if let Some(secret) = server.bearer_secret.as_ref().filter(|s| !s.starts_with(MCP_SECRET_PREFIX)) {
+            let secrets = server.bearer_secret.iter().map(|secret| ("bearer_secret".to_owned(), secret));
+            let secrets =
+                secrets.chain(server.secret_env.iter().map(|(key, secret)| (format!("secret_env.{key}"), secret)));
+            if let Some((field, secret)) =
+                secrets.into_iter().find(|(_, secret)| !secret.starts_with(MCP_SECRET_PREFIX))
+            {
                 return Err(Error::Mcp(format!(
-                    "mcp server {name:?}: bearer_secret {secret:?} must start with {MCP_SECRET_PREFIX:?} (the secrets agent-loop may read)"
+                    "mcp server {name:?}: {field} {secret:?} must start with {MCP_SECRET_PREFIX:?} (the secrets agent-loop may read)"
                 )));
             }
         }
@@ -668,6 +673,18 @@ mod tests {
         assert_eq!(policy.tools.get("web-fetch"), Some(&Mode::Deny));
         assert!(AgentConfig::parse("[permissions]\nnetwork = \"maybe\"\n").unwrap_err().to_string().contains("maybe"));
         assert!(AgentConfig::parse("[autonomy]\nlevel = \"reckless\"\n").is_err());
+    }
+
+    #[test]
+    fn an_mcp_servers_secrets_are_named_among_the_ones_agent_loop_may_read() {
+        let local = "[mcp.servers.gh]\ncommand = [\"/usr/bin/gh-mcp\"]\n";
+        AgentConfig::parse(&format!("{local}secret_env = {{ GH_TOKEN = \"mcp-gh\" }}\n")).unwrap();
+        let error = AgentConfig::parse(&format!("{local}secret_env = {{ GH_TOKEN = \"provider-openai\" }}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("secret_env.GH_TOKEN \"provider-openai\" must start with \"mcp-\""), "{error}");
+        let remote = "[mcp.servers.search]\nurl = \"https://mcp.example/\"\nbearer_secret = \"vault-master\"\n";
+        assert!(AgentConfig::parse(remote).unwrap_err().to_string().contains("bearer_secret \"vault-master\""));
     }
 
     #[test]

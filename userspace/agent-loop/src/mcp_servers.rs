@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clawos_api::security_agent::Permission;
-use mcp::{Bearer, CallOptions, Connection, ServerConfig};
+use mcp::{CallOptions, Connection, Secret, Secrets, ServerConfig};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -187,15 +187,17 @@ impl Servers {
         table: &ServerConfig,
         keys: &dyn KeySource,
     ) -> Result<(Connection, mcp::Tools), String> {
-        let bearer = match &table.bearer_secret {
-            Some(secret) => {
-                Some(Bearer::new(keys.key(secret).await.map_err(|e| format!("bearer_secret: {e}"))?.to_string()))
-            }
-            None => None,
-        };
-        let connection = Connection::connect(agent, server, table, &self.launch, bearer.as_ref())
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut secrets = Secrets::default();
+        if let Some(secret) = &table.bearer_secret {
+            let value = keys.key(secret).await.map_err(|e| format!("bearer_secret: {e}"))?;
+            secrets.bearer = Some(Secret::new(value.to_string()));
+        }
+        for (variable, secret) in &table.secret_env {
+            let value = keys.key(secret).await.map_err(|e| format!("secret_env.{variable}: {e}"))?;
+            secrets.env.insert(variable.clone(), Secret::new(value.to_string()));
+        }
+        let connection =
+            Connection::connect(agent, server, table, &self.launch, &secrets).await.map_err(|e| e.to_string())?;
         let tools = connection.tools().await.map_err(|e| e.to_string())?;
         Ok((connection, tools))
     }

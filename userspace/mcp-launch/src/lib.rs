@@ -5,7 +5,13 @@
 //! Agent-loop connects to the launcher's socket ([`SOCKET`]), writes one
 //! [`Request`] as a line of JSON, and reads one [`Reply`] line. After a
 //! [`Reply::Started`] the connection is the server's standard input and
-//! output, until either side closes it.
+//! output, until either side closes it. A server with secret variables
+//! ([`Request::secret_env`]) is started through this crate's program in its
+//! [`SECRET_ENV_FLAG`] mode, inside the unit: agent-loop writes their
+//! values as the connection's first line after the reply, that mode reads
+//! it ([`parse_secret_env`]) and becomes the server. A value is thus in no
+//! request, unit property, command line or file, only in the server's own
+//! environment.
 //!
 //! Owns: the request and its rules ([`Request::check`]), the unit's name,
 //! user and state directory, and every property of the unit
@@ -37,6 +43,16 @@ pub const MEMORY_MIB: std::ops::RangeInclusive<u32> = 64..=4096;
 pub const TASKS_MAX: u32 = 64;
 /// One server's share of the CPU: at most one core's time.
 pub const CPU_QUOTA: &str = "100%";
+/// This crate's program on the box: the launcher, and inside a server's
+/// unit the step that reads its secret variables ([`SECRET_ENV_FLAG`]).
+pub const PROGRAM: &str = "/usr/bin/clawos-mcp-launch";
+/// `clawos-mcp-launch --secret-env NAME,NAME -- COMMAND...`: reads one line
+/// from standard input, a JSON object holding exactly those variables
+/// ([`parse_secret_env`]), and runs COMMAND with them added to its
+/// environment, standard input and output passed on as they are.
+pub const SECRET_ENV_FLAG: &str = "--secret-env";
+/// The most secret variables a server may have.
+pub const MAX_SECRET_ENV: usize = 16;
 /// The longest a server runs before it is stopped (agent-loop starts it
 /// again at the next use): whatever it leaks, it does not leak for long.
 pub const RUNTIME_MAX: &str = "1d";
@@ -62,6 +78,10 @@ pub struct Request {
     /// service (`PATH`, `HOME`, `STATE_DIRECTORY`, ...).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The names of its secret variables: their values (from the vault)
+    /// follow the reply on the connection, never in the request.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
     /// Its memory limit (MiB), within [`MEMORY_MIB`].
     pub memory_max_mib: u32,
     /// The IP addresses and prefixes (`192.0.2.7`, `2001:db8::/32`) it may
@@ -103,6 +123,7 @@ impl Request {
         if let Some((key, _)) = self.env.iter().find(|(key, value)| !is_env_name(key) || value.contains('\0')) {
             return Err(format!("env: {key:?} is not a variable name (A-Z, 0-9, _) or its value holds a NUL"));
         }
+        check_secret_env(&self.secret_env, &self.env)?;
         check_limits(self.memory_max_mib, &self.network_allow).map_err(|(field, reason)| format!("{field}: {reason}"))
     }
 
@@ -220,9 +241,43 @@ impl Request {
         }
         args.extend(self.env.iter().map(|(key, value)| format!("--setenv={key}={value}")));
         args.push("--".into());
+        if !self.secret_env.is_empty() {
+            args.extend([PROGRAM.into(), SECRET_ENV_FLAG.into(), self.secret_env.join(","), "--".into()]);
+        }
         args.extend(self.command.iter().cloned());
         args
     }
+}
+
+/// The names of a server's secret variables: variable names, at most
+/// [`MAX_SECRET_ENV`], each once and none also in `env`.
+pub fn check_secret_env(names: &[String], env: &BTreeMap<String, String>) -> Result<(), String> {
+    if names.len() > MAX_SECRET_ENV {
+        return Err(format!("secret_env: more than {MAX_SECRET_ENV} variables"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    match names.iter().find(|name| !is_env_name(name) || env.contains_key(*name) || !seen.insert(*name)) {
+        Some(bad) => Err(format!("secret_env: {bad:?} is not a variable name (A-Z, 0-9, _), or is named twice")),
+        None => Ok(()),
+    }
+}
+
+/// The line of secret variables ([`SECRET_ENV_FLAG`]): a JSON object with
+/// exactly the variables `names`, each a string without NUL. The error
+/// names a variable, never a value.
+pub fn parse_secret_env(line: &[u8], names: &[&str]) -> Result<BTreeMap<String, String>, String> {
+    let values: BTreeMap<String, String> =
+        serde_json::from_slice(line).map_err(|_| "the secret variables' line is not a JSON object of strings")?;
+    if let Some(missing) = names.iter().find(|name| !values.contains_key(**name)) {
+        return Err(format!("the secret variable {missing} was not sent"));
+    }
+    if let Some(extra) = values.keys().find(|key| !names.contains(&key.as_str())) {
+        return Err(format!("{extra:?} was sent but is not one of the server's secret variables"));
+    }
+    if let Some((key, _)) = values.iter().find(|(_, value)| value.contains('\0')) {
+        return Err(format!("the value of {key} holds a NUL"));
+    }
+    Ok(values)
 }
 
 /// An agent's or a server's name: `a-z`, `0-9` and `-`, starting with a
@@ -296,6 +351,7 @@ mod tests {
             server: "everything".into(),
             command: vec!["/usr/bin/node".into(), "/usr/lib/mcp/index.js".into(), "stdio".into()],
             env: BTreeMap::from([("LANG".into(), "C.UTF-8".into())]),
+            secret_env: Vec::new(),
             memory_max_mib: DEFAULT_MEMORY_MIB,
             network_allow: Vec::new(),
         }
@@ -368,6 +424,9 @@ mod tests {
             (Request { command: vec!["node".into()], ..request() }, "not an absolute path"),
             (Request { command: vec!["/bin/x".into(), "a\0b".into()], ..request() }, "NUL"),
             (Request { env: BTreeMap::from([("lower".into(), "x".into())]), ..request() }, "env:"),
+            (Request { secret_env: vec!["LANG".into()], ..request() }, "secret_env:"),
+            (Request { secret_env: vec!["T".into(), "T".into()], ..request() }, "named twice"),
+            (Request { secret_env: vec!["a".into()], ..request() }, "secret_env:"),
             (Request { memory_max_mib: 10_000, ..request() }, "memory_max_mib:"),
             (Request { network_allow: vec!["example.com".into()], ..request() }, "names are not resolved"),
             (Request { network_allow: vec!["10.0.0.0/33".into()], ..request() }, "network_allow:"),
@@ -375,6 +434,36 @@ mod tests {
         for (request, expected) in cases {
             let reason = request.check().unwrap_err();
             assert!(reason.contains(expected), "{reason:?} lacks {expected:?}");
+        }
+    }
+
+    #[test]
+    fn secret_variables_are_read_inside_the_unit_and_named_only() {
+        let request = Request { secret_env: vec!["API_TOKEN".into(), "OTHER".into()], ..request() };
+        request.check().unwrap();
+        let args = request.systemd_run_args("l.service");
+        let end = args.iter().position(|arg| arg == "--").unwrap();
+        let mut command = vec![PROGRAM.to_string(), SECRET_ENV_FLAG.into(), "API_TOKEN,OTHER".into(), "--".into()];
+        command.extend(request.command.iter().cloned());
+        assert_eq!(args[end + 1..], command);
+        assert!(!args.iter().any(|arg| arg.contains("--setenv=API_TOKEN")), "{args:?}");
+    }
+
+    #[test]
+    fn the_secret_line_holds_exactly_the_named_variables() {
+        let names = ["API_TOKEN", "OTHER"];
+        let values = parse_secret_env(br#"{"API_TOKEN": "s3cret", "OTHER": "x"}"#, &names).unwrap();
+        assert_eq!(values["API_TOKEN"], "s3cret");
+        let cases: [(&[u8], &str); 4] = [
+            (br#"{"API_TOKEN": "s3cret"}"#, "OTHER was not sent"),
+            (br#"{"API_TOKEN": "a", "OTHER": "b", "PATH": "/x"}"#, "\"PATH\" was sent"),
+            (br#"{"API_TOKEN": "s3cret", "OTHER": 1}"#, "not a JSON object of strings"),
+            (b"s3cret", "not a JSON object of strings"),
+        ];
+        for (line, expected) in cases {
+            let reason = parse_secret_env(line, &names).unwrap_err();
+            assert!(reason.contains(expected), "{reason:?} lacks {expected:?}");
+            assert!(!reason.contains("s3cret"), "{reason:?} shows the value");
         }
     }
 

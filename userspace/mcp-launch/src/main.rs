@@ -16,21 +16,31 @@
 //!
 //! What a crash costs: the one server's connection (the server is stopped
 //! with it; agent-loop starts it again after its backoff).
+//!
+//! The same program, run with `--secret-env` inside a server's unit as
+//! that unit's user, is the step before a server with secret variables:
+//! it reads their line from the connection and becomes the server
+//! (`mcp_launch::SECRET_ENV_FLAG`).
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 
-use mcp_launch::{Reply, Request, CLIENT_USER, MAX_REQUEST_BYTES};
+use mcp_launch::{Reply, Request, CLIENT_USER, MAX_REQUEST_BYTES, SECRET_ENV_FLAG};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(SECRET_ENV_FLAG) {
+        return secret_env(&args[1..]);
+    }
     // systemd gives the instance's own unit name (`%n`) and the connection
     // as standard input.
-    let Some(launcher_unit) = std::env::args().nth(1) else {
+    let Some(launcher_unit) = args.first() else {
         eprintln!("usage: clawos-mcp-launch <its own unit> (started by clawos-mcp-launch.socket)");
         return ExitCode::FAILURE;
     };
@@ -41,7 +51,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match start(&connection, &launcher_unit) {
+    match start(&connection, launcher_unit) {
         Ok((unit, server)) => {
             eprintln!("{unit}: started");
             watch(&connection, server);
@@ -90,13 +100,51 @@ fn start(connection: &UnixStream, launcher_unit: &str) -> Result<(String, Child)
     Ok((unit, server))
 }
 
-/// The request: one line, read a byte at a time so that nothing after it
-/// (the server's first message) is taken from the connection.
-fn read_line(mut connection: &UnixStream) -> Result<Vec<u8>, String> {
+/// `--secret-env NAME,NAME -- COMMAND...`, in the server's unit: the line
+/// of secret variables from standard input (the connection), then COMMAND
+/// in place of this process with them in its environment. An error names
+/// a variable, never a value; the server then never starts, and agent-loop
+/// sees the connection close.
+fn secret_env(args: &[String]) -> ExitCode {
+    let [names, separator, command @ ..] = args else { return usage_secret_env() };
+    if separator != "--" || command.is_empty() {
+        return usage_secret_env();
+    }
+    let names: Vec<&str> = names.split(',').collect();
+    // A raw read of the connection, not a buffered standard input: the
+    // bytes after the line are the server's.
+    let input = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) => {
+            eprintln!("standard input: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let values = match read_line(&input).and_then(|line| mcp_launch::parse_secret_env(&line, &names)) {
+        Ok(values) => values,
+        Err(reason) => {
+            eprintln!("secret variables: {reason}");
+            return ExitCode::FAILURE;
+        }
+    };
+    drop(input);
+    let error = Command::new(&command[0]).args(&command[1..]).envs(values).exec();
+    eprintln!("{}: {error}", command[0]);
+    ExitCode::FAILURE
+}
+
+fn usage_secret_env() -> ExitCode {
+    eprintln!("usage: clawos-mcp-launch {SECRET_ENV_FLAG} NAME[,NAME...] -- COMMAND [ARG...]");
+    ExitCode::FAILURE
+}
+
+/// One line (the request, or the secret variables), read a byte at a time
+/// so that nothing after it (the server's first message) is taken.
+fn read_line(mut input: impl Read) -> Result<Vec<u8>, String> {
     let mut line = Vec::new();
     let mut byte = [0u8];
     loop {
-        match connection.read(&mut byte) {
+        match input.read(&mut byte) {
             Ok(0) => return Err("the connection closed before the request ended".into()),
             Ok(_) if byte[0] == b'\n' => return Ok(line),
             Ok(_) if line.len() == MAX_REQUEST_BYTES => {

@@ -14,8 +14,8 @@
 //! server runs in (the [`Launch`] the caller gives says how its process is
 //! started: on the box, in a unit of its own through the `clawos-mcp-launch`
 //! helper, whose crate owns the unit's properties), secrets (a bearer token
-//! arrives as a [`Bearer`], read from the vault by the caller, and is never
-//! logged), and recording calls.
+//! and a local server's secret variables arrive as [`Secrets`], read from
+//! the vault by the caller, and are never logged), and recording calls.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -102,6 +102,12 @@ pub struct ServerConfig {
     /// (nothing of the agent's own environment reaches it).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A local server's secret variables: each variable's name and the
+    /// vault secret its value is read from when the server starts. Names
+    /// only: the values are never in a configuration file, the request to
+    /// the sandbox launcher or its unit (`mcp_launch::SECRET_ENV_FLAG`).
+    #[serde(default)]
+    pub secret_env: BTreeMap<String, String>,
     /// The vault secret whose value a remote server gets as its bearer
     /// token. The name only: the value is never in a configuration file.
     pub bearer_secret: Option<String>,
@@ -127,6 +133,7 @@ impl Default for ServerConfig {
             command: Vec::new(),
             url: None,
             env: BTreeMap::new(),
+            secret_env: BTreeMap::new(),
             bearer_secret: None,
             call_timeout_s: default_call_timeout(),
             start_timeout_s: default_start_timeout(),
@@ -147,12 +154,14 @@ fn default_start_timeout() -> u64 {
 /// Where a server is, once its table passed [`ServerConfig::endpoint`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    /// A program to start, with exactly this environment; in a sandbox,
-    /// with this much memory and these addresses to reach.
+    /// A program to start, with exactly this environment and the values
+    /// of the secret variables `secret_env`; in a sandbox, with this much
+    /// memory and these addresses to reach.
     Stdio {
         program: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
+        secret_env: Vec<String>,
         memory_max_mib: u32,
         network_allow: Vec<String>,
     },
@@ -180,6 +189,9 @@ impl ServerConfig {
                 if let Some(bad) = self.env.keys().find(|key| !mcp_launch::is_env_name(key)) {
                     return Err(fail("env", format!("{bad:?} is not a variable name (A-Z, 0-9, _)")));
                 }
+                let secret_env: Vec<String> = self.secret_env.keys().cloned().collect();
+                mcp_launch::check_secret_env(&secret_env, &self.env)
+                    .map_err(|reason| fail("secret_env", reason.trim_start_matches("secret_env: ").into()))?;
                 let memory_max_mib = self.memory_max_mib.unwrap_or(mcp_launch::DEFAULT_MEMORY_MIB);
                 mcp_launch::check_limits(memory_max_mib, &self.network_allow)
                     .map_err(|(field, reason)| fail(field, reason))?;
@@ -187,6 +199,7 @@ impl ServerConfig {
                     program: program.clone(),
                     args: args.to_vec(),
                     env: self.env.clone(),
+                    secret_env,
                     memory_max_mib,
                     network_allow: self.network_allow.clone(),
                 })
@@ -194,6 +207,7 @@ impl ServerConfig {
             ([], Some(url)) => {
                 let local_only = [
                     ("env", !self.env.is_empty()),
+                    ("secret_env", !self.secret_env.is_empty()),
                     ("memory_max_mib", self.memory_max_mib.is_some()),
                     ("network_allow", !self.network_allow.is_empty()),
                 ];
@@ -219,10 +233,14 @@ pub fn check_server_name(name: &str) -> Result<(), String> {
 }
 
 /// Asks the sandbox launcher at `socket` to start the server of `request`;
-/// the connection, now the server's standard input and output.
+/// the connection, now the server's standard input and output. The values
+/// of the request's secret variables (from `values`) are the connection's
+/// first line after the launcher's reply, read in the unit before the
+/// server starts (`mcp_launch::SECRET_ENV_FLAG`).
 async fn sandboxed(
     socket: &std::path::Path,
     request: &mcp_launch::Request,
+    values: &BTreeMap<String, Secret>,
 ) -> Result<(tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf), String> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
@@ -239,7 +257,18 @@ async fn sandboxed(
         }
     }
     match serde_json::from_slice(&reply).map_err(|e| format!("the reply is not one: {e}"))? {
-        mcp_launch::Reply::Started { .. } => Ok(stream.into_split()),
+        mcp_launch::Reply::Started { .. } if request.secret_env.is_empty() => Ok(stream.into_split()),
+        mcp_launch::Reply::Started { .. } => {
+            let values: BTreeMap<&str, &str> = request
+                .secret_env
+                .iter()
+                .filter_map(|key| values.get(key).map(|Secret(value)| (key.as_str(), value.as_str())))
+                .collect();
+            let mut line = zeroize::Zeroizing::new(serde_json::to_vec(&values).map_err(|e| e.to_string())?);
+            line.push(b'\n');
+            stream.write_all(&line).await.map_err(|e| format!("sending the secret variables: {e}"))?;
+            Ok(stream.into_split())
+        }
         mcp_launch::Reply::Refused { reason } => Err(format!("refused: {reason}")),
     }
 }
@@ -274,21 +303,31 @@ pub enum Launch {
     Sandbox { socket: PathBuf },
 }
 
-/// A remote server's bearer token, from the vault. Wiped when dropped;
-/// its `Debug` does not show it.
-pub struct Bearer(zeroize::Zeroizing<String>);
+/// A value from the vault. Wiped when dropped; its `Debug` does not show it.
+pub struct Secret(zeroize::Zeroizing<String>);
 
-impl Bearer {
-    /// The token `value`.
+impl Secret {
+    /// The secret `value`.
     pub fn new(value: String) -> Self {
-        Bearer(zeroize::Zeroizing::new(value))
+        Secret(zeroize::Zeroizing::new(value))
     }
 }
 
-impl std::fmt::Debug for Bearer {
+impl std::fmt::Debug for Secret {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("Bearer(..)")
+        formatter.write_str("Secret(..)")
     }
+}
+
+/// What a server is given from the vault (its table names the secrets;
+/// the caller reads them): a remote server's bearer token, a local
+/// server's secret variables by name.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    /// The bearer token of a `url` server with a `bearer_secret`.
+    pub bearer: Option<Secret>,
+    /// The value of each of a `command` server's `secret_env` variables.
+    pub env: BTreeMap<String, Secret>,
 }
 
 /// One tool of a server, as an agent sees it.
@@ -396,17 +435,22 @@ impl Connection {
         name: &str,
         config: &ServerConfig,
         launch: &Launch,
-        bearer: Option<&Bearer>,
+        secrets: &Secrets,
     ) -> Result<Connection, Error> {
         let endpoint = config.endpoint(name)?;
+        if let Some(missing) = config.secret_env.keys().find(|key| !secrets.env.contains_key(*key)) {
+            let reason = format!("no value was read for {missing}");
+            return Err(Error::Config { server: name.to_owned(), field: "secret_env", reason });
+        }
         let handler = Handler { progress: ProgressDispatcher::new() };
         let handshake = |reason: String| Error::Handshake { server: name.to_owned(), reason };
         let start = async {
             match endpoint {
-                Endpoint::Stdio { program, args, env, memory_max_mib, network_allow } => match launch {
+                Endpoint::Stdio { program, args, env, secret_env, memory_max_mib, network_allow } => match launch {
                     Launch::Child => {
                         let mut command = tokio::process::Command::new(&program);
                         command.args(&args).env_clear().envs(&env).kill_on_drop(true);
+                        command.envs(secrets.env.iter().map(|(key, Secret(value))| (key, value.as_str())));
                         let (transport, _stderr) = TokioChildProcess::builder(command)
                             .stderr(std::process::Stdio::null())
                             .spawn()
@@ -420,10 +464,11 @@ impl Connection {
                             server: name.to_owned(),
                             command,
                             env,
+                            secret_env,
                             memory_max_mib,
                             network_allow,
                         };
-                        let (read, write) = sandboxed(socket, &request)
+                        let (read, write) = sandboxed(socket, &request, &secrets.env)
                             .await
                             .map_err(|reason| Error::Sandbox { server: name.to_owned(), reason })?;
                         let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write)
@@ -436,7 +481,7 @@ impl Connection {
                     let mut transport_config =
                         StreamableHttpClientTransportConfig::with_uri(url).max_json_response_size(MAX_MESSAGE_BYTES);
                     transport_config.max_sse_event_size = MAX_MESSAGE_BYTES;
-                    if let Some(Bearer(token)) = bearer {
+                    if let Some(Secret(token)) = &secrets.bearer {
                         transport_config = transport_config.auth_header(token.as_str());
                     }
                     let transport = StreamableHttpClientTransport::with_client(client, transport_config);
@@ -643,9 +688,14 @@ mod tests {
                 program: "node".into(),
                 args: vec!["server.js".into()],
                 env: BTreeMap::from([("LANG".into(), "C".into())]),
+                secret_env: Vec::new(),
                 memory_max_mib: mcp_launch::DEFAULT_MEMORY_MIB,
                 network_allow: Vec::new(),
             }
+        );
+        let with_secret = table("command = [\"node\"]\nsecret_env = { API_TOKEN = \"mcp-token\" }");
+        assert!(
+            matches!(with_secret.endpoint("x").unwrap(), Endpoint::Stdio { secret_env, .. } if secret_env == ["API_TOKEN"])
         );
         let remote = table("url = \"https://mcp.example/mcp\"\nbearer_secret = \"mcp-token\"");
         assert_eq!(remote.endpoint("search").unwrap(), Endpoint::Http { url: "https://mcp.example/mcp".into() });
@@ -656,6 +706,10 @@ mod tests {
         assert!(refused("url = \"ftp://h/\"", "x").contains("not http or https"));
         assert!(refused("command = [\"a\"]\nbearer_secret = \"s\"", "x").contains("only a url server"));
         assert!(refused("command = [\"a\"]\nenv = { \"a b\" = \"1\" }", "x").contains("not a variable name"));
+        assert!(refused("command = [\"a\"]\nsecret_env = { \"a b\" = \"mcp-t\" }", "x").contains("secret_env:"));
+        let twice = "command = [\"a\"]\nenv = { T = \"1\" }\nsecret_env = { T = \"mcp-t\" }";
+        assert!(refused(twice, "x").contains("secret_env:"));
+        assert!(refused("url = \"https://h/\"\nsecret_env = { T = \"mcp-t\" }", "x").contains("only a command server"));
         assert!(refused("command = [\"a\"]\ncall_timeout_s = 0", "x").contains("call_timeout_s"));
         assert!(refused("command = [\"a\"]\nmemory_max_mib = 8", "x").contains("memory_max_mib: 8 is not within"));
         assert!(refused("command = [\"a\"]\nnetwork_allow = [\"example.com\"]", "x").contains("names are not resolved"));
@@ -684,6 +738,6 @@ mod tests {
 
     #[test]
     fn a_token_is_not_shown() {
-        assert_eq!(format!("{:?}", Bearer::new("s3cret".into())), "Bearer(..)");
+        assert_eq!(format!("{:?}", Secret::new("s3cret".into())), "Secret(..)");
     }
 }
