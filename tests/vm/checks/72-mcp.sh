@@ -67,6 +67,9 @@ check_mcp_tool() {
                            and (.servers[0].tools | index(\"mcp.everything.get-sum\")) and .servers[0].refused == []" >/dev/null || { echo "$status"; exit 1; }
     systemctl is-active -q clawos-mcp-vm-mcp_time.service
     clawctl mcp tools --agent vm-mcp | grep -qx "mcp.everything.get-sum"
+    list=$(clawctl mcp list --agent vm-mcp)
+    echo "$list" | grep -qx "everything  http  http://127.0.0.1:[0-9]*/mcp" && echo "$list" | grep -qx "time  stdio  /usr/bin/python3" ||
+      { echo "mcp list: $list"; exit 1; }
     clawctl mcp restart --agent vm-mcp everything >/dev/null
     if clawctl mcp restart --agent vm-mcp nowhere 2>/dev/null; then echo "a server that is not there was restarted"; exit 1; fi
 
@@ -82,7 +85,7 @@ check_mcp_tool() {
     echo "$out" | jq -e ".status == \"done\" and .answer == \"The sum is 42.\" and .tool_calls == 1" >/dev/null || { echo "$out"; exit 1; }
     sed -n 6p $log | jq -e "[.body.messages[] | select(.role == \"tool\" and .tool_call_id == \"mcp-2\")][0].content | contains(\"is 42\")" >/dev/null'
 }
-check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP and one of a Python server over stdio; offered with the server's schema, answered, in the transcript; clawctl mcp shows both connected; supervised, a call waits for approval and runs once" check_mcp_tool
+check "mcp: a scripted model calls a tool of an MCP server over Streamable HTTP and one of a Python server over stdio; offered with the server's schema, answered, in the transcript; clawctl mcp lists and shows both connected; supervised, a call waits for approval and runs once" check_mcp_tool
 
 # The audit trail: each MCP call has its tool-call record in vm-mcp's
 # database, under its MCP name, with its arguments, result and session,
