@@ -338,7 +338,9 @@ update_boots() {
   for try in 1 2 3; do
     vm_start "$IMAGE" "$VMS/main"
     if ! vm_wait_exit 900; then
-      FAILED=$((FAILED + 1)); echo "  FAIL try $try of $UPDATE_V3 did not reboot by itself"; break
+      # What the try's console showed, kept: the next boot's starts anew.
+      FAILED=$((FAILED + 1)); echo "  FAIL try $try of $UPDATE_V3 did not reboot by itself"
+      vm_boot_report; cp "$VM_SERIAL" "$VMS/update-try-$try.serial.log"; break
     fi
     grep -q "ClawOS $UPDATE_V3 (" "$VM_SERIAL" || { FAILED=$((FAILED + 1)); echo "  FAIL try $try did not boot $UPDATE_V3"; break; }
   done
