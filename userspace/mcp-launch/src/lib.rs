@@ -123,7 +123,7 @@ impl Request {
         if let Some((key, _)) = self.env.iter().find(|(key, value)| !is_env_name(key) || value.contains('\0')) {
             return Err(format!("env: {key:?} is not a variable name (A-Z, 0-9, _) or its value holds a NUL"));
         }
-        check_secret_env(&self.secret_env, &self.env)?;
+        check_secret_env(&self.secret_env, &self.env).map_err(|reason| format!("secret_env: {reason}"))?;
         check_limits(self.memory_max_mib, &self.network_allow).map_err(|(field, reason)| format!("{field}: {reason}"))
     }
 
@@ -253,11 +253,11 @@ impl Request {
 /// [`MAX_SECRET_ENV`], each once and none also in `env`.
 pub fn check_secret_env(names: &[String], env: &BTreeMap<String, String>) -> Result<(), String> {
     if names.len() > MAX_SECRET_ENV {
-        return Err(format!("secret_env: more than {MAX_SECRET_ENV} variables"));
+        return Err(format!("more than {MAX_SECRET_ENV} variables"));
     }
     let mut seen = std::collections::BTreeSet::new();
     match names.iter().find(|name| !is_env_name(name) || env.contains_key(*name) || !seen.insert(*name)) {
-        Some(bad) => Err(format!("secret_env: {bad:?} is not a variable name (A-Z, 0-9, _), or is named twice")),
+        Some(bad) => Err(format!("{bad:?} is not a variable name (A-Z, 0-9, _), or is in env too or named twice")),
         None => Ok(()),
     }
 }

@@ -190,8 +190,7 @@ impl ServerConfig {
                     return Err(fail("env", format!("{bad:?} is not a variable name (A-Z, 0-9, _)")));
                 }
                 let secret_env: Vec<String> = self.secret_env.keys().cloned().collect();
-                mcp_launch::check_secret_env(&secret_env, &self.env)
-                    .map_err(|reason| fail("secret_env", reason.trim_start_matches("secret_env: ").into()))?;
+                mcp_launch::check_secret_env(&secret_env, &self.env).map_err(|reason| fail("secret_env", reason))?;
                 let memory_max_mib = self.memory_max_mib.unwrap_or(mcp_launch::DEFAULT_MEMORY_MIB);
                 mcp_launch::check_limits(memory_max_mib, &self.network_allow)
                     .map_err(|(field, reason)| fail(field, reason))?;
@@ -264,9 +263,12 @@ async fn sandboxed(
                 .iter()
                 .filter_map(|key| values.get(key).map(|Secret(value)| (key.as_str(), value.as_str())))
                 .collect();
-            let mut line = zeroize::Zeroizing::new(serde_json::to_vec(&values).map_err(|e| e.to_string())?);
-            line.push(b'\n');
-            stream.write_all(&line).await.map_err(|e| format!("sending the secret variables: {e}"))?;
+            // Wiped when sent; the newline written on its own, so the
+            // buffer is never grown (a reallocation would leave a copy).
+            let line = zeroize::Zeroizing::new(serde_json::to_vec(&values).map_err(|e| e.to_string())?);
+            let failed = |e: std::io::Error| format!("sending the secret variables: {e}");
+            stream.write_all(&line).await.map_err(failed)?;
+            stream.write_all(b"\n").await.map_err(failed)?;
             Ok(stream.into_split())
         }
         mcp_launch::Reply::Refused { reason } => Err(format!("refused: {reason}")),
