@@ -17,3 +17,13 @@ check "extensions: after the reboot the installed extensions are merged again, b
   test ! -e /usr/lib/clawos-test-mcp
   if clawctl extension remove mcp-test-servers 2>/dev/null; then echo "removed twice"; exit 1; fi'
 log "extensions: systemd-sysext merged three at this boot in $(vm_ssh 'echo $(( ($(systemctl show -P ExecMainExitTimestampMonotonic systemd-sysext.service) - $(systemctl show -P ExecMainStartTimestampMonotonic systemd-sysext.service)) / 1000 ))' 2>/dev/null) ms"
+
+# With extensions merged, /usr is an overlay and the eBPF policy also sees
+# each file's open in the layer beneath, by that layer's path
+# (rootfs-overlay/etc/clawos/ebpf-policy.toml, "/lib/"). A shell moved into
+# wasm-daemon's enforced cgroup opens a tool's wasm as the daemon does
+# (a redirection: the cgroup may not exec): refused with EPERM, the daemon
+# could load no tool after its start's first second.
+check "extensions: with /usr an overlay, wasm-daemon's enforced cgroup may open the image's tools through it" vm_ssh '
+  findmnt -n -o FSTYPE /usr | grep -qx overlay || { findmnt /usr; exit 1; }
+  sh -c "echo \$\$ > /sys/fs/cgroup/clawos.slice/clawos-wasm-daemon.service/daemon/cgroup.procs && : < /usr/lib/clawos/tools/scratchpad-v0.1.0.wasm"'

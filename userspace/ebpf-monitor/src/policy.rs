@@ -448,6 +448,8 @@ mod tests {
             "/clawfs/tools",
             "/clawfs/tools/binaries/t.wasm",
             "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            // A tool's wasm as the layer beneath a merged /usr names it.
+            "/lib/clawos/tools/scratchpad-v0.1.0.wasm",
         ] {
             assert!(opens(granted), "{granted} refused");
         }
