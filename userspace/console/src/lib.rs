@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod calls;
 pub mod guard;
 pub mod pages;
 
@@ -39,6 +40,8 @@ pub struct Console {
 pub fn app(console: Arc<Console>) -> Router {
     Router::new()
         .route("/", get(pages::home))
+        .route("/agents", get(pages::agents))
+        .route("/agents/{agent}/{action}", post(pages::set_paused))
         .route("/login", get(pages::login))
         .route("/logout", post(pages::logout))
         .route("/static/{file}", get(pages::static_file))

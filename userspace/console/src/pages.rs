@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use crate::calls::{self, CallFailed};
 use crate::guard;
 use crate::Console;
 
@@ -47,16 +48,154 @@ pub fn logged_out(partial: bool) -> Response {
     render(StatusCode::UNAUTHORIZED, &page)
 }
 
+/// The wire name of an enum the API serialises as a string (a state, a
+/// health), as the page shows it.
+fn wire(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        other => format!("{other:?}"),
+    }
+}
+
+/// A call that failed, as the page that needed it: `502 Bad Gateway`, what
+/// failed, and that nothing was changed.
+fn call_failed(title: &str, error: &CallFailed) -> Response {
+    tracing::warn!("{title}: {error}");
+    let text = format!("{error}. Nothing was changed.");
+    render(StatusCode::BAD_GATEWAY, &Message { title, text: &text, show_login_help: false })
+}
+
+/// A component's row on the overview.
+struct ComponentRow {
+    name: String,
+    health: String,
+    version: String,
+    heartbeat: String,
+    uptime: String,
+}
+
 #[derive(Template)]
 #[template(path = "home.html")]
 struct Home<'a> {
     box_name: &'a str,
     version: &'a str,
+    components: Vec<ComponentRow>,
+    error: Option<String>,
 }
 
-/// `GET /`: the box at a glance.
+/// Seconds as the overview shows a duration: `42 s`, `7 min`, `3 h 5 min`.
+fn duration(seconds: u64) -> String {
+    match seconds {
+        0..=119 => format!("{seconds} s"),
+        120..=7199 => format!("{} min", seconds / 60),
+        _ => format!("{} h {} min", seconds / 3600, seconds / 60 % 60),
+    }
+}
+
+/// `GET /`: the box at a glance, with each component's health. When
+/// observability cannot be asked, the page says so and shows the rest.
 pub async fn home(State(console): State<Arc<Console>>) -> Response {
-    render(StatusCode::OK, &Home { box_name: &console.box_name, version: &console.version })
+    let (components, error) = match calls::components().await {
+        Ok(statuses) => (
+            statuses
+                .components
+                .into_iter()
+                .map(|row| ComponentRow {
+                    name: row.component.to_string(),
+                    health: wire(&row.health),
+                    version: row.component_version.unwrap_or_default(),
+                    heartbeat: row.last_heartbeat_age_ms.map(|ms| duration(ms / 1000) + " ago").unwrap_or_default(),
+                    uptime: row.uptime_ns.map(|ns| duration(ns / 1_000_000_000)).unwrap_or_default(),
+                })
+                .collect(),
+            None,
+        ),
+        Err(error) => {
+            tracing::warn!("the overview's component health: {error}");
+            (Vec::new(), Some(error.to_string()))
+        }
+    };
+    render(StatusCode::OK, &Home { box_name: &console.box_name, version: &console.version, components, error })
+}
+
+/// An agent's row on the agents page.
+struct AgentRow {
+    name: String,
+    state: String,
+    /// Whether its button resumes it (it is paused or stopped) or pauses it.
+    resumes: bool,
+    error: String,
+    model: String,
+    today: String,
+    month: String,
+    limits: String,
+    sessions: u64,
+}
+
+#[derive(Template)]
+#[template(path = "agents.html")]
+struct Agents {
+    agents: Vec<AgentRow>,
+}
+
+/// Dollars spent against an optional limit: `$0.0123 of $1.00`.
+fn spend(spend: &clawos_api::agent_loop::Spend) -> String {
+    match spend.limit_usd {
+        Some(limit) => format!("${:.4} of ${limit:.2}", spend.spent_usd),
+        None => format!("${:.4}", spend.spent_usd),
+    }
+}
+
+/// `GET /agents`: every agent with its state, model, spend, limits, and a
+/// button to pause or resume it.
+pub async fn agents(State(_): State<Arc<Console>>) -> Response {
+    let list = match calls::agents().await {
+        Ok(list) => list,
+        Err(error) => return call_failed("Agents", &error),
+    };
+    let mut agents = Vec::with_capacity(list.agents.len());
+    for info in list.agents {
+        use clawos_api::agent_loop::AgentState;
+        // The details of one that cannot be read (removed since) leave its
+        // row with what the list said.
+        let details = calls::agent(&info.agent).await.ok();
+        agents.push(AgentRow {
+            state: wire(&info.state),
+            resumes: matches!(info.state, AgentState::Paused | AgentState::Stopped),
+            error: info.error.clone().unwrap_or_default(),
+            model: info.model.clone().unwrap_or_default(),
+            today: details.as_ref().map(|d| spend(&d.today)).unwrap_or_default(),
+            month: details.as_ref().map(|d| spend(&d.month)).unwrap_or_default(),
+            limits: details.as_ref().map(|d| limits(&d.limits)).unwrap_or_default(),
+            sessions: details.as_ref().map_or(0, |d| d.sessions),
+            name: info.agent,
+        });
+    }
+    render(StatusCode::OK, &Agents { agents })
+}
+
+/// An agent's `[limits]` as `key value` pairs.
+fn limits(limits: &serde_json::Value) -> String {
+    match limits {
+        serde_json::Value::Object(map) => {
+            map.iter().map(|(key, value)| format!("{key} {value}")).collect::<Vec<_>>().join(", ")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `POST /agents/{agent}/pause` and `.../resume`: then back to the agents
+/// page (303, so a reload does not post again); a refusal is its own page.
+pub async fn set_paused(axum::extract::Path((agent, action)): axum::extract::Path<(String, String)>) -> Response {
+    let pause = match action.as_str() {
+        "pause" => true,
+        "resume" => false,
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    match calls::set_paused(&agent, pause).await {
+        Ok(_) => Redirect::to("/agents").into_response(),
+        Err(error) => call_failed(if pause { "Pause" } else { "Resume" }, &error),
+    }
 }
 
 /// `GET /login`'s query.

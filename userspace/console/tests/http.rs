@@ -2,9 +2,9 @@
 //! behind the SSH tunnel would (specs/console/README.md).
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use clawos_console::{app, auth::Tokens, Console, MAX_BODY};
+use clawos_console::auth::{issue_login, Tokens};
+use clawos_console::{app, Console, MAX_BODY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
@@ -25,19 +25,23 @@ impl Answer {
 
 struct Server {
     socket: std::path::PathBuf,
-    console: Arc<Console>,
+    logins: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
+/// A console on a socket of its own. No component runs here: every page
+/// that asks one shows that it cannot be reached.
 async fn serve() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("console.sock");
+    let logins = dir.path().join("logins");
+    std::fs::create_dir(&logins).unwrap();
     let listener = UnixListener::bind(&socket).unwrap();
     let console =
-        Arc::new(Console { tokens: Tokens::default(), box_name: "clawos-test".into(), version: "0.1.7".into() });
-    let router = app(console.clone());
+        Arc::new(Console { tokens: Tokens::new(&logins), box_name: "clawos-test".into(), version: "0.1.7".into() });
+    let router = app(console);
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    Server { socket, console, _dir: dir }
+    Server { socket, logins, _dir: dir }
 }
 
 impl Server {
@@ -72,7 +76,7 @@ impl Server {
 
     /// A live session's cookie pair, by the login link.
     async fn log_in(&self) -> String {
-        let token = self.console.tokens.issue_login(Instant::now());
+        let token = issue_login(&self.logins).unwrap();
         let answer = self.get(&format!("/login?token={token}"), &[("Host", "localhost:8080")]).await;
         let cookie = answer.header("set-cookie").unwrap();
         cookie.split(';').next().unwrap().to_owned()
@@ -85,7 +89,7 @@ const ORIGIN: (&str, &str) = ("Origin", "http://localhost:8080");
 #[tokio::test]
 async fn a_login_link_opens_a_session_once() {
     let server = serve().await;
-    let token = server.console.tokens.issue_login(Instant::now());
+    let token = issue_login(&server.logins).unwrap();
     let login = server.get(&format!("/login?token={token}"), &[HOST, ("Sec-Fetch-Site", "none")]).await;
     assert_eq!(login.status, 303, "{}", login.head);
     assert_eq!(login.header("location"), Some("/"));
@@ -97,6 +101,7 @@ async fn a_login_link_opens_a_session_once() {
     let home = server.get("/", &[HOST, ("Cookie", pair)]).await;
     assert_eq!(home.status, 200, "{}", home.body);
     assert!(home.body.contains("clawos-test") && home.body.contains("0.1.7"));
+    assert!(home.body.contains("observability cannot be reached"), "{}", home.body);
     let again = server.get(&format!("/login?token={token}"), &[HOST]).await;
     assert_eq!(again.status, 403);
     assert!(again.body.contains("clawctl console"), "says how to get a new link");
@@ -192,4 +197,20 @@ async fn a_body_over_the_limit_is_refused() {
     let answer = server.send("POST", "/logout", &[HOST, ORIGIN, ("Cookie", &cookie)], &body).await;
     assert_eq!(answer.status, 413);
     assert!(answer.header("content-security-policy").is_some());
+}
+
+#[tokio::test]
+async fn a_page_whose_component_cannot_be_reached_says_so_and_changes_nothing() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    let agents = server.get("/agents", &[HOST, ("Cookie", &cookie)]).await;
+    assert_eq!(agents.status, 502);
+    assert!(agents.body.contains("agent-loop cannot be reached"), "{}", agents.body);
+    let pause = server.send("POST", "/agents/alice/pause", &[HOST, ORIGIN, ("Cookie", &cookie)], b"").await;
+    assert_eq!(pause.status, 502);
+    assert!(pause.body.contains("Nothing was changed"), "{}", pause.body);
+    let other = server.send("POST", "/agents/alice/delete", &[HOST, ORIGIN, ("Cookie", &cookie)], b"").await;
+    assert_eq!(other.status, 404);
+    let unauthenticated = server.send("POST", "/agents/alice/pause", &[HOST, ORIGIN], b"").await;
+    assert_eq!(unauthenticated.status, 401, "the guard answers before any call");
 }

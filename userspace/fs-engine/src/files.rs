@@ -104,7 +104,7 @@ impl FileService {
         let requester = match (agent, caller) {
             (Some(agent), _) => Some(Requester::Agent(agent)),
             (None, Principal::Operator) => Some(Requester::Operator),
-            (None, Principal::Component(_)) => None,
+            (None, Principal::Component(_) | Principal::Console) => None,
         };
         let resolved = match requester {
             Some(requester) => files::resolve(&self.root, requester, path, access),
@@ -226,16 +226,14 @@ impl FileService {
     }
 
     /// `agent_commit` for `caller`: authored by the agent when a component
-    /// (agent-loop) asks for it, by the operator when the operator does.
+    /// (agent-loop) asks for it, by the operator when the operator (or the
+    /// console, for them) does.
     pub fn commit_agent(&self, caller: Principal, p: AgentCommit) -> Result<AgentCommitted, MethodError> {
         if p.message.trim().is_empty() || p.message.len() > MAX_COMMIT_MESSAGE {
             return Err(MethodError::bad_params(format!("`message` must be 1 to {MAX_COMMIT_MESSAGE} bytes")));
         }
         let (dir, display) = self.agent_dir(&p.agent)?;
-        let author = match caller {
-            Principal::Operator => "operator",
-            Principal::Component(_) => p.agent.as_str(),
-        };
+        let author = if caller.acts_for_operator() { "operator" } else { p.agent.as_str() };
         self.record_allowed(caller, &p.agent, "commit", &display, None)?;
         let commit = history::commit(&dir, author, &p.message).map_err(history_error)?;
         Ok(AgentCommitted { commit })
@@ -252,7 +250,7 @@ impl FileService {
     /// component), audited before the files change.
     pub fn rollback_agent(&self, caller: Principal, p: AgentRollback) -> Result<Commit, MethodError> {
         let (dir, display) = self.agent_dir(&p.agent)?;
-        let author = if caller == Principal::Operator { "operator" } else { p.agent.as_str() };
+        let author = if caller.acts_for_operator() { "operator" } else { p.agent.as_str() };
         self.record_allowed(caller, &p.agent, "rollback", &display, None)?;
         history::rollback(&dir, &p.commit, author, files::FILE_MODE, namespace::AGENT_DIR_MODE).map_err(history_error)
     }
@@ -287,7 +285,7 @@ impl FileService {
         let (goal, from) = goals::update(&dir, &p.id, &change, &now(), files::FILE_MODE, namespace::AGENT_DIR_MODE)
             .map_err(goal_error)?;
         if let Some(from) = from {
-            let author = if caller == Principal::Operator { "operator" } else { p.agent.as_str() };
+            let author = if caller.acts_for_operator() { "operator" } else { p.agent.as_str() };
             let message = format!("Goal {}: {} → {}\n\n{}", goal.id, from.as_str(), goal.state.as_str(), goal.title);
             if let Err(e) = history::commit(&dir, author, &message) {
                 tracing::warn!(agent = p.agent, goal = goal.id, "the goal's history commit: {e}");

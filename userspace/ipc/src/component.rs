@@ -91,7 +91,8 @@ impl fmt::Display for ComponentId {
 /// A party that can appear as `sender` or `recipient`.
 ///
 /// The spec only lists components. ClawOS adds `operator` (the `clawctl`
-/// CLI, authenticated by an operator UID) as a documented extension: see
+/// CLI, authenticated by an operator UID) and `console` (the web console,
+/// authenticated by its system user) as documented extensions: see
 /// `specs/ipc/README.md`, "Operator extension".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Principal {
@@ -99,10 +100,19 @@ pub enum Principal {
     Component(ComponentId),
     /// The human operator (clawctl), wire name `operator`.
     Operator,
+    /// The web console (specs/console/README.md), wire name `console`: the
+    /// operator's pages, under a grant narrower than the operator's.
+    Console,
 }
 
 /// Wire name of [`Principal::Operator`].
 pub const OPERATOR: &str = "operator";
+
+/// Wire name of [`Principal::Console`].
+pub const CONSOLE: &str = "console";
+
+/// The system user the console runs as (sysusers.d/clawos-console.conf).
+pub const CONSOLE_USER: &str = "clawos-console";
 
 impl Principal {
     /// The wire name.
@@ -110,14 +120,21 @@ impl Principal {
         match self {
             Principal::Component(id) => id.as_str(),
             Principal::Operator => OPERATOR,
+            Principal::Console => CONSOLE,
         }
+    }
+
+    /// Whether this principal is a person's (the operator's, at a shell or
+    /// through the console): what they write is authored as `operator`.
+    pub fn acts_for_operator(self) -> bool {
+        matches!(self, Principal::Operator | Principal::Console)
     }
 
     /// The component, if this principal is one.
     pub fn component(self) -> Option<ComponentId> {
         match self {
             Principal::Component(id) => Some(id),
-            Principal::Operator => None,
+            Principal::Operator | Principal::Console => None,
         }
     }
 }
@@ -132,10 +149,10 @@ impl FromStr for Principal {
     type Err = UnknownComponent;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        if name == OPERATOR {
-            Ok(Principal::Operator)
-        } else {
-            name.parse().map(Principal::Component)
+        match name {
+            OPERATOR => Ok(Principal::Operator),
+            CONSOLE => Ok(Principal::Console),
+            _ => name.parse().map(Principal::Component),
         }
     }
 }
@@ -172,6 +189,8 @@ mod tests {
             assert_eq!(id.as_str().parse::<Principal>().unwrap(), Principal::Component(id));
         }
         assert_eq!("operator".parse::<Principal>().unwrap(), Principal::Operator);
+        assert_eq!("console".parse::<Principal>().unwrap(), Principal::Console);
+        assert_eq!(serde_json::to_string(&Principal::Console).unwrap(), "\"console\"");
         assert!("kernel".parse::<Principal>().is_err());
         assert_eq!(ComponentId::FsEngine.system_user(), "clawos-fs-engine");
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::component::{ComponentId, Principal, SYSTEM_USER_PREFIX};
+use crate::component::{ComponentId, Principal, CONSOLE_USER, SYSTEM_USER_PREFIX};
 
 /// Where daemons read the policy from.
 pub const DEFAULT_POLICY_PATH: &str = "/etc/clawos/ipc-acl.toml";
@@ -154,7 +154,8 @@ impl AccessPolicy {
 
     /// The principal a peer UID authenticates as, if any: an explicit
     /// `identity.uids` entry, else an operator UID, else the system user
-    /// `clawos-<component>` owning that UID.
+    /// owning that UID: `clawos-console` is the console, `clawos-<component>`
+    /// a component.
     pub fn principal_for_uid(&self, uid: u32) -> Option<Principal> {
         if let Some(component) = self.uid_map.get(&uid) {
             return Some(Principal::Component(*component));
@@ -163,6 +164,9 @@ impl AccessPolicy {
             return Some(Principal::Operator);
         }
         let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten()?;
+        if user.name == CONSOLE_USER {
+            return Some(Principal::Console);
+        }
         user.name.strip_prefix(SYSTEM_USER_PREFIX)?.parse().ok().map(Principal::Component)
     }
 
