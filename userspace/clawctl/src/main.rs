@@ -7,6 +7,7 @@
 
 mod agent;
 mod approvals;
+mod console;
 mod events;
 mod extension;
 mod fs;
@@ -98,6 +99,8 @@ enum Command {
     /// An agent's MCP servers as its turns get them: list, status, tools, restart.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// The web console: a one-time login link and the `ssh -L` command to open it.
+    Console(console::ConsoleArgs),
     /// System extensions merged over /usr (Node.js, Python): install, list, remove.
     #[command(subcommand)]
     Extension(extension::ExtensionCommand),
@@ -144,6 +147,7 @@ fn main() -> ExitCode {
             Command::Goal(command) => goal::run(command).await,
             Command::Mcp(command) => mcp::run(command).await,
             Command::Extension(command) => extension::run(command).await,
+            Command::Console(args) => console::run(args).await,
         }
     });
     match outcome {

@@ -42,15 +42,22 @@ fn image_version() -> String {
 }
 
 fn box_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "clawos".to_owned(), |name| name.trim().to_owned())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "clawos".to_owned(), |name| name.trim().to_owned())
 }
 
-async fn listen(options: &Options, activated: Option<std::os::unix::net::UnixListener>) -> Result<tokio::net::UnixListener, String> {
+async fn listen(
+    options: &Options,
+    activated: Option<std::os::unix::net::UnixListener>,
+) -> Result<tokio::net::UnixListener, String> {
     match activated {
-        Some(passed) => tokio::net::UnixListener::from_std(passed).map_err(|e| format!("the socket systemd passed: {e}")),
+        Some(passed) => {
+            tokio::net::UnixListener::from_std(passed).map_err(|e| format!("the socket systemd passed: {e}"))
+        }
         None => {
             let _ = std::fs::remove_file(&options.socket);
-            tokio::net::UnixListener::bind(&options.socket).map_err(|e| format!("binding {}: {e}", options.socket.display()))
+            tokio::net::UnixListener::bind(&options.socket)
+                .map_err(|e| format!("binding {}: {e}", options.socket.display()))
         }
     }
 }
