@@ -13,15 +13,16 @@ mkdir -p "$OUT" "$CACHE"
 # the eight component daemons the units start, the in-box language model's
 # server (clawos-model.service, specs/agent/local-model.md), the operator's
 # clawctl, the PostgreSQL migration (specs/clawfs), the AgentFS FUSE mount
-# (specs/agentfs; the image carries fuse3 for it) and the launcher of local
-# MCP servers' sandboxes (specs/mcp). Test harnesses and
+# (specs/agentfs; the image carries fuse3 for it), the launcher of local
+# MCP servers' sandboxes (specs/mcp) and the web console (specs/console,
+# clawos-console.service). Test harnesses and
 # benchmarks (tests/, benches/) are workspace members but never listed here.
 # shellcheck disable=SC2034  # read by the scripts that source this file
 PRODUCT_BINARIES=(
   clawos-router clawos-observability clawos-security-agent clawos-fs-engine
   clawos-ebpf-agent clawos-wasm-daemon clawos-agent-loop clawos-scheduler
   clawos-model-server clawctl migrate-pg-to-sqlite clawos-agentfs-mount
-  clawos-mcp-launch
+  clawos-mcp-launch clawos-console
 )
 
 # clawos_version: the version a build carries (os-release IMAGE_VERSION, the

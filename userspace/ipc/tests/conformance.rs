@@ -84,10 +84,12 @@ fn shipped_schemas_are_the_spec_schemas_plus_documented_extensions() {
             .unwrap_or_else(|| panic!("no shipped schema for {id}"));
         let mut shipped: Value = serde_json::from_str(text).unwrap();
         if *name == "envelope" {
-            // ClawOS extensions (specs/ipc/README.md): the operator principal
-            // and a UUID pattern, because draft-07 has no "uuid" format.
+            // ClawOS extensions (specs/ipc/README.md): the operator and
+            // console principals, and a UUID pattern, because draft-07 has
+            // no "uuid" format.
             for field in ["sender", "recipient"] {
                 let values = shipped["properties"][field]["enum"].as_array_mut().unwrap();
+                assert_eq!(values.pop(), Some(Value::from("console")));
                 assert_eq!(values.pop(), Some(Value::from("operator")));
                 shipped["properties"][field]["description"] = spec_schema["properties"][field]["description"].clone();
             }
