@@ -9,10 +9,15 @@
 //! Owns: connecting and calling. Must not own: what a page makes of an
 //! answer, or any retry (the operator reloads).
 
-use clawos_api::agent_loop::{self, AgentDetails, AgentInfo, AgentList, AgentName};
+use clawos_api::agent_loop::{
+    self, AgentDetails, AgentInfo, AgentList, AgentName, ChatSend, SessionList, SessionRef, Transcript, TurnRef,
+    TurnStarted,
+};
 use clawos_api::observability::{self, ComponentStatuses};
+use clawos_api::security_agent::{self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList};
 use clawos_api::NoParams;
-use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Principal};
+use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Message, Principal};
+use tokio::sync::mpsc;
 
 /// A call that did not get its answer: the component could not be reached
 /// or refused. Shown on the page as it is: the operator is the one to act.
@@ -31,12 +36,18 @@ pub enum CallFailed {
     Refused(#[from] clawos_api::CallError),
 }
 
-async fn connect(component: ComponentId) -> Result<IpcClient, CallFailed> {
-    let (client, _events) = IpcClient::connect(component, ClientOptions::new(Principal::Console))
+async fn connect_with_events(component: ComponentId) -> Result<(IpcClient, mpsc::Receiver<Message>), CallFailed> {
+    IpcClient::connect(component, ClientOptions::new(Principal::Console))
         .await
-        .map_err(|error| CallFailed::Unreachable { component, reason: error.to_string() })?;
-    Ok(client)
+        .map_err(|error| CallFailed::Unreachable { component, reason: error.to_string() })
 }
+
+async fn connect(component: ComponentId) -> Result<IpcClient, CallFailed> {
+    Ok(connect_with_events(component).await?.0)
+}
+
+/// A turn that was started, with the connection it reports on.
+pub type Started = (TurnStarted, IpcClient, mpsc::Receiver<Message>);
 
 /// Every component's health, as observability sees their heartbeats.
 pub async fn components() -> Result<ComponentStatuses, CallFailed> {
@@ -62,4 +73,49 @@ pub async fn set_paused(agent: &str, pause: bool) -> Result<AgentInfo, CallFaile
     let agents = agent_loop::Client::new(&client);
     let name = AgentName { agent: agent.to_owned() };
     Ok(if pause { agents.agent_pause(&name).await? } else { agents.agent_resume(&name).await? })
+}
+
+/// Starts a turn: the operator's message to an agent.
+pub async fn chat_send(send: &ChatSend) -> Result<Started, CallFailed> {
+    let (client, events) = connect_with_events(ComponentId::AgentLoop).await?;
+    let started = agent_loop::Client::new(&client).chat_send(send).await?;
+    Ok((started, client, events))
+}
+
+/// Continues a session whose turn waited for an approval, once answered.
+pub async fn chat_continue(session: &SessionRef) -> Result<Started, CallFailed> {
+    let (client, events) = connect_with_events(ComponentId::AgentLoop).await?;
+    let started = agent_loop::Client::new(&client).chat_continue(session).await?;
+    Ok((started, client, events))
+}
+
+/// Cancels a running turn.
+pub async fn chat_cancel(turn_id: &str) -> Result<(), CallFailed> {
+    let client = connect(ComponentId::AgentLoop).await?;
+    agent_loop::Client::new(&client).chat_cancel(&TurnRef { turn_id: turn_id.to_owned() }).await?;
+    Ok(())
+}
+
+/// An agent's sessions, newest first.
+pub async fn sessions(agent: &str) -> Result<SessionList, CallFailed> {
+    let client = connect(ComponentId::AgentLoop).await?;
+    Ok(agent_loop::Client::new(&client).session_list(&AgentName { agent: agent.to_owned() }).await?)
+}
+
+/// A session's transcript.
+pub async fn transcript(session: &SessionRef) -> Result<Transcript, CallFailed> {
+    let client = connect(ComponentId::AgentLoop).await?;
+    Ok(agent_loop::Client::new(&client).session_show(session).await?)
+}
+
+/// The approvals waiting for the operator.
+pub async fn approvals() -> Result<ApprovalList, CallFailed> {
+    let client = connect(ComponentId::SecurityAgent).await?;
+    Ok(security_agent::Client::new(&client).approval_list(&ApprovalFilter { all: false }).await?)
+}
+
+/// Approves or denies a waiting approval.
+pub async fn approval_decide(id: &str, approve: bool) -> Result<Approval, CallFailed> {
+    let client = connect(ComponentId::SecurityAgent).await?;
+    Ok(security_agent::Client::new(&client).approval_decide(&ApprovalDecide { id: id.to_owned(), approve }).await?)
 }

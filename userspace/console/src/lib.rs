@@ -14,8 +14,10 @@
 
 pub mod auth;
 pub mod calls;
+pub mod chat;
 pub mod guard;
 pub mod pages;
+pub mod turns;
 
 use std::sync::Arc;
 
@@ -30,6 +32,8 @@ pub const MAX_BODY: usize = 1 << 20;
 pub struct Console {
     /// Login links and sessions.
     pub tokens: auth::Tokens,
+    /// The turns started from the chat pages.
+    pub turns: turns::Turns,
     /// The box's name, as the overview shows it.
     pub box_name: String,
     /// The image's version.
@@ -42,6 +46,11 @@ pub fn app(console: Arc<Console>) -> Router {
         .route("/", get(pages::home))
         .route("/agents", get(pages::agents))
         .route("/agents/{agent}/{action}", post(pages::set_paused))
+        .route("/chat/{agent}", get(chat::page).post(chat::send))
+        .route("/turns/{turn}/events", get(chat::events))
+        .route("/turns/{turn}/cancel", post(chat::cancel))
+        .route("/approvals", get(chat::approvals))
+        .route("/approvals/{id}/{action}", post(chat::decide))
         .route("/login", get(pages::login))
         .route("/logout", post(pages::logout))
         .route("/static/{file}", get(pages::static_file))

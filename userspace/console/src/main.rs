@@ -101,6 +101,7 @@ fn main() -> ExitCode {
         };
         let console = Arc::new(Console {
             tokens: auth::Tokens::new(&options.logins),
+            turns: Default::default(),
             box_name: box_name(),
             version: image_version(),
         });

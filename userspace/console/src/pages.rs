@@ -20,7 +20,7 @@ use crate::Console;
 
 /// Renders `template` as `status`; a template that fails to render (a
 /// bug: every value it reads is a plain field) is a 500 with no detail.
-fn render(status: StatusCode, template: &impl Template) -> Response {
+pub(crate) fn render(status: StatusCode, template: &impl Template) -> Response {
     match template.render() {
         Ok(html) => (status, Html(html)).into_response(),
         Err(error) => {
@@ -30,12 +30,13 @@ fn render(status: StatusCode, template: &impl Template) -> Response {
     }
 }
 
+/// A page that only says something: a refusal, a failure, a login hint.
 #[derive(Template)]
 #[template(path = "message.html")]
-struct Message<'a> {
-    title: &'a str,
-    text: &'a str,
-    show_login_help: bool,
+pub(crate) struct Message<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) text: &'a str,
+    pub(crate) show_login_help: bool,
 }
 
 /// The answer to a request without a live session: a page saying how to
@@ -50,7 +51,7 @@ pub fn logged_out(partial: bool) -> Response {
 
 /// The wire name of an enum the API serialises as a string (a state, a
 /// health), as the page shows it.
-fn wire(value: &impl serde::Serialize) -> String {
+pub(crate) fn wire(value: &impl serde::Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         other => format!("{other:?}"),
@@ -59,7 +60,7 @@ fn wire(value: &impl serde::Serialize) -> String {
 
 /// A call that failed, as the page that needed it: `502 Bad Gateway`, what
 /// failed, and that nothing was changed.
-fn call_failed(title: &str, error: &CallFailed) -> Response {
+pub(crate) fn call_failed(title: &str, error: &CallFailed) -> Response {
     tracing::warn!("{title}: {error}");
     let text = format!("{error}. Nothing was changed.");
     render(StatusCode::BAD_GATEWAY, &Message { title, text: &text, show_login_help: false })

@@ -26,6 +26,7 @@ impl Answer {
 struct Server {
     socket: std::path::PathBuf,
     logins: std::path::PathBuf,
+    console: Arc<Console>,
     _dir: tempfile::TempDir,
 }
 
@@ -37,11 +38,15 @@ async fn serve() -> Server {
     let logins = dir.path().join("logins");
     std::fs::create_dir(&logins).unwrap();
     let listener = UnixListener::bind(&socket).unwrap();
-    let console =
-        Arc::new(Console { tokens: Tokens::new(&logins), box_name: "clawos-test".into(), version: "0.1.7".into() });
-    let router = app(console);
+    let console = Arc::new(Console {
+        tokens: Tokens::new(&logins),
+        turns: Default::default(),
+        box_name: "clawos-test".into(),
+        version: "0.1.7".into(),
+    });
+    let router = app(console.clone());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    Server { socket, logins, _dir: dir }
+    Server { socket, logins, console, _dir: dir }
 }
 
 impl Server {
@@ -213,4 +218,68 @@ async fn a_page_whose_component_cannot_be_reached_says_so_and_changes_nothing() 
     assert_eq!(other.status, 404);
     let unauthenticated = server.send("POST", "/agents/alice/pause", &[HOST, ORIGIN], b"").await;
     assert_eq!(unauthenticated.status, 401, "the guard answers before any call");
+}
+
+/// An agent-loop event of a turn, as the turn's connection would bring it.
+fn turn_event(name: &str, data: serde_json::Value) -> clawos_ipc::Message {
+    let serde_json::Value::Object(data) = data else { unreachable!() };
+    clawos_ipc::Message::event(
+        clawos_ipc::ProtocolVersion::V1_0,
+        clawos_ipc::Principal::Component(clawos_ipc::ComponentId::AgentLoop),
+        clawos_ipc::Principal::Console,
+        name,
+        data,
+    )
+}
+
+fn started(turn: &str) -> clawos_api::agent_loop::TurnStarted {
+    clawos_api::agent_loop::TurnStarted { agent: "alice".into(), session_id: format!("s-{turn}"), turn_id: turn.into() }
+}
+
+#[tokio::test]
+async fn a_turn_streams_as_server_sent_events_and_a_reconnect_resumes_after_what_it_saw() {
+    use serde_json::json;
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    let (events, receiver) = tokio::sync::mpsc::channel(16);
+    server.console.turns.follow(started("t1"), (), receiver).unwrap();
+    events.send(turn_event("turn.text", json!({"turn_id": "t1", "text": "Hel"}))).await.unwrap();
+    events.send(turn_event("turn.text", json!({"turn_id": "other", "text": "not this turn's"}))).await.unwrap();
+    events.send(turn_event("turn.text", json!({"turn_id": "t1", "text": "lo <b>\nthere"}))).await.unwrap();
+    events
+        .send(turn_event(
+            "turn.step",
+            json!({"turn_id": "t1", "step": 2, "kind": "tool", "tool_name": "text-stats", "ok": true, "duration_ms": 12}),
+        ))
+        .await
+        .unwrap();
+    let end = json!({"turn_id": "t1", "session_id": "s-t1", "status": "done", "answer": "Hello", "steps": 2,
+                     "tool_calls": 1, "input_tokens": 10, "output_tokens": 3, "cost_usd": 0.0});
+    events.send(turn_event("turn.end", end)).await.unwrap();
+    let stream = server.get("/turns/t1/events", &[HOST, ("Cookie", &cookie)]).await;
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.header("content-type"), Some("text/event-stream"));
+    let body = &stream.body;
+    assert!(body.contains("event: text\ndata: Hel\nid: 0\n"), "{body}");
+    assert!(body.contains("data: lo &#60;b&#62;\ndata: there\nid: 1\n"), "escaped, its lines kept: {body}");
+    assert!(!body.contains("not this turn's"));
+    assert!(body.contains("event: step\ndata: <li>step 2: text-stats ended in 12 ms</li>\nid: 2\n"), "{body}");
+    assert!(body.contains("event: end\n") && body.contains("Done: 2 steps, 1 tool calls"), "{body}");
+    let resumed = server.get("/turns/t1/events", &[HOST, ("Cookie", &cookie), ("Last-Event-ID", "1")]).await;
+    assert!(!resumed.body.contains("Hel") && resumed.body.contains("id: 2\n"), "{}", resumed.body);
+    assert_eq!(server.get("/turns/t9/events", &[HOST, ("Cookie", &cookie)]).await.status, 404);
+    assert_eq!(server.get("/turns/t1/events", &[HOST]).await.status, 401);
+}
+
+#[tokio::test]
+async fn a_turn_whose_connection_closes_before_its_end_says_so() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    let (events, receiver) = tokio::sync::mpsc::channel(16);
+    server.console.turns.follow(started("t2"), (), receiver).unwrap();
+    events.send(turn_event("turn.text", serde_json::json!({"turn_id": "t2", "text": "Half"}))).await.unwrap();
+    drop(events);
+    let stream = server.get("/turns/t2/events", &[HOST, ("Cookie", &cookie)]).await;
+    assert!(stream.body.contains("data: Half"), "{}", stream.body);
+    assert!(stream.body.contains("event: end") && stream.body.contains("closed the connection"), "{}", stream.body);
 }
