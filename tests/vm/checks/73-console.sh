@@ -6,7 +6,10 @@
 # agents page's pause and resume (checked with clawctl), and each refusal.
 CONSOLE_SOCKET=/run/clawos-console/console.sock
 CONSOLE_DIR=$OUT/vm/console
-CONSOLE_PORT="" CONSOLE_TUNNEL="" CONSOLE_COOKIE=""
+# A check runs in a subshell (check): the session's cookie is handed on in
+# a file, and the tunnel is opened and closed out here.
+CONSOLE_PORT="" CONSOLE_TUNNEL=""
+console_cookie() { cat "$CONSOLE_DIR/cookie"; }
 
 # Every TCP listener beyond loopback is sshd's. UDP has no listeners, but a
 # bound socket beyond loopback is reachable too: only systemd-networkd's
@@ -47,13 +50,9 @@ check_console_login() {
   link=$(vm_ssh 'clawctl console --json --port '"$CONSOLE_PORT") || return 1
   ssh_line=$(jq -r .ssh <<<"$link")
   [[ $ssh_line == "ssh -N -L $CONSOLE_PORT:$CONSOLE_SOCKET root@"* ]] || { echo "printed: $ssh_line"; return 1; }
-  # The tunnel as clawctl printed it, to the VM's forwarded SSH port.
-  ssh -i "$KEY" -p "$VM_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-    -o BatchMode=yes -o ExitOnForwardFailure=yes -N -L "$CONSOLE_PORT:$CONSOLE_SOCKET" root@127.0.0.1 &
-  CONSOLE_TUNNEL=$!
   for _ in $(seq 60); do
     (echo > "/dev/tcp/127.0.0.1/$CONSOLE_PORT") 2>/dev/null && break
-    kill -0 "$CONSOLE_TUNNEL" 2>/dev/null || { echo "the tunnel ended"; return 1; }
+    kill -0 "$CONSOLE_TUNNEL" 2>/dev/null || { echo "the tunnel ended"; cat "$CONSOLE_DIR/tunnel.log"; return 1; }
     sleep 0.5
   done
   status=$(console_curl "$(jq -r .url <<<"$link")") || return 1
@@ -61,14 +60,14 @@ check_console_login() {
   local cookie
   cookie=$(console_header set-cookie)
   [[ $cookie == clawos_console=* && $cookie == *"; HttpOnly"* && $cookie == *"; SameSite=Strict"* ]] || { echo "cookie: $cookie"; return 1; }
-  CONSOLE_COOKIE=${cookie%%;*}
+  echo "${cookie%%;*}" > "$CONSOLE_DIR/cookie"
   status=$(console_curl "$(jq -r .url <<<"$link")") || return 1
   [[ $status == 403\ * ]] || { echo "the link worked twice: $status"; return 1; }
 }
 
 check_console_overview() {
   local status healthy
-  status=$(console_curl -H "Cookie: $CONSOLE_COOKIE" "http://localhost:$CONSOLE_PORT/") || return 1
+  status=$(console_curl -H "Cookie: $(console_cookie)" "http://localhost:$CONSOLE_PORT/") || return 1
   cp "$CONSOLE_DIR/body" "$CONSOLE_DIR/overview.html"
   [[ $status == 200\ * ]] || { echo "overview: $status"; return 1; }
   log "console: the overview over the tunnel in ${status#* } s (curl's time_total, the console already started by the login)"
@@ -87,17 +86,17 @@ agent_state() { vm_ssh 'clawctl agent list' | awk -v a="$1" '$1 == a { print $2 
 
 check_console_agents() {
   local status
-  status=$(console_curl -H "Cookie: $CONSOLE_COOKIE" "http://localhost:$CONSOLE_PORT/agents") || return 1
+  status=$(console_curl -H "Cookie: $(console_cookie)" "http://localhost:$CONSOLE_PORT/agents") || return 1
   cp "$CONSOLE_DIR/body" "$CONSOLE_DIR/agents.html"
   [[ $status == 200\ * ]] || { echo "agents: $status"; return 1; }
   grep -q '<th scope="row">kernel-engine</th>' "$CONSOLE_DIR/body" || { echo "kernel-engine is not listed"; return 1; }
   [[ $(agent_state kernel-engine) == idle ]] || { echo "kernel-engine: $(agent_state kernel-engine)"; return 1; }
-  status=$(console_post /agents/kernel-engine/pause -H "Cookie: $CONSOLE_COOKIE" -H "Origin: http://localhost:$CONSOLE_PORT") || return 1
+  status=$(console_post /agents/kernel-engine/pause -H "Cookie: $(console_cookie)" -H "Origin: http://localhost:$CONSOLE_PORT") || return 1
   [[ $status == 303\ * && $(console_header location) == /agents ]] || { echo "pause: $status"; return 1; }
   [[ $(agent_state kernel-engine) == paused ]] || { echo "after pause: $(agent_state kernel-engine)"; return 1; }
-  status=$(console_curl -H "Cookie: $CONSOLE_COOKIE" "http://localhost:$CONSOLE_PORT/agents") || return 1
+  status=$(console_curl -H "Cookie: $(console_cookie)" "http://localhost:$CONSOLE_PORT/agents") || return 1
   grep -q 'aria-label="Resume kernel-engine"' "$CONSOLE_DIR/body" || { echo "no resume button"; return 1; }
-  status=$(console_post /agents/kernel-engine/resume -H "Cookie: $CONSOLE_COOKIE" -H "Origin: http://localhost:$CONSOLE_PORT") || return 1
+  status=$(console_post /agents/kernel-engine/resume -H "Cookie: $(console_cookie)" -H "Origin: http://localhost:$CONSOLE_PORT") || return 1
   [[ $status == 303\ * ]] || { echo "resume: $status"; return 1; }
   [[ $(agent_state kernel-engine) == idle ]] || { echo "after resume: $(agent_state kernel-engine)"; return 1; }
 }
@@ -105,25 +104,31 @@ check_console_agents() {
 # Each refusal changes nothing: the agent a refused pause names stays idle.
 check_console_refusals() {
   local status url="http://localhost:$CONSOLE_PORT"
-  status=$(console_curl -H "Host: evil.example:$CONSOLE_PORT" -H "Cookie: $CONSOLE_COOKIE" "$url/") || return 1
+  status=$(console_curl -H "Host: evil.example:$CONSOLE_PORT" -H "Cookie: $(console_cookie)" "$url/") || return 1
   [[ $status == 421\ * ]] || { echo "another Host: $status"; return 1; }
-  status=$(console_post /agents/kernel-engine/pause -H "Cookie: $CONSOLE_COOKIE" -H "Origin: http://evil.example") || return 1
+  status=$(console_post /agents/kernel-engine/pause -H "Cookie: $(console_cookie)" -H "Origin: http://evil.example") || return 1
   [[ $status == 403\ * ]] || { echo "another Origin: $status"; return 1; }
-  status=$(console_post /agents/kernel-engine/pause -H "Cookie: $CONSOLE_COOKIE") || return 1
+  status=$(console_post /agents/kernel-engine/pause -H "Cookie: $(console_cookie)") || return 1
   [[ $status == 403\ * ]] || { echo "no Origin: $status"; return 1; }
-  status=$(console_curl -H "Cookie: $CONSOLE_COOKIE" -H "Sec-Fetch-Site: cross-site" "$url/agents") || return 1
+  status=$(console_curl -H "Cookie: $(console_cookie)" -H "Sec-Fetch-Site: cross-site" "$url/agents") || return 1
   [[ $status == 403\ * ]] || { echo "cross-site: $status"; return 1; }
   status=$(console_post /agents/kernel-engine/pause -H "Origin: http://localhost:$CONSOLE_PORT") || return 1
   [[ $status == 401\ * ]] || { echo "no cookie: $status"; return 1; }
   [[ $(agent_state kernel-engine) == idle ]] || { echo "a refused request paused it"; return 1; }
 }
 
-mkdir -p "$CONSOLE_DIR"
+mkdir -p "$CONSOLE_DIR"; : > "$CONSOLE_DIR/cookie"
 CONSOLE_PORT=$(free_port)
+# The tunnel as `clawctl console` prints it (its login check compares), to
+# the VM's forwarded SSH port; its output to a file, not to a check's.
+ssh -i "$KEY" -p "$VM_PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+  -o BatchMode=yes -o ExitOnForwardFailure=yes -N -L "$CONSOLE_PORT:$CONSOLE_SOCKET" root@127.0.0.1 \
+  > "$CONSOLE_DIR/tunnel.log" 2>&1 < /dev/null &
+CONSOLE_TUNNEL=$!
 check "console: no TCP listener beyond loopback but sshd's, no UDP socket beyond it but the DHCP clients'" check_console_listeners
 check "console: its socket is root's alone (0600), nobody is refused it, its logins' directory the console user's (0700)" check_console_socket
 check "console: through clawctl's ssh -L tunnel, the one-time link opens a session (HttpOnly, SameSite=Strict) and fails the second time" check_console_login
 check "console: the overview over the tunnel shows the eight components healthy, with the strict Content-Security-Policy" check_console_overview
 check "console: the agents page pauses and resumes kernel-engine, as clawctl agent list then shows" check_console_agents
 check "console: another Host (421), another or no Origin (403), a cross-site fetch (403), no cookie (401) are refused and pause nothing" check_console_refusals
-[[ -z $CONSOLE_TUNNEL ]] || kill "$CONSOLE_TUNNEL" 2>/dev/null || true
+kill "$CONSOLE_TUNNEL" 2>/dev/null || true

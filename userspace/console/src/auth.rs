@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -106,8 +107,9 @@ pub fn issue_login(dir: &Path) -> io::Result<String> {
         remove_if_present(oldest)?;
     }
     let token = random_token();
-    // Created, never opened for writing again: its time is when it was issued.
-    fs::OpenOptions::new().write(true).create_new(true).open(dir.join(hex(&digest(&token))))?;
+    // Created, never opened for writing again: its time is when it was
+    // issued. Its reader is the console, through the directory's owner.
+    fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(dir.join(hex(&digest(&token))))?;
     Ok(token)
 }
 
