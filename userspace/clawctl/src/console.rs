@@ -37,13 +37,14 @@ struct Shown {
 }
 
 /// How this box is reached over SSH: the address and port of this SSH
-/// login's server side (`SSH_CONNECTION`), else a placeholder to fill in.
-fn ssh_target(connection: Option<&str>, user: &str) -> String {
+/// login's server side (`SSH_CONNECTION`), else (a login at the box's own
+/// console) its host name.
+fn ssh_target(connection: Option<&str>, user: &str, host: &str) -> String {
     let server = connection.map(|value| value.split_whitespace().collect::<Vec<_>>());
     match server.as_deref() {
         Some([_, _, address, "22"]) => format!("{user}@{address}"),
         Some([_, _, address, port]) => format!("-p {port} {user}@{address}"),
-        _ => format!("{user}@BOX"),
+        _ => format!("{user}@{host}"),
     }
 }
 
@@ -54,7 +55,9 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
         .ok()
         .flatten()
         .map_or_else(|| "root".to_owned(), |user| user.name);
-    let target = ssh_target(std::env::var("SSH_CONNECTION").ok().as_deref(), &user);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "clawos".to_owned(), |name| name.trim().to_owned());
+    let target = ssh_target(std::env::var("SSH_CONNECTION").ok().as_deref(), &user, &host);
     let shown = Shown {
         ssh: format!("ssh -N -L {}:{SOCKET} {target}", args.port),
         url: format!("http://localhost:{}/login?token={token}", args.port),
@@ -79,9 +82,9 @@ mod tests {
 
     #[test]
     fn the_tunnel_goes_to_the_address_this_login_came_in_on() {
-        assert_eq!(ssh_target(Some("10.0.0.5 51234 192.168.1.20 22"), "root"), "root@192.168.1.20");
-        assert_eq!(ssh_target(Some("127.0.0.1 40000 127.0.0.1 2222"), "root"), "-p 2222 root@127.0.0.1");
-        assert_eq!(ssh_target(None, "root"), "root@BOX");
-        assert_eq!(ssh_target(Some("garbage"), "root"), "root@BOX");
+        assert_eq!(ssh_target(Some("10.0.0.5 51234 192.168.1.20 22"), "root", "box"), "root@192.168.1.20");
+        assert_eq!(ssh_target(Some("127.0.0.1 40000 127.0.0.1 2222"), "root", "box"), "-p 2222 root@127.0.0.1");
+        assert_eq!(ssh_target(None, "root", "box"), "root@box");
+        assert_eq!(ssh_target(Some("garbage"), "root", "box"), "root@box");
     }
 }
