@@ -89,7 +89,7 @@ check_console_agents() {
   status=$(console_curl -H "Cookie: $(console_cookie)" "http://localhost:$CONSOLE_PORT/agents") || return 1
   cp "$CONSOLE_DIR/body" "$CONSOLE_DIR/agents.html"
   [[ $status == 200\ * ]] || { echo "agents: $status"; return 1; }
-  grep -q '<th scope="row">kernel-engine</th>' "$CONSOLE_DIR/body" || { echo "kernel-engine is not listed"; return 1; }
+  grep -q '<th scope="row"><a href="/chat/kernel-engine">kernel-engine</a></th>' "$CONSOLE_DIR/body" || { echo "kernel-engine is not listed"; return 1; }
   [[ $(agent_state kernel-engine) == idle ]] || { echo "kernel-engine: $(agent_state kernel-engine)"; return 1; }
   status=$(console_post /agents/kernel-engine/pause -H "Cookie: $(console_cookie)" -H "Origin: http://localhost:$CONSOLE_PORT") || return 1
   [[ $status == 303\ * && $(console_header location) == /agents ]] || { echo "pause: $status"; return 1; }
