@@ -170,6 +170,12 @@ pub struct RecallHit {
     pub content: String,
     /// The fused score (higher is better).
     pub score: f32,
+    /// The keyword leg's normalised score, when that leg found the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyword_score: Option<f32>,
+    /// The vector leg's normalised score, when that leg found the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_score: Option<f32>,
 }
 
 /// The answer to a recall.
@@ -424,6 +430,8 @@ impl<'a> AgentMemory<'a> {
                     heading: hit.heading,
                     content: unescape(&hit.content),
                     score: hit.score,
+                    keyword_score: hit.keyword_score,
+                    vector_score: hit.vector_score,
                 })
             })
             .take(limit)

@@ -13,10 +13,13 @@ use clawos_api::agent_loop::{
     self, AgentDetails, AgentInfo, AgentList, AgentName, ChatSend, SessionList, SessionRef, Transcript, TurnRef,
     TurnStarted,
 };
+use clawos_api::fs_engine::{self, DirListing, FileContent, FilePath, MemoryRecall, ReadFile, Recall, WriteFile};
 use clawos_api::observability::{self, ComponentStatuses};
-use clawos_api::security_agent::{self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList};
+use clawos_api::scheduler::{self, NotificationQuery, Notifications, ScheduleQuery, Schedules};
+use clawos_api::security_agent::{self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, SecretList};
+use clawos_api::wasm_daemon::{self, ToolList};
 use clawos_api::NoParams;
-use clawos_ipc::{ClientOptions, ComponentId, IpcClient, Message, Principal};
+use clawos_ipc::{ClientOptions, ComponentId, ErrorCode, IpcClient, Message, Principal};
 use tokio::sync::mpsc;
 
 /// A call that did not get its answer: the component could not be reached
@@ -118,4 +121,72 @@ pub async fn approvals() -> Result<ApprovalList, CallFailed> {
 pub async fn approval_decide(id: &str, approve: bool) -> Result<Approval, CallFailed> {
     let client = connect(ComponentId::SecurityAgent).await?;
     Ok(security_agent::Client::new(&client).approval_decide(&ApprovalDecide { id: id.to_owned(), approve }).await?)
+}
+
+/// A file of `agent`'s, read as the agent (its rules, not the operator's):
+/// `path` relative to its directory. `None` when there is no such file.
+pub async fn read_file(agent: &str, path: &str) -> Result<Option<FileContent>, CallFailed> {
+    let client = connect(ComponentId::FsEngine).await?;
+    let read = ReadFile { path: path.to_owned(), agent: Some(agent.to_owned()), offset: 0, length: None };
+    match fs_engine::Client::new(&client).read_file(&read).await {
+        Ok(content) => Ok(Some(content)),
+        Err(clawos_api::CallError::Ipc(error)) if error.code() == ErrorCode::Enoent => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Replaces a file of `agent`'s with `content`, as the agent: the same
+/// rules as the agent's own `file_write`; the audit log names the console.
+pub async fn write_file(agent: &str, path: &str, content: String) -> Result<(), CallFailed> {
+    let client = connect(ComponentId::FsEngine).await?;
+    let write = WriteFile {
+        path: path.to_owned(),
+        agent: Some(agent.to_owned()),
+        content: Some(content),
+        ..WriteFile::default()
+    };
+    fs_engine::Client::new(&client).write_file(&write).await?;
+    Ok(())
+}
+
+/// A directory of `agent`'s, as the agent; `None` when it does not exist.
+pub async fn list_dir(agent: &str, path: &str) -> Result<Option<DirListing>, CallFailed> {
+    let client = connect(ComponentId::FsEngine).await?;
+    let dir = FilePath { path: path.to_owned(), agent: Some(agent.to_owned()) };
+    match fs_engine::Client::new(&client).list_dir(&dir).await {
+        Ok(listing) => Ok(Some(listing)),
+        Err(clawos_api::CallError::Ipc(error)) if error.code() == ErrorCode::Enoent => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// What `agent`'s memory holds about `query`: both legs, fused.
+pub async fn memory_recall(agent: &str, query: &str, limit: usize) -> Result<Recall, CallFailed> {
+    let client = connect(ComponentId::FsEngine).await?;
+    let recall = MemoryRecall { agent: agent.to_owned(), query: query.to_owned(), category: None, limit: Some(limit) };
+    Ok(fs_engine::Client::new(&client).memory_recall(&recall).await?)
+}
+
+/// The tools the tool host can run, with their grants.
+pub async fn tools() -> Result<ToolList, CallFailed> {
+    let client = connect(ComponentId::WasmDaemon).await?;
+    Ok(wasm_daemon::Client::new(&client).tool_list(&NoParams {}).await?)
+}
+
+/// The vault's secrets: names and versions, never a value.
+pub async fn secrets() -> Result<SecretList, CallFailed> {
+    let client = connect(ComponentId::SecurityAgent).await?;
+    Ok(security_agent::Client::new(&client).secret_list(&NoParams {}).await?)
+}
+
+/// Every agent's scheduled jobs.
+pub async fn schedules() -> Result<Schedules, CallFailed> {
+    let client = connect(ComponentId::Scheduler).await?;
+    Ok(scheduler::Client::new(&client).schedule_list(&ScheduleQuery { agent: None }).await?)
+}
+
+/// The notifications, read ones too, newest first.
+pub async fn notifications() -> Result<Notifications, CallFailed> {
+    let client = connect(ComponentId::Scheduler).await?;
+    Ok(scheduler::Client::new(&client).notification_list(&NotificationQuery { agent: None, all: true }).await?)
 }

@@ -21,6 +21,7 @@ use clawos_api::agent_loop::{ChatSend, SessionRef, StepKind, TranscriptEntry, Tu
 use serde::Deserialize;
 
 use crate::calls::{self, CallFailed};
+use crate::diff;
 use crate::pages::{call_failed, render, wire};
 use crate::turns::{Part, Turn};
 use crate::Console;
@@ -345,6 +346,31 @@ struct Waiting {
     reason: String,
     arguments: String,
     expires_at: String,
+    /// A `file_write`'s change to its file; the note says why there is none.
+    diff: Vec<diff::Line>,
+    diff_note: String,
+}
+
+/// What a waiting `file_write` would change: the file as the agent reads
+/// it now against the call's `content`.
+async fn write_diff(agent: &str, tool: &str, arguments: &serde_json::Value) -> (Vec<diff::Line>, String) {
+    let (true, Some(path), Some(new)) =
+        (tool == "file_write", arguments["path"].as_str(), arguments["content"].as_str())
+    else {
+        return (Vec::new(), String::new());
+    };
+    match calls::read_file(agent, path).await {
+        Ok(None) => (diff::lines("", new), format!("{path} does not exist yet: the write makes it.")),
+        Ok(Some(file)) => match (file.eof, file.content) {
+            (true, Some(old)) => {
+                let lines = diff::lines(&old, new);
+                let note = if lines.is_empty() { format!("The write leaves {path} as it is.") } else { String::new() };
+                (lines, note)
+            }
+            _ => (Vec::new(), format!("{path} is not text of one message's size: no diff.")),
+        },
+        Err(error) => (Vec::new(), format!("{path} could not be read for a diff: {error}")),
+    }
 }
 
 #[derive(Template)]
@@ -360,10 +386,10 @@ pub async fn approvals() -> Response {
         Ok(list) => list,
         Err(error) => return call_failed("Approvals", &error),
     };
-    let approvals = list
-        .approvals
-        .into_iter()
-        .map(|approval| Waiting {
+    let mut approvals = Vec::with_capacity(list.approvals.len());
+    for approval in list.approvals {
+        let (diff, diff_note) = write_diff(&approval.agent, &approval.tool_name, &approval.arguments).await;
+        approvals.push(Waiting {
             needs: approval.permissions.iter().map(wire).collect::<Vec<_>>().join(", "),
             arguments: serde_json::to_string_pretty(&approval.arguments).unwrap_or_default(),
             id: approval.id,
@@ -371,8 +397,10 @@ pub async fn approvals() -> Response {
             tool: approval.tool_name,
             reason: approval.reason,
             expires_at: approval.expires_at,
-        })
-        .collect();
+            diff,
+            diff_note,
+        });
+    }
     render(StatusCode::OK, &Approvals { approvals })
 }
 

@@ -15,7 +15,10 @@
 pub mod auth;
 pub mod calls;
 pub mod chat;
+pub mod diff;
 pub mod guard;
+pub mod inventory;
+pub mod memory;
 pub mod pages;
 pub mod turns;
 
@@ -51,6 +54,12 @@ pub fn app(console: Arc<Console>) -> Router {
         .route("/turns/{turn}/cancel", post(chat::cancel))
         .route("/approvals", get(chat::approvals))
         .route("/approvals/{id}/{action}", post(chat::decide))
+        .route("/memory/{agent}", get(memory::page))
+        .route("/memory/{agent}/edit", get(memory::edit).post(memory::save))
+        .route("/tools", get(inventory::tools))
+        .route("/secrets", get(inventory::secrets))
+        .route("/schedules", get(inventory::schedules))
+        .route("/notifications", get(inventory::notifications))
         .route("/login", get(pages::login))
         .route("/logout", post(pages::logout))
         .route("/static/{file}", get(pages::static_file))

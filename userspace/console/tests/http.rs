@@ -220,6 +220,39 @@ async fn a_page_whose_component_cannot_be_reached_says_so_and_changes_nothing() 
     assert_eq!(unauthenticated.status, 401, "the guard answers before any call");
 }
 
+#[tokio::test]
+async fn each_page_names_the_component_it_could_not_reach() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    for (path, component) in [
+        ("/memory/alice", "fs-engine"),
+        ("/memory/alice/edit?path=memory.md", "fs-engine"),
+        ("/tools", "wasm-daemon"),
+        ("/secrets", "security-agent"),
+        ("/schedules", "scheduler"),
+        ("/notifications", "scheduler"),
+        ("/approvals", "security-agent"),
+    ] {
+        let page = server.get(path, &[HOST, ("Cookie", &cookie)]).await;
+        assert_eq!(page.status, 502, "{path}");
+        assert!(page.body.contains(&format!("{component} cannot be reached")), "{path}: {}", page.body);
+    }
+}
+
+#[tokio::test]
+async fn only_an_agents_markdown_memory_files_are_offered_for_editing() {
+    let server = serve().await;
+    let cookie = server.log_in().await;
+    for path in ["workspace.db", "../bob/memory.md", "logs/2026-12-01.md", "memory/..%2Fsoul.md"] {
+        let page = server.get(&format!("/memory/alice/edit?path={path}"), &[HOST, ("Cookie", &cookie)]).await;
+        assert_eq!(page.status, 404, "{path}: refused before fs-engine is asked");
+    }
+    let form = b"path=workspace.db&content=x&base=00";
+    let type_ = ("Content-Type", "application/x-www-form-urlencoded");
+    let save = server.send("POST", "/memory/alice/edit", &[HOST, ORIGIN, type_, ("Cookie", &cookie)], form).await;
+    assert_eq!(save.status, 404);
+}
+
 /// An agent-loop event of a turn, as the turn's connection would bring it.
 fn turn_event(name: &str, data: serde_json::Value) -> clawos_ipc::Message {
     let serde_json::Value::Object(data) = data else { unreachable!() };
