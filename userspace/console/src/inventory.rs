@@ -77,7 +77,12 @@ pub async fn secrets() -> Response {
     let secrets = list
         .secrets
         .into_iter()
-        .map(|s| SecretRow { name: s.secret_id, version: s.version, updated: s.updated_at, generation: s.key_generation })
+        .map(|s| SecretRow {
+            name: s.secret_id,
+            version: s.version,
+            updated: s.updated_at,
+            generation: s.key_generation,
+        })
         .collect();
     render(StatusCode::OK, &Secrets { secrets })
 }

@@ -248,7 +248,15 @@ mod tests {
         for path in ["memory.md", "soul.md", "memory/projects.md"] {
             assert!(editable(path), "{path}");
         }
-        for path in ["../other/memory.md", "logs/2026-12-01.md", "memory/../soul.md", ".hidden.md", "workspace.db", "memory/a b.md", ""] {
+        for path in [
+            "../other/memory.md",
+            "logs/2026-12-01.md",
+            "memory/../soul.md",
+            ".hidden.md",
+            "workspace.db",
+            "memory/a b.md",
+            "",
+        ] {
             assert!(!editable(path), "{path}");
         }
     }
