@@ -13,6 +13,9 @@ PKGS=(
   linux-source-6.12 bc flex bison libelf-dev libssl-dev dwarves cpio xz-utils zstd build-essential kmod
   # QEMU boot tests
   ovmf swtpm swtpm-tools openssh-client socat jq
+  # the web console's browser test (tests/vm/checks/74-console-browser.sh):
+  # Debian's Chromium and its WebDriver server, nothing downloaded by a driver
+  chromium chromium-driver
   # userspace -sys crates
   libtss2-dev libseccomp-dev pkg-config clang libsqlite3-dev
   # FUSE mounts of AgentFS workspaces (fusermount3 for non-root mounts)

@@ -1,4 +1,4 @@
-//! `clawos-scripted-provider --script FILE [--listen ADDR] [--requests-log FILE]`:
+//! `clawos-scripted-provider --script FILE [--listen ADDR] [--requests-log FILE] [--events-log FILE]`:
 //! serves a script (see the library) until killed. Prints
 //! `listening on http://ADDR` on stdout once it accepts connections, so a
 //! boot check can start it in the background and read the port.
@@ -23,6 +23,9 @@ struct Args {
     /// Where each request is logged as a JSON line.
     #[arg(long, value_name = "FILE")]
     requests_log: Option<PathBuf>,
+    /// Where each streamed event's departure time is logged as a JSON line.
+    #[arg(long, value_name = "FILE")]
+    events_log: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -42,13 +45,15 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let server = match Server::start_on(script, args.listen, args.requests_log.as_deref()).await {
-            Ok(server) => server,
-            Err(e) => {
-                eprintln!("clawos-scripted-provider: listening on {}: {e}", args.listen);
-                return ExitCode::FAILURE;
-            }
-        };
+        let server =
+            match Server::start_on(script, args.listen, args.requests_log.as_deref(), args.events_log.as_deref()).await
+            {
+                Ok(server) => server,
+                Err(e) => {
+                    eprintln!("clawos-scripted-provider: listening on {}: {e}", args.listen);
+                    return ExitCode::FAILURE;
+                }
+            };
         let mut stdout = std::io::stdout().lock();
         if writeln!(stdout, "listening on {}", server.base_url()).and_then(|()| stdout.flush()).is_err() {
             return ExitCode::FAILURE;

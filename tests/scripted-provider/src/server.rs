@@ -79,6 +79,8 @@ struct Shared {
     pages: std::collections::BTreeMap<String, String>,
     state: Mutex<State>,
     log: Option<Mutex<std::fs::File>>,
+    /// Where each streamed event's departure is noted, when given.
+    events_log: Option<Mutex<std::fs::File>>,
 }
 
 #[derive(Default)]
@@ -100,13 +102,21 @@ impl Server {
     /// Serves `script` on `127.0.0.1` at a free port, on the current tokio
     /// runtime.
     pub async fn start(script: Script) -> std::io::Result<Server> {
-        Server::start_on(script, SocketAddr::from(([127, 0, 0, 1], 0)), None).await
+        Server::start_on(script, SocketAddr::from(([127, 0, 0, 1], 0)), None, None).await
     }
 
     /// Serves `script` on `listen`, on the current tokio runtime, appending
-    /// each recorded request to `requests_log` as a JSON line when given.
-    pub async fn start_on(script: Script, listen: SocketAddr, requests_log: Option<&Path>) -> std::io::Result<Server> {
-        let shared = Arc::new(Shared::new(script, requests_log)?);
+    /// each recorded request to `requests_log` as a JSON line when given,
+    /// and to `events_log` a line `{"reply", "event", "at_ms"}` as each
+    /// streamed event is handed to the connection (the time a token leaves
+    /// the provider, for the console's latency figure).
+    pub async fn start_on(
+        script: Script,
+        listen: SocketAddr,
+        requests_log: Option<&Path>,
+        events_log: Option<&Path>,
+    ) -> std::io::Result<Server> {
+        let shared = Arc::new(Shared::new(script, requests_log, events_log)?);
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel();
@@ -117,7 +127,7 @@ impl Server {
     /// Serves `script` on `127.0.0.1` at a free port from a thread of its
     /// own with its own runtime: for tests whose client blocks.
     pub fn start_background(script: Script) -> std::io::Result<Server> {
-        let shared = Arc::new(Shared::new(script, None)?);
+        let shared = Arc::new(Shared::new(script, None, None)?);
         let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -184,13 +194,29 @@ impl Drop for Server {
 }
 
 impl Shared {
-    fn new(script: Script, requests_log: Option<&Path>) -> std::io::Result<Shared> {
+    fn new(script: Script, requests_log: Option<&Path>, events_log: Option<&Path>) -> std::io::Result<Shared> {
         script.check().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let log = match requests_log {
-            Some(path) => Some(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)),
-            None => None,
+        let open = |path: Option<&Path>| -> std::io::Result<Option<Mutex<std::fs::File>>> {
+            path.map(|path| Ok(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)))
+                .transpose()
         };
-        Ok(Shared { replies: script.replies, pages: script.pages, state: Mutex::new(State::default()), log })
+        Ok(Shared {
+            replies: script.replies,
+            pages: script.pages,
+            state: Mutex::new(State::default()),
+            log: open(requests_log)?,
+            events_log: open(events_log)?,
+        })
+    }
+
+    /// Notes that event `event` of reply `reply` leaves now.
+    fn note_sent(&self, reply: usize, event: usize) {
+        let Some(log) = &self.events_log else { return };
+        let line = serde_json::json!({"reply": reply, "event": event, "at_ms": now_ms()}).to_string() + "\n";
+        let mut file = log.lock().expect("events log lock");
+        if let Err(e) = file.write_all(line.as_bytes()).and_then(|()| file.flush()) {
+            eprintln!("clawos-scripted-provider: the events log: {e}");
+        }
     }
 
     /// Records a request and picks its reply: the next one for an
@@ -249,9 +275,7 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: oneshot
 
 /// Records `request` and answers it.
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Response<ReplyBody>, Infallible> {
-    let at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+    let at_ms = now_ms();
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
     let path = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
@@ -298,13 +322,23 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
                 shared.replies.len()
             ),
         ),
-        (Some(protocol), true, Some(reply)) => serve(protocol, reply).await,
+        (Some(protocol), true, Some(reply)) => {
+            let sent = Sent { shared: shared.clone(), reply: number, next: 0 };
+            serve(protocol, reply, sent).await
+        }
     };
     Ok(response)
 }
 
-/// The response for one scripted reply.
-async fn serve(protocol: Protocol, reply: Reply) -> Response<ReplyBody> {
+/// The wall clock, milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The response for one scripted reply (number `number` of the script).
+async fn serve(protocol: Protocol, reply: Reply, sent: Sent) -> Response<ReplyBody> {
     if reply.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
     }
@@ -324,8 +358,8 @@ async fn serve(protocol: Protocol, reply: Reply) -> Response<ReplyBody> {
     } else {
         let events = reply.events.iter().map(|event| Bytes::from(event.to_wire()));
         let body = match reply.cut_after {
-            Some(count) => Stream::new(events.take(count), reply.event_delay_ms, true),
-            None => Stream::new(events, reply.event_delay_ms, false),
+            Some(count) => Stream::new(events.take(count), reply.event_delay_ms, true, sent),
+            None => Stream::new(events, reply.event_delay_ms, false, sent),
         };
         let mut response = Response::new(ReplyBody::Stream(body));
         *response.status_mut() = status;
@@ -401,11 +435,21 @@ struct Stream {
     cut: bool,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     cut_armed: bool,
+    sent: Sent,
+}
+
+/// Where a stream notes its events' departures: the shared state (its
+/// events log), its reply's number, and the next event's.
+struct Sent {
+    shared: Arc<Shared>,
+    reply: usize,
+    next: usize,
 }
 
 impl Stream {
-    fn new(events: impl Iterator<Item = Bytes>, delay_ms: u64, cut: bool) -> Stream {
-        Stream { events: events.collect(), delay: Duration::from_millis(delay_ms), cut, sleep: None, cut_armed: false }
+    fn new(events: impl Iterator<Item = Bytes>, delay_ms: u64, cut: bool, sent: Sent) -> Stream {
+        let delay = Duration::from_millis(delay_ms);
+        Stream { events: events.collect(), delay, cut, sleep: None, cut_armed: false, sent }
     }
 }
 
@@ -425,6 +469,8 @@ impl Body for ReplyBody {
             stream.sleep = None;
         }
         if let Some(event) = stream.events.pop_front() {
+            stream.sent.shared.note_sent(stream.sent.reply, stream.sent.next);
+            stream.sent.next += 1;
             if !stream.events.is_empty() && !stream.delay.is_zero() {
                 stream.sleep = Some(Box::pin(tokio::time::sleep(stream.delay)));
             }

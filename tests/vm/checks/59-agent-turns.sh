@@ -110,13 +110,15 @@ text_reply() { # TEXT PROMPT_TOKENS COMPLETION_TOKENS
 }
 
 # start_provider UNIT PORT SCRIPT: the scripted provider as a transient unit
-# on the guest's loopback, its requests logged to /run/clawos-test/UNIT.jsonl.
+# on the guest's loopback, its requests logged to /run/clawos-test/UNIT.jsonl
+# and the times its streamed events left to UNIT.events.jsonl.
 start_provider() {
   # Pushed once: a running provider's binary cannot be replaced (ETXTBSY).
   { vm_ssh "test -x $SCRIPTED" || vm_push "${CARGO_TARGET_DIR:-$REPO/target}/release/clawos-scripted-provider" "$SCRIPTED"; } &&
     vm_push <(echo "$3") "/run/clawos-test/$1.json" &&
     vm_ssh "systemd-run --unit $1 --property=Type=exec $SCRIPTED --script /run/clawos-test/$1.json \
-              --listen 127.0.0.1:$2 --requests-log /run/clawos-test/$1.jsonl >/dev/null &&
+              --listen 127.0.0.1:$2 --requests-log /run/clawos-test/$1.jsonl \
+              --events-log /run/clawos-test/$1.events.jsonl >/dev/null &&
             for _ in \$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$2) 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
 }
 

@@ -3,7 +3,8 @@
 # it: `clawctl console` on the box prints a one-time link, and an `ssh -L`
 # tunnel from the host forwards a local port to the console's Unix socket.
 # Requests are curl's, over that tunnel: the login, the overview, the
-# agents page's pause and resume (checked with clawctl), and each refusal.
+# agents page's pause and resume (checked with clawctl), and each refusal;
+# a browser's follow (74-console-browser.sh).
 CONSOLE_SOCKET=/run/clawos-console/console.sock
 CONSOLE_DIR=$OUT/vm/console
 # A check runs in a subshell (check): the session's cookie is handed on in
@@ -131,6 +132,5 @@ check "console: through clawctl's ssh -L tunnel, the one-time link opens a sessi
 check "console: the overview over the tunnel shows the eight components healthy, with the strict Content-Security-Policy" check_console_overview
 check "console: the agents page pauses and resumes kernel-engine, as clawctl agent list then shows" check_console_agents
 check "console: another Host (421), another or no Origin (403), a cross-site fetch (403), no cookie (401) are refused and pause nothing" check_console_refusals
-kill "$CONSOLE_TUNNEL" 2>/dev/null || true
-[[ ! -s $CONSOLE_DIR/overview-seconds ]] ||
-  log "console: the overview over the tunnel in $(cat "$CONSOLE_DIR/overview-seconds") s (curl's time_total; the console already started by the login)"
+# The tunnel stays open for the browser's checks (74-console-browser.sh),
+# which close it.
