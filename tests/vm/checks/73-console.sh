@@ -102,6 +102,24 @@ check_console_agents() {
   [[ $(agent_state kernel-engine) == idle ]] || { echo "after resume: $(agent_state kernel-engine)"; return 1; }
 }
 
+# The overview's live list: the router's events as server-sent events
+# (an agent created and removed meanwhile shows up by name). curl writes
+# to a file, so the check's own output does not wait for it.
+check_console_events() {
+  curl -sS -N --max-time 60 -H "Cookie: $(console_cookie)" "http://localhost:$CONSOLE_PORT/events" \
+    > "$CONSOLE_DIR/events.txt" 2>&1 < /dev/null &
+  local curl=$! found=1
+  sleep 2
+  vm_ssh 'clawctl agent create vm-console-events >/dev/null && clawctl agent rm vm-console-events >/dev/null' || { kill "$curl"; return 1; }
+  for _ in $(seq 60); do
+    grep -q 'agent.created <code>.*vm-console-events' "$CONSOLE_DIR/events.txt" && { found=0; break; }
+    sleep 0.5
+  done
+  kill "$curl" 2>/dev/null; wait "$curl" 2>/dev/null
+  ((found == 0)) || { echo "no agent.created event streamed:"; head -c 2000 "$CONSOLE_DIR/events.txt"; return 1; }
+  grep -q '^event: event$' "$CONSOLE_DIR/events.txt"
+}
+
 # Each refusal changes nothing: the agent a refused pause names stays idle.
 check_console_refusals() {
   local status url="http://localhost:$CONSOLE_PORT"
@@ -131,6 +149,7 @@ check "console: its socket is root's alone (0600), nobody is refused it, its log
 check "console: through clawctl's ssh -L tunnel, the one-time link opens a session (HttpOnly, SameSite=Strict) and fails the second time" check_console_login
 check "console: the overview over the tunnel shows the eight components healthy, with the strict Content-Security-Policy" check_console_overview
 check "console: the agents page pauses and resumes kernel-engine, as clawctl agent list then shows" check_console_agents
+check "console: the overview's live stream carries the router's events as they happen (an agent created meanwhile)" check_console_events
 check "console: another Host (421), another or no Origin (403), a cross-site fetch (403), no cookie (401) are refused and pause nothing" check_console_refusals
 # The tunnel stays open for the browser's checks (74-console-browser.sh),
 # which close it.

@@ -15,6 +15,7 @@ use clawos_api::agent_loop::{
 };
 use clawos_api::fs_engine::{self, DirListing, FileContent, FilePath, MemoryRecall, ReadFile, Recall, WriteFile};
 use clawos_api::observability::{self, ComponentStatuses};
+use clawos_api::router::{self, SubscribeEvents};
 use clawos_api::scheduler::{self, NotificationQuery, Notifications, ScheduleQuery, Schedules};
 use clawos_api::security_agent::{self, Approval, ApprovalDecide, ApprovalFilter, ApprovalList, SecretList};
 use clawos_api::wasm_daemon::{self, ToolList};
@@ -189,4 +190,12 @@ pub async fn schedules() -> Result<Schedules, CallFailed> {
 pub async fn notifications() -> Result<Notifications, CallFailed> {
     let client = connect(ComponentId::Scheduler).await?;
     Ok(scheduler::Client::new(&client).notification_list(&NotificationQuery { agent: None, all: true }).await?)
+}
+
+/// A connection subscribed to every event the router fans out, and the
+/// events as they come; dropping the connection ends the subscription.
+pub async fn subscribe_all() -> Result<(IpcClient, mpsc::Receiver<Message>), CallFailed> {
+    let (client, events) = connect_with_events(ComponentId::Router).await?;
+    router::Client::new(&client).subscribe_events(&SubscribeEvents { events: vec!["*".to_owned()] }).await?;
+    Ok((client, events))
 }

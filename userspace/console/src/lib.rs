@@ -16,6 +16,7 @@ pub mod auth;
 pub mod calls;
 pub mod chat;
 pub mod diff;
+pub mod events;
 pub mod guard;
 pub mod inventory;
 pub mod memory;
@@ -47,6 +48,7 @@ pub struct Console {
 pub fn app(console: Arc<Console>) -> Router {
     Router::new()
         .route("/", get(pages::home))
+        .route("/events", get(events::stream))
         .route("/agents", get(pages::agents))
         .route("/agents/{agent}/{action}", post(pages::set_paused))
         .route("/chat/{agent}", get(chat::page).post(chat::send))
