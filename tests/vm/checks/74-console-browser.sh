@@ -115,7 +115,7 @@ check "console browser: the link logs in (the overview, the session cookie unrea
 check "console browser: a chat's answer streams into the page word by word as the provider sends it, and the turn ends" check_browser_chat
 check "console browser: a supervised file write waits, its diff on the approvals page; approved, the turn finishes and the file is written" check_browser_approve
 check "console browser: memory.md edited in the page is saved as the agent's write (audited as the console's) and found by search with both legs' scores" check_browser_memory
-check "console browser: every page opens with its heading and labelled controls, and fits a 390 px window" browser_step pages
+check "console browser: every page opens with its heading and labelled controls, the chat's context window lists its parts, and the pages fit a 390 px window" browser_step pages
 check "console browser: ten pages open at once, the console's RSS read while they are" browser_step ten-pages
 check "console browser: a rebinding name (421), another site's form (403) and no cookie (the login page) are refused; nothing paused" check_browser_refusals
 kill "$CONSOLE_TUNNEL" 2>/dev/null || true

@@ -17,21 +17,21 @@
 //! directory layout (fs-engine), tool execution (wasm-daemon), or secrets
 //! (security-agent).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clawos_agent_loop::config::{AgentConfig, DEFAULT_CONFIG};
 use clawos_agent_loop::error::Error;
 use clawos_agent_loop::launch::Launcher;
 use clawos_agent_loop::mcp_servers::Servers;
-use clawos_agent_loop::provider::estimate_tokens;
+use clawos_agent_loop::provider::{estimate_tokens, ToolSpec};
 use clawos_agent_loop::registry::{self, Agent, Registry};
 use clawos_agent_loop::thinker::{self, VaultKeys};
 use clawos_agent_loop::{guard, persona, store, tools, turn};
 use clawos_api::agent_loop::{
-    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, GuardDecision, GuardHold,
-    GuardHolds, McpRefusedTool, McpServerRef, McpServerStatus, McpStatus, SessionList, SessionRef, SessionSummary,
-    Spend, Transcript, TranscriptEntry, TurnCancelled, TurnOutcome, TurnRef, TurnStarted,
+    self, AgentCreate, AgentDetails, AgentInfo, AgentList, AgentName, AgentState, ChatSend, ContextPart, GuardDecision,
+    GuardHold, GuardHolds, McpRefusedTool, McpServerRef, McpServerStatus, McpStatus, SessionContext, SessionList,
+    SessionRef, SessionSummary, Spend, Transcript, TranscriptEntry, TurnCancelled, TurnOutcome, TurnRef, TurnStarted,
 };
 use clawos_api::fs_engine::{self, AgentDirCreate, AgentRef, WriteFile};
 use clawos_api::{Call, Done, NoParams};
@@ -76,7 +76,65 @@ impl Daemon {
     async fn connect(&self, peer: ComponentId) -> Result<IpcClient, Error> {
         Ok(tools::connect(peer).await?)
     }
+
+    /// The system prompt agent `agent`'s next turn would send, with what
+    /// it is made of: its persona (through the soul guard, within its
+    /// budget) and the built-in and WASM tools its config allows (an MCP
+    /// server's tools join when a turn connects it).
+    async fn prompt(
+        &self,
+        agent: &str,
+        dir: &Path,
+        store: &store::Store,
+        config: AgentConfig,
+    ) -> Result<Prompt, Error> {
+        let budget = config.persona.budget_tokens;
+        let persona = persona::compile(&guard::check(dir, store, budget)?.sources, budget);
+        let mut tools = tools::built_in();
+        if let Ok(wasm) = self.connect(ComponentId::WasmDaemon).await {
+            if let Ok(found) = tools::wasm_tools(&wasm).await {
+                tools.extend(found);
+            }
+            wasm.goodbye().await;
+        }
+        let specs = turn::allowed_specs(&config, &tools);
+        let native = thinker::native_tools(&config, None);
+        let text = turn::system_prompt(agent, &config, &persona.text, &specs, native);
+        Ok(Prompt { config, persona, specs, native, text })
+    }
 }
+
+/// An agent's system prompt and its parts (`Daemon::prompt`).
+struct Prompt {
+    config: AgentConfig,
+    persona: persona::Persona,
+    specs: Vec<ToolSpec>,
+    native: bool,
+    text: String,
+}
+
+impl Prompt {
+    /// Each tool schema's tokens, as a request with native tools carries
+    /// them beside the prompt; none without native tools.
+    fn schema_tokens(&self) -> Vec<u64> {
+        if !self.native {
+            return Vec::new();
+        }
+        self.specs.iter().map(|s| estimate_tokens(&serde_json::to_string(s).unwrap_or_default())).collect()
+    }
+
+    /// The tokens of the prompt's tool list, for a model without native tools.
+    fn hint_tokens(&self) -> u64 {
+        if self.native || self.specs.is_empty() {
+            0
+        } else {
+            estimate_tokens(&turn::text_calls_hint(&self.specs))
+        }
+    }
+}
+
+/// The characters of a message `session_context` shows.
+const CONTEXT_EXCERPT: usize = 160;
 
 /// RFC 3339 of a time in ms since the epoch.
 fn rfc3339(ms: i64) -> String {
@@ -118,37 +176,21 @@ impl agent_loop::Service for Daemon {
 
     async fn agent_show(&self, _call: &Call, p: AgentName) -> Result<AgentDetails, MethodError> {
         let Agent { info, config, store, dir } = self.agent(&p.agent)?;
-        let config = config.unwrap_or_default();
-        let budget = config.persona.budget_tokens;
-        let persona = persona::compile(&guard::check(&dir, &store, budget).map_err(Error::from)?.sources, budget);
+        let prompt = self.prompt(&p.agent, &dir, &store, config.unwrap_or_default()).await?;
         let (day, month) = store::day_and_month_start(store::now_ms());
         let spent = |since| store.spent_since(since).map_err(Error::from);
         let sessions = store.sessions().map_err(Error::from)?.len() as u64;
-        let mut tools = tools::built_in();
-        if let Ok(wasm) = self.connect(ComponentId::WasmDaemon).await {
-            if let Ok(found) = tools::wasm_tools(&wasm).await {
-                tools.extend(found);
-            }
-            wasm.goodbye().await;
-        }
-        let specs = turn::allowed_specs(&config, &tools);
-        let native = thinker::native_tools(&config, None);
-        let prompt = turn::system_prompt(&p.agent, &config, &persona.text, &specs, native);
-        let specs_tokens: u64 = if native {
-            specs.iter().map(|s| estimate_tokens(&serde_json::to_string(s).unwrap_or_default())).sum()
-        } else {
-            0
-        };
+        let config = &prompt.config;
         Ok(AgentDetails {
             info,
             limits: serde_json::to_value(&config.limits).expect("limits serialize"),
-            tools: specs.iter().map(|s| s.name.clone()).collect(),
-            system_prompt_tokens: estimate_tokens(&prompt) + specs_tokens,
+            tools: prompt.specs.iter().map(|s| s.name.clone()).collect(),
+            system_prompt_tokens: estimate_tokens(&prompt.text) + prompt.schema_tokens().iter().sum::<u64>(),
             today: Spend { spent_usd: spent(day)?, limit_usd: config.limits.max_cost_per_day_usd },
             month: Spend { spent_usd: spent(month)?, limit_usd: config.limits.max_cost_per_month_usd },
             sessions,
-            persona: persona.included,
-            persona_left_out: persona.left_out,
+            persona: prompt.persona.included,
+            persona_left_out: prompt.persona.left_out,
         })
     }
 
@@ -307,6 +349,52 @@ impl agent_loop::Service for Daemon {
         }
         tracing::info!(agent = p.agent, server = p.server, "MCP server restarted by the operator");
         Ok(Done {})
+    }
+
+    async fn session_context(&self, _call: &Call, p: SessionRef) -> Result<SessionContext, MethodError> {
+        let Agent { config, store, dir, .. } = self.agent(&p.agent)?;
+        if !store.has_session(&p.session_id).map_err(Error::from)? {
+            return Err(Error::NoSession { agent: p.agent, session_id: p.session_id }.into());
+        }
+        let prompt = self.prompt(&p.agent, &dir, &store, config.unwrap_or_default()).await?;
+        let part = |kind: &str, name: String, tokens| ContextPart { kind: kind.into(), name, tokens, excerpt: None };
+        let persona_tokens: u64 = prompt.persona.included_tokens.iter().sum();
+        let schema_tokens = prompt.schema_tokens();
+        let mut parts = vec![part(
+            "instructions",
+            "system prompt".into(),
+            // The prompt's own text: what is not a persona source's part
+            // or, for a model without native tools, the tool list.
+            estimate_tokens(&prompt.text).saturating_sub(persona_tokens + prompt.hint_tokens()),
+        )];
+        for (name, tokens) in prompt.persona.included.iter().zip(&prompt.persona.included_tokens) {
+            parts.push(part("persona", name.clone(), *tokens));
+        }
+        if prompt.native {
+            for (spec, tokens) in prompt.specs.iter().zip(schema_tokens) {
+                parts.push(part("tool", spec.name.clone(), tokens));
+            }
+        } else if !prompt.specs.is_empty() {
+            parts.push(part("tool", "the tool list in the prompt".into(), prompt.hint_tokens()));
+        }
+        for stored in store.context(&p.session_id).map_err(Error::from)? {
+            let excerpt: String = stored.message.content.chars().take(CONTEXT_EXCERPT).collect();
+            parts.push(ContextPart {
+                kind: "message".into(),
+                name: format!("#{} {}", stored.seq, stored.role),
+                tokens: stored.tokens,
+                excerpt: Some(excerpt),
+            });
+        }
+        Ok(SessionContext {
+            session_id: p.session_id,
+            model: prompt.config.route(None).map(|route| route.model).unwrap_or_default(),
+            context_window: thinker::context_window(&prompt.config),
+            total_tokens: parts.iter().map(|part| part.tokens).sum(),
+            system_prompt: prompt.text,
+            parts,
+            left_out: prompt.persona.left_out,
+        })
     }
 
     async fn session_show(&self, _call: &Call, p: SessionRef) -> Result<Transcript, MethodError> {

@@ -77,6 +77,8 @@ pub struct Persona {
     pub text: String,
     /// The files in it, relative to the agent's directory.
     pub included: Vec<String>,
+    /// Each included file's tokens under its heading, in the same order.
+    pub included_tokens: Vec<u64>,
     /// The files left out, each with why (`user.md: 812 tokens, 300 left of 1000`).
     pub left_out: Vec<String>,
 }
@@ -109,6 +111,7 @@ pub fn compile(sources: &[Source], budget: u64) -> Persona {
         left -= tokens;
         persona.text.push_str(&part);
         persona.included.push(name.clone());
+        persona.included_tokens.push(tokens);
     }
     persona
 }

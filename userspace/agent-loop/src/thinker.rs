@@ -131,6 +131,13 @@ pub fn native_tools(config: &AgentConfig, hint: Option<&str>) -> bool {
     provider_table(config, &route.provider).is_ok_and(|table| table.model(&route.model).native_tools)
 }
 
+/// The context window of the model of the default route, when its
+/// provider table is there.
+pub fn context_window(config: &AgentConfig) -> Option<u64> {
+    let route = config.route(None).ok()?;
+    provider_table(config, &route.provider).ok().map(|table| u64::from(table.model(&route.model).context_window))
+}
+
 /// A chain of routes behind the reliability layer.
 struct Chain {
     reliable: Reliable,

@@ -156,7 +156,7 @@ pub fn system_prompt(
 }
 
 /// How a model without native tool calling calls `tools`: one line each.
-fn text_calls_hint(tools: &[ToolSpec]) -> String {
+pub fn text_calls_hint(tools: &[ToolSpec]) -> String {
     let mut hint = String::from(
         "\nTo use a tool, reply with only <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. Tools:",
     );

@@ -51,6 +51,10 @@ service! {
     fn session_list(AgentName) -> SessionList { timeout_ms: 5000, errors: [Enoent, Eio] }
     /// A session's transcript.
     fn session_show(SessionRef) -> Transcript { timeout_ms: 5000, errors: [Enoent, Eio] }
+    /// What the session's next request would put in the model's context
+    /// window, part by part with each part's tokens: the system prompt's
+    /// instructions, each persona source, each tool's schema, each message.
+    fn session_context(SessionRef) -> SessionContext { timeout_ms: 10000, errors: [Enoent, Eio] }
     /// An agent's MCP servers as its next turn would have them: each
     /// server not connected is tried now (unless its backoff has not
     /// passed; one still connecting after 25 s shows its state before),
@@ -414,6 +418,42 @@ pub struct TranscriptEntry {
     pub tool_call_id: Option<String>,
     /// When it was recorded (RFC 3339).
     pub at: String,
+}
+
+/// One part of a session's context window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ContextPart {
+    /// `instructions` (the system prompt's own text), `persona` (a brain
+    /// file or instruction file), `tool` (a tool's schema, or for a model
+    /// without native tool calling the prompt's tool list) or `message`.
+    pub kind: String,
+    /// The file, the tool, or a message's `#seq role`.
+    pub name: String,
+    /// Its estimated tokens.
+    pub tokens: u64,
+    /// The start of a message's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+}
+
+/// `session_context` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionContext {
+    /// The session.
+    pub session_id: String,
+    /// The default route's model.
+    pub model: String,
+    /// Its context window, tokens, when its provider table names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// The system prompt as the next request sends it.
+    pub system_prompt: String,
+    /// In the order the request carries them.
+    pub parts: Vec<ContextPart>,
+    /// The persona sources left out, each with why.
+    pub left_out: Vec<String>,
+    /// The parts' tokens together.
+    pub total_tokens: u64,
 }
 
 /// `session_show` result.

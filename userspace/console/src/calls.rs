@@ -10,8 +10,8 @@
 //! answer, or any retry (the operator reloads).
 
 use clawos_api::agent_loop::{
-    self, AgentDetails, AgentInfo, AgentList, AgentName, ChatSend, SessionList, SessionRef, Transcript, TurnRef,
-    TurnStarted,
+    self, AgentDetails, AgentInfo, AgentList, AgentName, ChatSend, SessionContext, SessionList, SessionRef, Transcript,
+    TurnRef, TurnStarted,
 };
 use clawos_api::fs_engine::{self, DirListing, FileContent, FilePath, MemoryRecall, ReadFile, Recall, WriteFile};
 use clawos_api::observability::{self, ComponentStatuses};
@@ -110,6 +110,12 @@ pub async fn sessions(agent: &str) -> Result<SessionList, CallFailed> {
 pub async fn transcript(session: &SessionRef) -> Result<Transcript, CallFailed> {
     let client = connect(ComponentId::AgentLoop).await?;
     Ok(agent_loop::Client::new(&client).session_show(session).await?)
+}
+
+/// What a session's next request puts in the model's context window.
+pub async fn context(session: &SessionRef) -> Result<SessionContext, CallFailed> {
+    let client = connect(ComponentId::AgentLoop).await?;
+    Ok(agent_loop::Client::new(&client).session_context(session).await?)
 }
 
 /// The approvals waiting for the operator.

@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod calls;
 pub mod chat;
+pub mod context;
 pub mod diff;
 pub mod events;
 pub mod guard;
@@ -52,6 +53,7 @@ pub fn app(console: Arc<Console>) -> Router {
         .route("/agents", get(pages::agents))
         .route("/agents/{agent}/{action}", post(pages::set_paused))
         .route("/chat/{agent}", get(chat::page).post(chat::send))
+        .route("/context/{agent}/{session}", get(context::page))
         .route("/turns/{turn}/events", get(chat::events))
         .route("/turns/{turn}/cancel", post(chat::cancel))
         .route("/approvals", get(chat::approvals))

@@ -4,7 +4,8 @@
 //! tunnel an operator uses, and does what an operator does: logs in with
 //! the link, chats and watches the answer stream, approves a waiting file
 //! write after reading its diff, edits `memory.md` and finds the edit by
-//! search, opens every page (also in a phone-sized window), and is refused
+//! search, opens every page (a session's context window too, and in a
+//! phone-sized window), and is refused
 //! where a rebinding name, another site's form or a missing cookie would
 //! get in.
 //!
@@ -308,6 +309,18 @@ impl Browser {
                 .map_err(failed("labels"))?;
             if unlabelled != json!([]) {
                 return Err(format!("{path}: controls without a label: {unlabelled}"));
+            }
+        }
+        // The chat's session, then what its context window holds.
+        self.goto(&chat).await?;
+        self.click("nav.sessions a:not([aria-current])").await?;
+        self.click("a[href^='/context/']").await?;
+        let heading = self.heading().await?;
+        let parts = self.body_text().await?;
+        self.screenshot("context").await;
+        for part in ["persona", "soul.md", "#1 user", "Together"] {
+            if !heading.starts_with("Context of ") || !parts.contains(part) {
+                return Err(format!("the context page ({heading}) lacks {part:?}: {}", clip(&parts)));
             }
         }
         // A phone-sized window: nothing wider than the screen.
