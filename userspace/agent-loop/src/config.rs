@@ -390,7 +390,7 @@ fn default_persona_budget() -> u64 {
 }
 
 /// `[autonomy]` (`specs/agent/README.md`, "Permissions and approvals").
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AutonomyConfig {
     /// `read-only`, `supervised` (default) or `full`.

@@ -184,6 +184,7 @@ impl agent_loop::Service for Daemon {
         Ok(AgentDetails {
             info,
             limits: serde_json::to_value(&config.limits).expect("limits serialize"),
+            autonomy: serde_json::to_value(&config.autonomy).expect("autonomy serializes"),
             tools: prompt.specs.iter().map(|s| s.name.clone()).collect(),
             system_prompt_tokens: estimate_tokens(&prompt.text) + prompt.schema_tokens().iter().sum::<u64>(),
             today: Spend { spent_usd: spent(day)?, limit_usd: config.limits.max_cost_per_day_usd },

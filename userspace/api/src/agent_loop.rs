@@ -231,6 +231,9 @@ pub struct AgentDetails {
     pub info: AgentInfo,
     /// The turn limits in force (`[limits]` of its config).
     pub limits: serde_json::Value,
+    /// What it may do without the operator (`[autonomy]` of its config:
+    /// `level`, `max_actions_per_hour`, `approval_expires_minutes`).
+    pub autonomy: serde_json::Value,
     /// The tools it may call.
     pub tools: Vec<String>,
     /// Tokens of its system prompt with the tool descriptions.

@@ -130,6 +130,7 @@ struct AgentRow {
     today: String,
     month: String,
     limits: String,
+    autonomy: String,
     sessions: u64,
 }
 
@@ -168,6 +169,7 @@ pub async fn agents(State(_): State<Arc<Console>>) -> Response {
             today: details.as_ref().map(|d| spend(&d.today)).unwrap_or_default(),
             month: details.as_ref().map(|d| spend(&d.month)).unwrap_or_default(),
             limits: details.as_ref().map(|d| limits(&d.limits)).unwrap_or_default(),
+            autonomy: details.as_ref().map(|d| limits(&d.autonomy)).unwrap_or_default(),
             sessions: details.as_ref().map_or(0, |d| d.sessions),
             name: info.agent,
         });
@@ -175,7 +177,7 @@ pub async fn agents(State(_): State<Arc<Console>>) -> Response {
     render(StatusCode::OK, &Agents { agents })
 }
 
-/// An agent's `[limits]` as `key value` pairs.
+/// A table of an agent's config (`[limits]`, `[autonomy]`) as `key value` pairs.
 fn limits(limits: &serde_json::Value) -> String {
     match limits {
         serde_json::Value::Object(map) => {
