@@ -1,6 +1,6 @@
 //! The Telegram channel's protocol (specs/channels/README.md, "Telegram"):
 //! the Bot API's `getUpdates` long polling and `sendMessage`, as the pure
-//! functions of the channel interface (`specs/wit/channel.wit`). The host
+//! functions of the channel interface (`specs/wit/channel/channel.wit`). The host
 //! makes the requests; the bot token is the `{secret}` of their paths, put
 //! in by the host, never seen here.
 //!
