@@ -36,7 +36,11 @@ const SECURITY_HEADERS: [(&str, &str); 6] = [
          form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
     ),
     ("x-content-type-options", "nosniff"),
-    ("referrer-policy", "no-referrer"),
+    // Not `no-referrer`: under it a browser sends `Origin: null` with a
+    // form's POST (the Fetch standard), and the Origin check refuses the
+    // console's own forms. `same-origin` keeps the page's address from
+    // every other site and the Origin on the console's own requests.
+    ("referrer-policy", "same-origin"),
     ("cross-origin-opener-policy", "same-origin"),
     ("cross-origin-resource-policy", "same-origin"),
     ("x-frame-options", "DENY"),

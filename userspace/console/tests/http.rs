@@ -127,7 +127,7 @@ async fn every_answer_carries_the_security_headers() {
         assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{}", answer.head);
         assert!(csp.contains("frame-ancestors 'none'"));
         assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
-        assert_eq!(answer.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(answer.header("referrer-policy"), Some("same-origin"));
         assert_eq!(answer.header("cache-control"), Some("no-store"));
     }
 }
