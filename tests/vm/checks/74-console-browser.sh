@@ -42,6 +42,9 @@ browser_agents_ready() {
 # ten pages are open.
 browser_run() {
   local link driver_port rss_command status=0
+  # The console idle, as the browser finds it: curl's requests of
+  # 73-console.sh served, no page open.
+  vm_ssh 'ps -o rss= -C clawos-console' | tr -d ' ' > "$BROWSER_DIR/rss-idle"
   link=$(vm_ssh 'clawctl console --json --port '"$CONSOLE_PORT" | jq -r .url) || return 1
   driver_port=$(free_port)
   chromedriver --port="$driver_port" --allowed-ips=127.0.0.1 > "$BROWSER_DIR/chromedriver.log" 2>&1 &
@@ -112,7 +115,7 @@ check_browser_refusals() {
   [[ $(agent_state kernel-engine) == idle ]] || { echo "another site's form paused kernel-engine"; return 1; }
 }
 
-mkdir -p "$BROWSER_DIR"; rm -f "$BROWSER_DIR"/*.png "$BROWSER_DIR/results.jsonl"
+mkdir -p "$BROWSER_DIR"; rm -f "$BROWSER_DIR"/*.png "$BROWSER_DIR/results.jsonl" "$BROWSER_DIR/rss-idle"
 check "console browser: two scripted agents for the browser, one streaming word by word, one supervised" browser_agents_ready
 check "console browser: Chromium (chromedriver) runs its steps through the tunnel and reports each" browser_run
 check "console browser: the link logs in (the overview, the session cookie unreadable by scripts)" browser_step login
@@ -126,7 +129,7 @@ kill "$CONSOLE_TUNNEL" 2>/dev/null || true
 [[ ! -s $CONSOLE_DIR/overview-seconds ]] ||
   log "console: the overview over the tunnel in $(cat "$CONSOLE_DIR/overview-seconds") s (curl's time_total; the console already started by the login)"
 if [[ -s $BROWSER_DIR/results.jsonl ]]; then
-  log "console browser: the first page load (link, redirect, overview) $(browser_figure login first_load_ms) ms (Navigation Timing); the console's RSS with ten pages open $(browser_figure ten-pages while_open) KiB"
+  log "console browser: the first page load (link, redirect, overview) $(browser_figure login first_load_ms) ms (Navigation Timing); the console's RSS idle $(cat "$BROWSER_DIR/rss-idle") KiB, with ten pages open $(browser_figure ten-pages while_open) KiB"
   [[ ! -s $BROWSER_DIR/latency.json ]] ||
     log "console browser: a word from leaving the provider to shown in the page, ms: $(jq -c .latency_ms "$BROWSER_DIR/latency.json") (the clocks matched to ±$(jq '.rtt_ms / 2' "$BROWSER_DIR/latency.json") ms)"
 fi
