@@ -6,6 +6,7 @@
 #   userspace/wasm-tools/*  the image's tools   -> out/tools (stage-rootfs.sh ships it)
 #   tests/tools/*           hostile test tools  -> out/test-tools (never shipped:
 #                           the unit tests load it, the boot tests install from it)
+#   userspace/wasm-tools/*-channel  channel components -> out/channels
 # A tool.json without "capabilities" is a tool whose grants are the
 # operator's to choose (web-fetch: which hosts): it is not in the registry
 # but kept with its tool.json as <tool>.json, for
@@ -54,3 +55,15 @@ package_tools() {
 }
 package_tools "$REPO/userspace/wasm-tools" "$OUT/tools"
 package_tools "$REPO/tests/tools" "$OUT/test-tools"
+
+# Channel components (specs/channels): the directories named *-channel, of
+# the clawos:channel world, no tool.json. In out/channels, not yet shipped.
+mkdir -p "$OUT/channels"
+rm -f "$OUT"/channels/*.wasm
+for dir in "$REPO"/userspace/wasm-tools/*-channel/; do
+  channel=$(basename "$dir")
+  wasm="$OUT/channels/$channel-v$version.wasm"
+  cp "$CACHE/buildroot-cache/target-wasm-tools/wasm32-wasip2/release/${channel//-/_}.wasm" "$wasm"
+  [[ $(od -An -tx1 -N8 "$wasm" | tr -d ' ') == 0061736d0d000100 ]] || die "$wasm is not a WASM component"
+  log "tools: channels/$(basename "$wasm") ($(stat -c %s "$wasm") bytes, component)"
+done

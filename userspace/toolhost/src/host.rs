@@ -608,6 +608,11 @@ impl ToolHost {
         (store, timeout)
     }
 
+    /// The engine every tool and channel is compiled for.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// Creates a Store and an instance of `tool` and drops them without
     /// running anything: what every call pays before the tool starts
     /// (measured by the benchmarks).
@@ -663,7 +668,7 @@ impl Drop for ToolHost {
 }
 
 /// Turns what wasmtime returned into the call's specific error.
-fn classify(tool_id: &str, timeout: Duration, error: wasmtime::Error) -> CallError {
+pub(crate) fn classify(tool_id: &str, timeout: Duration, error: wasmtime::Error) -> CallError {
     let tool_id = tool_id.to_owned();
     if let Some(abort) = error.downcast_ref::<Abort>() {
         return match abort {

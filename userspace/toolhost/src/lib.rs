@@ -16,6 +16,9 @@
 //!   every file a tool writes in the ClawFS audit log (`clawfs::audit`,
 //!   [`HostConfig::audit_log`]), as fs-engine records its own.
 //! - [`cgroup`]: per-tool cgroup v2 CPU and pids limits for the calling thread.
+//! - [`channel`]: channel components (`specs/wit/channel/channel.wit`), a
+//!   channel's protocol as pure functions, under the same limits and with
+//!   no host interface.
 //! - [`store`]: tools installed at run time in `/clawfs/tools`.
 //! - What host functions ask of the daemon ([`CredentialProvider`],
 //!   [`MemorySearch`], [`KvBackend`]) and why it can fail
@@ -24,6 +27,7 @@
 //! Design, limits and threat model: `specs/toolhost/README.md`.
 
 pub mod cgroup;
+pub mod channel;
 pub mod definition;
 mod error;
 mod host;
