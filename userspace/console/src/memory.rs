@@ -10,10 +10,8 @@
 //!
 //! Owns: these pages. Must not own: the rules (fs-engine) or the index.
 
-use std::sync::Arc;
-
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
@@ -23,7 +21,6 @@ use sha2::{Digest, Sha256};
 
 use crate::calls;
 use crate::pages::{call_failed, render, Message};
-use crate::Console;
 
 /// The directories of an agent's whose Markdown files the page lists: its
 /// own (the brain files: `soul.md`, `identity.md`, `user.md`, `memory.md`)
@@ -215,7 +212,7 @@ pub struct EditForm {
 /// `POST /memory/{agent}/edit`: writes the file, unless it changed since
 /// the form was loaded (409, the form again with the file as it is now and
 /// the operator's text kept below it).
-pub async fn save(State(_): State<Arc<Console>>, Path(agent): Path<String>, Form(form): Form<EditForm>) -> Response {
+pub async fn save(Path(agent): Path<String>, Form(form): Form<EditForm>) -> Response {
     let now = match current(&agent, &form.path).await {
         Ok(now) => now,
         Err(page) => return page,
