@@ -135,6 +135,8 @@ pub struct Counters {
 /// The shortest and longest backoff after a failure.
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// The most characters of a component's error a log line carries.
+const LOGGED: usize = 200;
 /// The wait after a `409`: another poller may be shutting down.
 const CONFLICT_WAIT: Duration = Duration::from_secs(60);
 
@@ -236,7 +238,9 @@ impl<P: Protocol, H: Http, A: Agent> Runner<P, H, A> {
                 // A text the service refuses will not be taken later either:
                 // counted, and the chat goes on.
                 Sent::Refused(why) => {
-                    tracing::warn!(channel, message = message.id, "the service refused an answer: {why}");
+                    // The component's words: bounded, and escaped by `?`.
+                    let why: String = why.chars().take(LOGGED).collect();
+                    tracing::warn!(channel, message = message.id, "the service refused an answer: {why:?}");
                     self.counters.send_failures += 1;
                 }
                 Sent::Later(next) => {

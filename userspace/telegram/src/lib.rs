@@ -104,7 +104,7 @@ fn result(response: &Response) -> Result<Value, ChannelError> {
     if answer["ok"] == json!(true) && response.status == 200 {
         return Ok(answer["result"].clone());
     }
-    let description = answer["description"].as_str().unwrap_or("no description").to_owned();
+    let description = shown(answer["description"].as_str().unwrap_or("no description"));
     Err(match response.status {
         429 => ChannelError::RetryAfter(
             answer["parameters"]["retry_after"].as_u64().and_then(|s| u32::try_from(s).ok()).unwrap_or(5),
@@ -113,6 +113,27 @@ fn result(response: &Response) -> Result<Value, ChannelError> {
         400..=499 => ChannelError::Rejected(format!("HTTP {}: {description}", response.status)),
         status => ChannelError::Failed(format!("HTTP {status}: {description}")),
     })
+}
+
+/// The most characters of the service's own words kept in an error.
+const DESCRIPTION_SHOWN: usize = 200;
+
+/// The service's text as an error carries it into the host's logs: at most
+/// [`DESCRIPTION_SHOWN`] characters, control characters escaped.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == DESCRIPTION_SHOWN {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A poll's answer, read: its text messages, and the cursor past every
@@ -250,6 +271,18 @@ mod tests {
         ));
         assert!(matches!(poll_response(&answer(502, "<html>bad gateway</html>")), Err(ChannelError::Failed(_))));
         assert!(matches!(poll_response(&answer(200, r#"{"ok": true, "result": {}}"#)), Err(ChannelError::Failed(_))));
+    }
+
+    #[test]
+    fn the_services_words_reach_the_log_bounded_and_with_control_characters_escaped() {
+        let long =
+            serde_json::json!({"ok": false, "description": format!("{}\u{1b}[2Jgone", "x".repeat(500))}).to_string();
+        let outcome = poll_response(&answer(400, &long));
+        let Err(ChannelError::Rejected(why)) = outcome else { panic!("not rejected: {outcome:?}") };
+        assert!(why.chars().count() < 230 && why.ends_with('…'), "{why}");
+        let conflict = serde_json::json!({"ok": false, "description": "a\u{1b}[2Jb"}).to_string();
+        let Err(ChannelError::Conflict(why)) = poll_response(&answer(409, &conflict)) else { panic!("not a conflict") };
+        assert_eq!(why, "a\\u{1b}[2Jb");
     }
 
     #[test]
